@@ -1,0 +1,38 @@
+"""replan's controller: the generated implementation and the records it works on.
+
+This package is what applications import. It never imports python-statemachine: the
+dispatch in ``_generated.py`` was generated from ``spec/declaration.py``.
+"""
+
+from controller._generated import Controller
+from controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
+from controller.records import (
+    Decision,
+    EvidenceState,
+    ExecuteResult,
+    InvalidInput,
+    Observation,
+    ObservationConflict,
+    Plan,
+    PolicyError,
+    StopReason,
+)
+from controller.workflow import decide
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "Controller",
+    "Decision",
+    "EvidenceState",
+    "ExecuteResult",
+    "InvalidInput",
+    "Observation",
+    "ObservationConflict",
+    "Plan",
+    "Policy",
+    "PolicyError",
+    "Step",
+    "StopReason",
+    "decide",
+    "load_policy",
+]

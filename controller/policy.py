@@ -1,0 +1,307 @@
+"""The policy: the single source of truth for *data* (evidence keys, steps and their
+prerequisites, resources, limits), as the declaration is for *structure*.
+
+Owns loading and validating the TOML format of DESIGN.md and rendering it back in
+normal form. Every error is a ``PolicyError`` whose message starts with the offending
+path (``steps[2].requires[0]: 'acess' is not a declared evidence key ...``) so a user
+can find it without a traceback. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.records import PolicyError
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step a plan may name: the keys that must be ``Passed`` before it may run,
+    and whether accepting its execution ends the run with ``Completed``."""
+
+    name: str
+    requires: tuple[str, ...] = ()
+    completes_run: bool = False
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything about a run that is data rather than structure."""
+
+    keys: tuple[str, ...]
+    steps: tuple[Step, ...]
+    resources: tuple[str, ...]
+    max_steps: int = 4
+    max_proposals: int = 8
+    no_progress_limit: int = 3
+    count_duplicate_deliveries: bool = True
+    #: The fixed workflow baseline's prerequisites (``decide``), declared apart from
+    #: the steps so that the equivalence check compares two independent statements.
+    workflow_keys: tuple[str, ...] = ()
+    # Derived lookups for the controller's hot path (not part of equality).
+    requirements: Mapping[str, tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    terminal_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    key_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # Validate even when built in code, so a bad Policy(...) fails at once with a
+        # path, never mid-run.
+        _parse(policy_to_dict(self))
+        object.__setattr__(self, "requirements", {s.name: s.requires for s in self.steps})
+        object.__setattr__(
+            self, "terminal_steps", frozenset(s.name for s in self.steps if s.completes_run)
+        )
+        object.__setattr__(self, "key_set", frozenset(self.keys))
+        object.__setattr__(self, "resource_set", frozenset(self.resources))
+
+    def step(self, name: str) -> Step:
+        for candidate in self.steps:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+
+# ---- the TOML schema ------------------------------------------------------------
+
+_TABLES: dict[str, frozenset[str]] = {
+    "limits": frozenset(
+        {"max_steps", "max_proposals", "no_progress_limit", "count_duplicate_deliveries"}
+    ),
+    "evidence": frozenset({"keys"}),
+    "resources": frozenset({"allowed"}),
+    "steps": frozenset({"name", "requires", "completes_run"}),
+    "workflow": frozenset({"ready_when_passed"}),
+}
+_REQUIRED_TABLES = ("evidence", "resources", "steps")
+
+
+def _fail(path: str, problem: str) -> PolicyError:
+    return PolicyError(f"{path}: {problem}")
+
+
+def _expect_table(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _fail(path, f"expected a table, got {type(value).__name__}")
+    return value
+
+
+def _check_fields(table: Mapping[str, Any], path: str, allowed: frozenset[str]) -> None:
+    for name in table:
+        if name not in allowed:
+            raise _fail(
+                f"{path}.{name}" if path else name,
+                f"unknown field (allowed: {', '.join(sorted(allowed))})",
+            )
+
+
+def _names(value: object, path: str, *, what: str, allow_empty: bool) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _fail(path, f"expected a list of {what}, got {type(value).__name__}")
+    seen: list[str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise _fail(f"{path}[{index}]", f"expected a non-empty string, got {item!r}")
+        if item in seen:
+            raise _fail(f"{path}[{index}]", f"{item!r} is listed twice")
+        seen.append(item)
+    if not seen and not allow_empty:
+        raise _fail(path, f"at least one {what[:-1]} is required")
+    return tuple(seen)
+
+
+def _positive(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, f"expected a positive integer, got {value!r}")
+    if value < 1:
+        raise _fail(path, f"must be at least 1, got {value}")
+    return value
+
+
+def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a policy document (the parsed TOML) and return ``Policy``'s fields."""
+    document = _expect_table(document, "policy")
+    for name in document:
+        if name not in _TABLES:
+            raise _fail(name, f"unknown table (allowed: {', '.join(sorted(_TABLES))})")
+    for name in _REQUIRED_TABLES:
+        if name not in document:
+            raise _fail(name, "missing table")
+
+    limits = _expect_table(document.get("limits", {}), "limits")
+    _check_fields(limits, "limits", _TABLES["limits"])
+    max_steps = _positive(limits.get("max_steps", 4), "limits.max_steps")
+    max_proposals = _positive(
+        limits.get("max_proposals", 2 * max_steps), "limits.max_proposals"
+    )
+    no_progress_limit = _positive(limits.get("no_progress_limit", 3), "limits.no_progress_limit")
+    count_duplicates = limits.get("count_duplicate_deliveries", True)
+    if not isinstance(count_duplicates, bool):
+        raise _fail(
+            "limits.count_duplicate_deliveries", f"expected true or false, got {count_duplicates!r}"
+        )
+
+    evidence = _expect_table(document["evidence"], "evidence")
+    _check_fields(evidence, "evidence", _TABLES["evidence"])
+    if "keys" not in evidence:
+        raise _fail("evidence.keys", "missing field")
+    keys = _names(evidence["keys"], "evidence.keys", what="keys", allow_empty=True)
+
+    resources_table = _expect_table(document["resources"], "resources")
+    _check_fields(resources_table, "resources", _TABLES["resources"])
+    if "allowed" not in resources_table:
+        raise _fail("resources.allowed", "missing field")
+    resources = _names(
+        resources_table["allowed"], "resources.allowed", what="resources", allow_empty=False
+    )
+
+    raw_steps = document["steps"]
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise _fail("steps", "expected at least one [[steps]] entry")
+    steps: list[Step] = []
+    declared = ", ".join(keys) if keys else "none"
+    for index, raw in enumerate(raw_steps):
+        path = f"steps[{index}]"
+        table = _expect_table(raw, path)
+        _check_fields(table, path, _TABLES["steps"])
+        name = table.get("name")
+        if not isinstance(name, str) or not name:
+            raise _fail(f"{path}.name", f"expected a non-empty string, got {name!r}")
+        if any(step.name == name for step in steps):
+            raise _fail(f"{path}.name", f"duplicate step name {name!r}")
+        requires = _names(
+            table.get("requires", []), f"{path}.requires", what="keys", allow_empty=True
+        )
+        for key_index, key in enumerate(requires):
+            if key not in keys:
+                raise _fail(
+                    f"{path}.requires[{key_index}]",
+                    f"{key!r} is not a declared evidence key (declared: {declared})",
+                )
+        completes_run = table.get("completes_run", False)
+        if not isinstance(completes_run, bool):
+            raise _fail(f"{path}.completes_run", f"expected true or false, got {completes_run!r}")
+        steps.append(Step(name, requires, completes_run))
+    if not any(step.completes_run for step in steps):
+        raise _fail("steps", "no step has completes_run = true, so no run could ever complete")
+
+    workflow = _expect_table(document.get("workflow", {}), "workflow")
+    _check_fields(workflow, "workflow", _TABLES["workflow"])
+    workflow_keys = _names(
+        workflow.get("ready_when_passed", list(keys)),
+        "workflow.ready_when_passed",
+        what="keys",
+        allow_empty=True,
+    )
+    for key_index, key in enumerate(workflow_keys):
+        if key not in keys:
+            raise _fail(
+                f"workflow.ready_when_passed[{key_index}]",
+                f"{key!r} is not a declared evidence key (declared: {declared})",
+            )
+    return dict(
+        keys=keys,
+        steps=tuple(steps),
+        resources=resources,
+        max_steps=max_steps,
+        max_proposals=max_proposals,
+        no_progress_limit=no_progress_limit,
+        count_duplicate_deliveries=count_duplicates,
+        workflow_keys=workflow_keys,
+    )
+
+
+def policy_from_dict(document: Mapping[str, Any]) -> Policy:
+    """Build a policy from a parsed document (TOML tables or the ``--json`` form)."""
+    return Policy(**_parse(document))
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    """The normal form: every default filled in, in the TOML file's table order."""
+    return {
+        "limits": {
+            "max_steps": policy.max_steps,
+            "max_proposals": policy.max_proposals,
+            "no_progress_limit": policy.no_progress_limit,
+            "count_duplicate_deliveries": policy.count_duplicate_deliveries,
+        },
+        "evidence": {"keys": list(policy.keys)},
+        "resources": {"allowed": list(policy.resources)},
+        "steps": [
+            {"name": s.name, "requires": list(s.requires), "completes_run": s.completes_run}
+            for s in policy.steps
+        ],
+        "workflow": {"ready_when_passed": list(policy.workflow_keys)},
+    }
+
+
+def policy_to_toml(policy: Policy) -> str:
+    """Render the normal form as TOML (the fixed shape of DESIGN.md)."""
+
+    def value(item: object) -> str:
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, int):
+            return str(item)
+        if isinstance(item, str):
+            return json.dumps(item)  # a JSON string is a valid TOML basic string
+        if isinstance(item, Sequence):
+            return "[" + ", ".join(value(x) for x in item) + "]"
+        raise TypeError(item)
+
+    document = policy_to_dict(policy)
+    lines: list[str] = []
+    for table in ("limits", "evidence", "resources"):
+        lines.append(f"[{table}]")
+        lines += [f"{name} = {value(item)}" for name, item in document[table].items()]
+        lines.append("")
+    for step in document["steps"]:
+        lines.append("[[steps]]")
+        lines += [f"{name} = {value(item)}" for name, item in step.items()]
+        lines.append("")
+    lines.append("[workflow]")
+    lines += [f"{name} = {value(item)}" for name, item in document["workflow"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a TOML policy file; every problem is a one-line PolicyError
+    that starts with the file name and the path inside it."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PolicyError(f"{source}: no such policy file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
+        raise PolicyError(f"{source}: cannot read policy file ({error.__class__.__name__})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise PolicyError(f"{source}: invalid TOML: {error}") from None
+    try:
+        return policy_from_dict(document)
+    except PolicyError as error:
+        raise PolicyError(f"{source}: {error}") from None
+
+
+DEFAULT_POLICY = Policy(
+    keys=("parser", "access"),
+    steps=(
+        Step("inspect-parser"),
+        Step("inspect-access"),
+        Step("commit-import", requires=("parser", "access"), completes_run=True),
+    ),
+    resources=("input-A",),
+    max_steps=4,
+    max_proposals=8,
+    no_progress_limit=3,
+    count_duplicate_deliveries=True,
+    workflow_keys=("parser", "access"),
+)

@@ -1,0 +1,89 @@
+"""The record types every layer shares: vocabulary, inputs and errors.
+
+This module is stdlib-only and imports nothing else from the project, so the
+generated controller, the declaration, the checkers and the renderers can all depend
+on it without pulling in python-statemachine, z3 or Hypothesis.
+
+Records are plain and cheap (``NamedTuple``): validation happens at the controller,
+because a malformed observation is a host bug (loud) while a malformed plan is model
+input (a rejected proposal that still uses a slot). See CONTRACT.md "Vocabulary".
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class EvidenceState(StrEnum):
+    """What is known about one evidence key. Unknown and Failed are never merged:
+    Unknown calls for inspection, Failed calls for an owner."""
+
+    UNKNOWN = "Unknown"
+    PASSED = "Passed"
+    FAILED = "Failed"
+
+
+class StopReason(StrEnum):
+    """Why a run stopped. The first one is kept forever."""
+
+    COMPLETED = "Completed"
+    NO_NEW_EVIDENCE = "NoNewEvidence"
+    STEP_LIMIT = "StepLimit"
+    PLAN_LIMIT = "PlanLimit"
+    CANCELED = "Canceled"
+
+
+class ExecuteResult(StrEnum):
+    """Every answer ``execute`` can give."""
+
+    EXECUTED = "Executed"
+    REPLAYED = "Replayed"
+    STOPPED = "Stopped"
+    UNKNOWN_PLAN = "UnknownPlan"
+    STALE_PLAN = "StalePlan"
+    STEP_LIMIT = "StepLimit"
+    PRECONDITION_DENIED = "PreconditionDenied"
+
+
+class Decision(StrEnum):
+    """The fixed workflow's answer (``controller.workflow.decide``)."""
+
+    INSPECT = "Inspect"
+    NEEDS_OWNER = "NeedsOwner"
+    READY_TO_COMMIT = "ReadyToCommit"
+
+
+class Observation(NamedTuple):
+    """A trusted fact about one evidence key, delivered by the host (never the model).
+
+    Its *content* is ``(state, source)``; ``source`` is a label, not authentication.
+    """
+
+    key: str
+    version: int
+    state: EvidenceState
+    source: str
+
+
+class Plan(NamedTuple):
+    """What the model proposes to do next. A plan never carries evidence: it only
+    cites the evidence revision it was based on."""
+
+    id: str
+    revision: int
+    evidence_revision: int
+    step: str
+    resource: str
+
+
+class InvalidInput(ValueError):
+    """A malformed observation (a host bug): raised, and nothing changes."""
+
+
+class ObservationConflict(ValueError):
+    """Other content under a ``(key, version)`` already seen: raised, nothing changes."""
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used; the message starts with the offending path."""

@@ -1,0 +1,434 @@
+"""The data of one run, and the meaning of every guard and action the declaration names.
+
+Owns: the run's fields (CONTRACT.md "State of one run"), the input validation that
+happens before any transition is chosen, the bodies of the named guards and actions,
+the read-only public view (properties, ``state(key)``, ``snapshot()``, ``trace``).
+
+Leaves to others: *which* transition fires for which state and event. That dispatch
+is declared in ``spec/declaration.py`` and is either generated
+(``controller/_generated.py``) or run by python-statemachine
+(``spec/reference.py``); both call the bodies below, so the two can only differ in
+dispatch, which is exactly what the campaign compares.
+
+Guards are predicates with no side effects. A guard whose body is a single
+``return <expression>`` is inlined by the generator (the expression is copied into
+the generated dispatch, with a comment naming the guard), so keep them that way.
+Actions return the answer of the event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.policy import DEFAULT_POLICY, Policy
+from controller.records import (
+    EvidenceState,
+    ExecuteResult,
+    InvalidInput,
+    Observation,
+    ObservationConflict,
+    Plan,
+    StopReason,
+)
+
+PASSED = EvidenceState.PASSED
+UNKNOWN = EvidenceState.UNKNOWN
+
+#: Where every run starts: the declaration's initial state.
+INITIAL_STATE = "idle"
+
+# A trace entry as stored: (operation, argument, result or error class, evidence
+# revision after, declared state after, index of the fired transition or None when a
+# final state absorbed the call or the input check refused it). It becomes a
+# JSON-ready dict only when read, so tracing costs one tuple per call on the hot path.
+TraceEntry = tuple[str, Any, Any, int, Any, int | None]
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def well_formed_plan(plan: object) -> bool:
+    """A ``Plan`` whose fields have the contract's types (a bool is not an int)."""
+    return (
+        isinstance(plan, Plan)
+        and isinstance(plan.id, str)
+        and plan.id != ""
+        and _is_int(plan.revision)
+        and _is_int(plan.evidence_revision)
+        and isinstance(plan.step, str)
+        and isinstance(plan.resource, str)
+    )
+
+
+def jsonable(value: object) -> Any:
+    """A JSON-ready rendering of an argument or result (records as objects, anything
+    unexpected as its ``repr``, so that a malformed input is still explained)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return str(value) if isinstance(value, StopReason | EvidenceState | ExecuteResult) else value
+    if isinstance(value, Observation | Plan):
+        return {name: jsonable(item) for name, item in zip(value._fields, value, strict=True)}
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return {"error": value.__name__}
+    return repr(value)
+
+
+class Run:
+    """One run's remembered state plus the named guards and actions over it."""
+
+    __slots__ = (
+        "_accepted",
+        "_completed",
+        "_contents",
+        "_declared_state",
+        "_evidence_revision",
+        "_known",
+        "_latest_version",
+        "_no_progress",
+        "_passed",
+        "_pending",
+        "_plan_revision",
+        "_proposals",
+        "_steps",
+        "_trace",
+        "policy",
+    )
+
+    #: Labels of the declared transitions, by index (set by each implementation from
+    #: the declaration; the trace names the transition that fired with it).
+    transitions: tuple[str, ...] = ()
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self.policy = DEFAULT_POLICY if policy is None else policy
+        #: The declared state's value: "idle", "pending", or the StopReason of a
+        #: final state (python-statemachine writes it here in the reference model).
+        self._declared_state: str = INITIAL_STATE
+        self._evidence_revision = 1
+        self._plan_revision = 0
+        self._steps = 0
+        self._proposals = 0
+        self._no_progress = 0
+        self._pending: Plan | None = None
+        #: (key, version) -> (state, source): every content ever remembered.
+        self._contents: dict[tuple[str, int], tuple[EvidenceState, str]] = {}
+        self._latest_version: dict[str, int] = {}
+        #: key -> state of its latest record (absent = Unknown).
+        self._known: dict[str, EvidenceState] = {}
+        #: keys whose latest state is Passed (kept so the commit gate is one set test).
+        self._passed: set[str] = set()
+        self._accepted: set[str] = set()
+        self._completed: set[str] = set()
+        self._trace: list[TraceEntry] = []
+
+    # ---- input validation (before any transition is chosen) -----------------------
+
+    def check_observation(self, obs: object) -> None:
+        """Raise ``InvalidInput`` naming the field, for a malformed observation
+        (CONTRACT observe rule 1: a host bug, loud, whether or not the run stopped)."""
+        if not isinstance(obs, Observation):
+            raise InvalidInput(f"observation: expected an Observation, got {type(obs).__name__}")
+        if not isinstance(obs.key, str) or obs.key not in self.policy.key_set:
+            raise InvalidInput(
+                f"observation.key: {obs.key!r} is not a declared evidence key "
+                f"(declared: {', '.join(self.policy.keys) or 'none'})"
+            )
+        if not _is_int(obs.version) or obs.version < 1:
+            raise InvalidInput(f"observation.version: expected an int >= 1, got {obs.version!r}")
+        if not isinstance(obs.state, EvidenceState):
+            raise InvalidInput(
+                f"observation.state: expected an EvidenceState, got {obs.state!r}"
+            )
+        if not isinstance(obs.source, str) or not obs.source:
+            raise InvalidInput(f"observation.source: expected a non-empty string, got {obs.source!r}")
+
+    # ---- guards: observe ----------------------------------------------------------
+
+    def duplicate_delivery(self, obs: Observation) -> bool:
+        """This (key, version) was seen before with the same content."""
+        return self._contents.get((obs.key, obs.version)) == (obs.state, obs.source)
+
+    def conflicting_content(self, obs: Observation) -> bool:
+        """This (key, version) was seen before with other content."""
+        return (obs.key, obs.version) in self._contents and not self.duplicate_delivery(obs)
+
+    def older_than_latest(self, obs: Observation) -> bool:
+        """A newer version of this key is already recorded."""
+        return self._latest_version.get(obs.key, 0) > obs.version
+
+    def changes_state(self, obs: Observation) -> bool:
+        """The observation's state differs from the key's current state."""
+        return obs.state != self._known.get(obs.key, UNKNOWN)
+
+    def counts_duplicates(self) -> bool:
+        """The policy counts duplicate deliveries as no progress."""
+        return self.policy.count_duplicate_deliveries
+
+    def exhausts_no_progress(self) -> bool:
+        """Counting one more call without progress reaches ``no_progress_limit``."""
+        return self._no_progress + 1 >= self.policy.no_progress_limit
+
+    # ---- guards: propose ----------------------------------------------------------
+
+    def proposals_exhausted(self) -> bool:
+        """Every proposal slot of the run is used."""
+        return self._proposals >= self.policy.max_proposals
+
+    def plan_malformed(self, plan: Plan) -> bool:
+        """Not a Plan with the contract's field types."""
+        return not well_formed_plan(plan)
+
+    def plan_outdated(self, plan: Plan) -> bool:
+        """The plan's revision does not exceed the last accepted plan revision."""
+        return plan.revision <= self._plan_revision
+
+    def evidence_stale(self, plan: Plan) -> bool:
+        """The plan cites an evidence revision other than the current one."""
+        return plan.evidence_revision != self._evidence_revision
+
+    def resource_not_allowed(self, plan: Plan) -> bool:
+        """The plan's resource is not one the policy allows."""
+        return plan.resource not in self.policy.resource_set
+
+    def step_unknown(self, plan: Plan) -> bool:
+        """The plan names a step the policy does not declare."""
+        return plan.step not in self.policy.requirements
+
+    def plan_completed(self, plan: Plan) -> bool:
+        """A plan with this id was already executed."""
+        return plan.id in self._completed
+
+    # ---- guards: execute ----------------------------------------------------------
+
+    def id_completed(self, plan_id: str) -> bool:
+        """This id was executed earlier (its execution is a replay)."""
+        return isinstance(plan_id, str) and plan_id in self._completed
+
+    def is_pending_id(self, plan_id: str) -> bool:
+        """This id names the pending plan."""
+        return self._pending is not None and self._pending.id == plan_id
+
+    def was_accepted(self, plan_id: str) -> bool:
+        """This id was accepted once (and has since been invalidated or superseded)."""
+        return isinstance(plan_id, str) and plan_id in self._accepted
+
+    def steps_exhausted(self) -> bool:
+        """Every step of the run's budget is used."""
+        return self._steps >= self.policy.max_steps
+
+    def prerequisites_passed(self) -> bool:
+        """Every key the pending plan's step requires is currently Passed."""
+        return self._passed.issuperset(self.policy.requirements[self._pending.step])  # type: ignore[union-attr]
+
+    def completes_run(self) -> bool:
+        """The pending plan's step ends the run when executed."""
+        return self._pending.step in self.policy.terminal_steps  # type: ignore[union-attr]
+
+    # ---- actions: each returns the event's answer -----------------------------------
+
+    def count_no_progress(self) -> bool:
+        """A call that taught nothing: count it."""
+        self._no_progress += 1
+        return False
+
+    def ignore_duplicate(self) -> bool:
+        """A duplicate delivery the policy does not count."""
+        return False
+
+    def refuse_conflict(self, obs: Observation) -> bool:
+        """Other content under a seen (key, version): raise, change nothing."""
+        raise ObservationConflict(
+            f"observation ({obs.key!r}, version {obs.version}): content "
+            f"{(str(obs.state), obs.source)} conflicts with the recorded "
+            f"{tuple(str(x) for x in self._contents[(obs.key, obs.version)])}"
+        )
+
+    def remember_older(self, obs: Observation) -> bool:
+        """Remember an older version's content (for conflict detection); it never
+        overwrites the newer record, and it is no progress."""
+        self._contents[(obs.key, obs.version)] = (obs.state, obs.source)
+        self._no_progress += 1
+        return False
+
+    def record_meaningful(self, obs: Observation) -> bool:
+        """A changed state: new evidence revision, the pending plan invalidated."""
+        key = obs.key
+        state = obs.state
+        self._contents[(key, obs.version)] = (state, obs.source)
+        self._latest_version[key] = obs.version
+        self._known[key] = state
+        if state is PASSED:
+            self._passed.add(key)
+        else:
+            self._passed.discard(key)
+        self._evidence_revision += 1
+        self._pending = None
+        self._no_progress = 0
+        return True
+
+    def record_renumbered(self, obs: Observation) -> bool:
+        """The same state under a higher version: recorded, but no progress."""
+        self._contents[(obs.key, obs.version)] = (obs.state, obs.source)
+        self._latest_version[obs.key] = obs.version
+        self._no_progress += 1
+        return False
+
+    def refuse_plan(self) -> bool:
+        """Refused without using a slot (the budget is spent)."""
+        return False
+
+    def reject_plan(self) -> bool:
+        """Refused, and the proposal used its slot."""
+        self._proposals += 1
+        return False
+
+    def accept_plan(self, plan: Plan) -> bool:
+        """The plan becomes pending (superseding any other); it used its slot."""
+        self._proposals += 1
+        self._pending = plan
+        self._plan_revision = plan.revision
+        self._accepted.add(plan.id)
+        return True
+
+    def answer_replayed(self) -> ExecuteResult:
+        """A completed id again: the recorded outcome, no new work."""
+        return ExecuteResult.REPLAYED
+
+    def answer_stale(self) -> ExecuteResult:
+        """An id that was accepted once but is pending no longer."""
+        return ExecuteResult.STALE_PLAN
+
+    def answer_unknown(self) -> ExecuteResult:
+        """An id never accepted."""
+        return ExecuteResult.UNKNOWN_PLAN
+
+    def answer_step_limit(self) -> ExecuteResult:
+        """The step budget is spent (the target state stops the run)."""
+        return ExecuteResult.STEP_LIMIT
+
+    def deny_precondition(self) -> ExecuteResult:
+        """A required key is not Passed: the plan stays pending."""
+        return ExecuteResult.PRECONDITION_DENIED
+
+    def execute_step(self, plan_id: str) -> ExecuteResult:
+        """The step happens: counted, its id completed, nothing pending."""
+        self._steps += 1
+        self._completed.add(plan_id)
+        self._pending = None
+        return ExecuteResult.EXECUTED
+
+    def cancel_run(self) -> None:
+        """The caller stops the run (the target state holds the reason)."""
+
+    # ---- answers of a stopped run (final states admit no transition) ---------------
+
+    def refuse_stopped(self) -> bool:
+        """Observe or propose on a stopped run: nothing changes, nothing is consumed."""
+        return False
+
+    def answer_stopped(self, plan_id: str) -> ExecuteResult:
+        """Execute on a stopped run: a completed id still replays; anything else is
+        answered Stopped."""
+        return ExecuteResult.REPLAYED if self.id_completed(plan_id) else ExecuteResult.STOPPED
+
+    # ---- the read-only public view ---------------------------------------------------
+
+    @property
+    def evidence_revision(self) -> int:
+        return self._evidence_revision
+
+    @property
+    def plan_revision(self) -> int:
+        return self._plan_revision
+
+    @property
+    def steps(self) -> int:
+        return self._steps
+
+    @property
+    def proposals(self) -> int:
+        return self._proposals
+
+    @property
+    def no_progress(self) -> int:
+        return self._no_progress
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        current = self._declared_state
+        return current if isinstance(current, StopReason) else None
+
+    @property
+    def pending(self) -> Plan | None:
+        return self._pending
+
+    @property
+    def declared_state(self) -> str:
+        """The declaration's state the run is in (``idle``, ``pending`` or the stop
+        reason of a final state)."""
+        return str(self._declared_state)
+
+    def state(self, key: str) -> EvidenceState:
+        """What is known about ``key`` (never observed reads as Unknown)."""
+        return self._known.get(key, UNKNOWN)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The whole observable state except the trace: JSON-ready, canonical (equal
+        for equal states), the identity of a state for the explorer."""
+        pending = self._pending
+        return {
+            "state": str(self._declared_state),
+            "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
+            "evidence_revision": self._evidence_revision,
+            "plan_revision": self._plan_revision,
+            "steps": self._steps,
+            "proposals": self._proposals,
+            "no_progress": self._no_progress,
+            "pending": None if pending is None else jsonable(pending),
+            "evidence": {
+                key: {"version": self._latest_version[key], "state": str(self._known[key])}
+                for key in sorted(self._latest_version)
+            },
+            "contents": [
+                [key, version, str(state), source]
+                for (key, version), (state, source) in sorted(self._contents.items())
+            ],
+            "accepted": sorted(self._accepted),
+            "completed": sorted(self._completed),
+        }
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        """One JSON-ready record per call, rejections and raised errors included."""
+        records = []
+        for sequence, (op, argument, result, revision, declared, fired) in enumerate(
+            self._trace, start=1
+        ):
+            records.append(
+                {
+                    "seq": sequence,
+                    "op": op,
+                    "args": {} if op == "cancel" else {_ARGUMENT[op]: jsonable(argument)},
+                    "result": jsonable(result),
+                    "evidence_revision": revision,
+                    "stop_reason": str(declared) if isinstance(declared, StopReason) else None,
+                    "transition": _transition_name(
+                        self.transitions, op, declared, fired, result
+                    ),
+                }
+            )
+        return records
+
+
+_ARGUMENT = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
+
+
+def _transition_name(
+    labels: tuple[str, ...], op: str, declared: object, fired: int | None, result: object
+) -> str | None:
+    if fired is not None:
+        return labels[fired]
+    if isinstance(result, type):  # the input check refused it before any transition
+        return None
+    if isinstance(declared, StopReason):
+        return f"{declared} absorbs {op}"
+    return None

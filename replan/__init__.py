@@ -1,0 +1,1 @@
+"""The ``replan`` command line: one entry point, one module per subcommand."""

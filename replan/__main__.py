@@ -1,0 +1,3 @@
+from replan.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""``replan``: the command line. Dispatch only; each subcommand lives in
+``replan/commands/<name>.py`` with ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Exit codes, for every subcommand: 0 everything held, 1 a property failed (its
+counterexample is printed and saved), 2 bad input or usage (one line on stderr, no
+traceback, nothing changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from replan.common import CliError
+
+#: name -> (module under replan.commands, one-line summary). Add a subcommand here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "verify": ("verify", "check a policy end to end and write the evidence (the main job)"),
+    "policy": ("policy", "validate a policy file and print it normalised"),
+    "generate": ("generate", "write controller/_generated.py from the declaration (--check: drift)"),
+    "campaign": ("campaign", "Hypothesis model-based campaign against the invariants"),
+    "replay": ("replay", "re-run a saved counterexample against both implementations"),
+    "explore": ("explore", "exhaustive breadth-first exploration of every reachable state"),
+    "prove": ("prove", "z3 proofs: commit equivalence and inductive invariants"),
+    "diagram": ("diagram", "draw the declared machine (svg, png, dot, mermaid)"),
+    "trace": ("trace", "run the reference episode through the agent SDK and record it"),
+    "bench": ("bench", "measure the controller against python-statemachine and a hand-written one"),
+    "mutants": ("mutants", "run the executor mutation matrix"),
+}
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    found = {}
+    for name, (module, summary) in COMMANDS.items():
+        if importlib.util.find_spec(f"replan.commands.{module}") is not None:
+            found[name] = (module, summary)
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replan",
+        description=(
+            "A bounded, evidence-driven replanning controller, declared with "
+            "python-statemachine, generated as plain Python, and model-checked."
+        ),
+        epilog="Exit codes: 0 all held, 1 a property failed (counterexample saved), 2 bad input.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, summary) in _available().items():
+        module = importlib.import_module(f"replan.commands.{module_name}")
+        sub = subparsers.add_parser(
+            name, help=summary, description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exit_:
+        # argparse prints its own one-line usage error; its code 2 is ours too.
+        return int(exit_.code or 0)
+    if getattr(args, "handler", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args))
+    except CliError as error:
+        print(f"replan {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `replan ... | head`: the reader left; not our error
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print(f"replan {args.command}: interrupted", file=sys.stderr)
+        return 130

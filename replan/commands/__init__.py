@@ -1,0 +1,1 @@
+"""One module per ``replan`` subcommand: ``add_arguments(parser)``, ``run(args)``."""

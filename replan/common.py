@@ -1,0 +1,54 @@
+"""What every subcommand shares: the ``--policy`` and ``--json`` options, turning bad
+input into one line and exit 2, and writing JSON results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from controller.policy import DEFAULT_POLICY, Policy, load_policy
+from controller.records import PolicyError
+
+
+class CliError(Exception):
+    """Bad input or usage: printed as one line, exit code 2."""
+
+
+def add_policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy TOML file (default: the built-in default policy, spec/policy.toml)",
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print a machine-readable JSON summary on stdout"
+    )
+
+
+def policy_from_args(args: argparse.Namespace) -> Policy:
+    """The policy named by ``--policy`` (or the default); bad files exit 2."""
+    path = getattr(args, "policy", None)
+    if path is None:
+        return DEFAULT_POLICY
+    try:
+        return load_policy(path)
+    except PolicyError as error:
+        raise CliError(str(error)) from None
+
+
+def print_json(document: Any) -> None:
+    json.dump(document, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def write_json(path: str | Path, document: Any) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return target

@@ -1,0 +1,118 @@
+"""The declaration: the controller's states and guarded transitions, in priority order.
+
+This is the single source of truth for *structure*. ``replan generate`` reads it
+through python-statemachine's introspection and writes ``controller/_generated.py``;
+``spec.reference.ReferenceController`` runs it as the reference model. Guard and action
+names resolve on ``controller.run.Run`` (the model), which gives each its meaning.
+
+Read a transition as: in SOURCE, on EVENT, the first transition whose guard holds
+fires, runs its action (whose return value is the event's answer) and moves to TARGET;
+``stay`` is an internal self-transition (a rejection or a bookkeeping step that
+leaves the declared state as it was). Input validation (a malformed observation
+raises ``InvalidInput``) happens before any transition is chosen.
+
+Entering a final state stops the run with the state's value as the stop reason.
+python-statemachine admits no transition out of a final state, so what each event
+answers in a stopped run is declared once, in ``Replanning.interface``: nothing
+changes, observe and propose answer False, execute answers Replayed for a completed
+id and Stopped otherwise, cancel does nothing.
+"""
+
+from __future__ import annotations
+
+from statemachine import State, StateMachine
+
+from controller.records import StopReason
+from spec.model import EventInterface
+
+
+class Replanning(StateMachine):
+    """The bounded evidence-driven replanning controller (CONTRACT.md).
+
+    {statechart:md}
+    """
+
+    # ---- states -----------------------------------------------------------------
+    idle = State("Idle", initial=True, value="idle")  # active, no plan pending
+    pending = State("Pending", value="pending")  # active, one plan pending
+    completed = State("Completed", final=True, value=StopReason.COMPLETED)
+    no_new_evidence = State("NoNewEvidence", final=True, value=StopReason.NO_NEW_EVIDENCE)
+    step_limit = State("StepLimit", final=True, value=StopReason.STEP_LIMIT)
+    plan_limit = State("PlanLimit", final=True, value=StopReason.PLAN_LIMIT)
+    canceled = State("Canceled", final=True, value=StopReason.CANCELED)
+
+    # ---- observe(obs): host-only; evidence arrives ----------------------------------
+    observe = (
+        # a duplicate delivery (same content under a seen key and version)
+        idle.to(no_new_evidence, cond="duplicate_delivery and counts_duplicates and exhausts_no_progress", on="count_no_progress")
+        | pending.to(no_new_evidence, cond="duplicate_delivery and counts_duplicates and exhausts_no_progress", on="count_no_progress")
+        | idle.to.itself(internal=True, cond="duplicate_delivery and counts_duplicates", on="count_no_progress")
+        | pending.to.itself(internal=True, cond="duplicate_delivery and counts_duplicates", on="count_no_progress")
+        | idle.to.itself(internal=True, cond="duplicate_delivery", on="ignore_duplicate")
+        | pending.to.itself(internal=True, cond="duplicate_delivery", on="ignore_duplicate")
+        # other content under a seen key and version: raises ObservationConflict
+        | idle.to.itself(internal=True, cond="conflicting_content", on="refuse_conflict")
+        | pending.to.itself(internal=True, cond="conflicting_content", on="refuse_conflict")
+        # an older version never overwrites a newer one
+        | idle.to(no_new_evidence, cond="older_than_latest and exhausts_no_progress", on="remember_older")
+        | pending.to(no_new_evidence, cond="older_than_latest and exhausts_no_progress", on="remember_older")
+        | idle.to.itself(internal=True, cond="older_than_latest", on="remember_older")
+        | pending.to.itself(internal=True, cond="older_than_latest", on="remember_older")
+        # a changed state is progress: new evidence revision, pending plan invalidated
+        | idle.to.itself(internal=True, cond="changes_state", on="record_meaningful")
+        | pending.to(idle, cond="changes_state", on="record_meaningful")
+        # the same state renumbered is not progress
+        | idle.to(no_new_evidence, cond="exhausts_no_progress", on="record_renumbered")
+        | pending.to(no_new_evidence, cond="exhausts_no_progress", on="record_renumbered")
+        | idle.to.itself(internal=True, on="record_renumbered")
+        | pending.to.itself(internal=True, on="record_renumbered")
+    )
+
+    # ---- propose(plan): model-facing; every proposal considered uses a slot ---------
+    propose = (
+        idle.to(plan_limit, cond="proposals_exhausted", on="refuse_plan")
+        | pending.to(plan_limit, cond="proposals_exhausted", on="refuse_plan")
+        # rejected: nothing changes but the slot it used
+        | idle.to.itself(internal=True, cond="plan_malformed", on="reject_plan")
+        | pending.to.itself(internal=True, cond="plan_malformed", on="reject_plan")
+        | idle.to.itself(internal=True, cond="plan_outdated", on="reject_plan")
+        | pending.to.itself(internal=True, cond="plan_outdated", on="reject_plan")
+        | idle.to.itself(internal=True, cond="evidence_stale", on="reject_plan")
+        | pending.to.itself(internal=True, cond="evidence_stale", on="reject_plan")
+        | idle.to.itself(internal=True, cond="resource_not_allowed", on="reject_plan")
+        | pending.to.itself(internal=True, cond="resource_not_allowed", on="reject_plan")
+        | idle.to.itself(internal=True, cond="step_unknown", on="reject_plan")
+        | pending.to.itself(internal=True, cond="step_unknown", on="reject_plan")
+        | idle.to.itself(internal=True, cond="plan_completed", on="reject_plan")
+        | pending.to.itself(internal=True, cond="plan_completed", on="reject_plan")
+        # accepted: it becomes the pending plan (superseding another)
+        | idle.to(pending, on="accept_plan")
+        | pending.to.itself(internal=True, on="accept_plan")
+    )
+
+    # ---- execute(plan_id): model-facing ---------------------------------------------
+    execute = (
+        idle.to.itself(internal=True, cond="id_completed", on="answer_replayed")
+        | idle.to.itself(internal=True, cond="was_accepted", on="answer_stale")
+        | idle.to.itself(internal=True, on="answer_unknown")
+        | pending.to.itself(internal=True, cond="id_completed", on="answer_replayed")
+        | pending.to.itself(internal=True, cond="not is_pending_id and was_accepted", on="answer_stale")
+        | pending.to.itself(internal=True, cond="not is_pending_id", on="answer_unknown")
+        | pending.to(step_limit, cond="steps_exhausted", on="answer_step_limit")
+        | pending.to.itself(internal=True, cond="not prerequisites_passed", on="deny_precondition")
+        | pending.to(completed, cond="completes_run", on="execute_step")
+        | pending.to(idle, on="execute_step")
+    )
+
+    # ---- cancel(): host-only ----------------------------------------------------------
+    cancel = idle.to(canceled, on="cancel_run") | pending.to(canceled, on="cancel_run")
+
+    #: Each event's one parameter and answer type, the input check run before any
+    #: transition is chosen, and its answer in a final state (which python-statemachine
+    #: lets admit no transition): a stopped run changes nothing and is never revived.
+    interface = {
+        "observe": EventInterface("obs", "Observation", "bool", "check_observation", "refuse_stopped"),
+        "propose": EventInterface("plan", "Plan", "bool", None, "refuse_stopped"),
+        "execute": EventInterface("plan_id", "str", "ExecuteResult", None, "answer_stopped"),
+        "cancel": EventInterface(None, None, "None", None, "cancel_run"),
+    }

@@ -1,0 +1,332 @@
+"""The one model interface every checker drives, and the shared counterexample record.
+
+Owns: applying an ``Operation`` to any implementation (``Controller``,
+``ReferenceController``, a deliberately broken one) and observing it as a
+``spec.invariants.Call``; checking a call against the invariants and, optionally,
+against a second implementation in lockstep; the counterexample JSON format of
+DESIGN.md (encode, decode, replay) and its rendering as a pytest regression test.
+
+The campaign (Hypothesis), the explorer (BFS) and ``replan replay`` all go through
+here, so they agree on what an operation, a failure and a counterexample are.
+Reporters read only ``Finding``s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from controller.policy import Policy, policy_from_dict, policy_to_dict
+from controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from spec.invariants import Call, violated
+
+OPS = ("observe", "propose", "execute", "cancel")
+ARGUMENT_NAME = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
+
+
+class Implementation(Protocol):
+    def observe(self, obs: Observation) -> bool: ...
+    def propose(self, plan: Plan) -> bool: ...
+    def execute(self, plan_id: str) -> ExecuteResult: ...
+    def cancel(self) -> None: ...
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+Factory = Callable[[Policy], Implementation]
+
+
+class Operation(NamedTuple):
+    op: str
+    argument: Any = None
+
+    def __str__(self) -> str:
+        if self.op == "cancel":
+            return "cancel()"
+        return f"{self.op}({self.argument!r})"
+
+
+def apply(implementation: Implementation, operation: Operation) -> Any:
+    """Run one operation; the answer, or the class of the error it raised."""
+    method = getattr(implementation, operation.op)
+    try:
+        return method() if operation.op == "cancel" else method(operation.argument)
+    except Exception as error:  # an error is an outcome to compare, not a crash
+        return type(error)
+
+
+def observe_call(policy: Policy, implementation: Implementation, operation: Operation) -> Call:
+    before = implementation.snapshot()
+    result = apply(implementation, operation)
+    return Call(policy, before, operation.op, operation.argument, result, implementation.snapshot())
+
+
+def same_outcome(left: Any, right: Any) -> bool:
+    return bool(left == right and type(left) is type(right)) or (
+        isinstance(left, type) and left is right
+    )
+
+
+# ---- encoding arguments and results as JSON --------------------------------------
+
+
+def encode_value(value: Any) -> Any:
+    """Records become plain objects of their fields; anything else that is not JSON
+    is kept as ``{"$raw": ...}`` (JSON values) or ``{"$repr": ...}`` (not replayable
+    exactly, replayed as an opaque object: it is malformed either way)."""
+    if isinstance(value, Observation | Plan):
+        fields = {name: _encode_field(item) for name, item in zip(value._fields, value, strict=True)}
+        return {"$type": type(value).__name__, **fields}
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return {"$error": value.__name__}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return str(value) if isinstance(value, EvidenceState | ExecuteResult) else value
+    if isinstance(value, list | dict | tuple):
+        try:
+            return {"$raw": json.loads(json.dumps(value))}
+        except (TypeError, ValueError):
+            pass
+    return {"$repr": repr(value)}
+
+
+def _encode_field(item: Any) -> Any:
+    if isinstance(item, EvidenceState):
+        return str(item)
+    if isinstance(item, str | int | float | bool) or item is None:
+        return item
+    return {"$repr": repr(item)}
+
+
+class Opaque:
+    """A stand-in for an argument that was not JSON (see ``encode_value``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def decode_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "$raw" in value:
+            raw = value["$raw"]
+            return raw
+        if "$repr" in value:
+            return Opaque(value["$repr"])
+        if "$error" in value:
+            return value["$error"]
+        kind = value.get("$type")
+        if kind in ("Observation", "Plan"):
+            record = Observation if kind == "Observation" else Plan
+            fields = [_decode_field(name, value.get(name)) for name in record._fields]
+            return record(*fields)
+    return value
+
+
+def _decode_field(name: str, item: Any) -> Any:
+    if isinstance(item, dict) and "$repr" in item:
+        return Opaque(item["$repr"])
+    if name == "state" and isinstance(item, str) and item in {s.value for s in EvidenceState}:
+        return EvidenceState(item)
+    return item
+
+
+def encode_result(result: Any) -> Any:
+    return encode_value(result)
+
+
+def result_text(result: Any) -> str:
+    if isinstance(result, type):
+        return f"raises {result.__name__}"
+    return str(result) if isinstance(result, ExecuteResult) else repr(result)
+
+
+# ---- findings: the one counterexample record ---------------------------------------
+
+
+@dataclass
+class Finding:
+    """A property that failed, with the operations that lead to it."""
+
+    property: str
+    policy: Policy
+    operations: list[Operation]
+    results: list[Any]
+    message: str = ""
+    source: str = ""  # campaign | explorer | prove | replay
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": policy_to_dict(self.policy),
+            "property": self.property,
+            "message": self.message,
+            "source": self.source,
+            "steps": [
+                {
+                    "op": operation.op,
+                    "args": {}
+                    if operation.op == "cancel"
+                    else {ARGUMENT_NAME[operation.op]: encode_value(operation.argument)},
+                    "result": encode_result(result),
+                }
+                for operation, result in zip(self.operations, self.results, strict=True)
+            ],
+            **self.extra,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        return target
+
+    def program(self) -> str:
+        """The failing sequence as lines a person can paste."""
+        lines = []
+        for number, (operation, result) in enumerate(
+            zip(self.operations, self.results, strict=True), start=1
+        ):
+            lines.append(f"{number:3}. {operation}  ->  {result_text(result)}")
+        return "\n".join(lines)
+
+
+class CounterexampleError(ValueError):
+    """A counterexample file that cannot be read (one line, names the file)."""
+
+
+def load_counterexample(path: str | Path) -> tuple[Policy, str, list[Operation], list[Any]]:
+    """Read a counterexample file: its policy, property, operations and the results
+    it recorded (as JSON values)."""
+    source = Path(path)
+    try:
+        document = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CounterexampleError(f"{source}: no such file") from None
+    except (OSError, ValueError) as error:
+        raise CounterexampleError(f"{source}: not a counterexample JSON file ({error})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("steps"), list):
+        raise CounterexampleError(f"{source}: expected an object with a 'steps' list")
+    try:
+        policy = policy_from_dict(document["policy"])
+    except (KeyError, ValueError) as error:
+        raise CounterexampleError(f"{source}: policy: {error}") from None
+    operations: list[Operation] = []
+    recorded: list[Any] = []
+    for index, step in enumerate(document["steps"]):
+        if not isinstance(step, dict) or step.get("op") not in OPS:
+            raise CounterexampleError(f"{source}: steps[{index}].op: expected one of {OPS}")
+        op = step["op"]
+        args = step.get("args") or {}
+        argument = None if op == "cancel" else decode_value(args.get(ARGUMENT_NAME[op]))
+        operations.append(Operation(op, argument))
+        recorded.append(step.get("result"))
+    return policy, str(document.get("property", "")), operations, recorded
+
+
+# ---- running a sequence: lockstep and invariants --------------------------------------
+
+
+@dataclass
+class RunReport:
+    """What running a sequence of operations showed."""
+
+    results: list[Any]
+    failure: str | None = None  # the property that broke, or "divergence"
+    failed_at: int | None = None  # index of the operation where it broke
+    detail: str = ""
+
+
+def run_sequence(
+    policy: Policy,
+    operations: Sequence[Operation],
+    implementation: Factory,
+    reference: Factory | None = None,
+) -> RunReport:
+    """Run ``operations`` on a fresh ``implementation`` (and, in lockstep, a fresh
+    ``reference``), checking every invariant after every operation. Stops at the
+    first failure."""
+    subject = implementation(policy)
+    twin = reference(policy) if reference is not None else None
+    results: list[Any] = []
+    for index, operation in enumerate(operations):
+        call = observe_call(policy, subject, operation)
+        results.append(call.result)
+        broken = violated(call)
+        if broken:
+            return RunReport(
+                results, broken[0], index,
+                f"{operation} -> {result_text(call.result)} breaks {', '.join(broken)}",
+            )
+        if twin is not None:
+            expected = apply(twin, operation)
+            if not same_outcome(call.result, expected):
+                return RunReport(
+                    results, "divergence", index,
+                    f"{operation}: implementation answered {result_text(call.result)}, "
+                    f"the reference model {result_text(expected)}",
+                )
+            if subject.snapshot() != twin.snapshot():
+                differing = sorted(
+                    k for k, v in subject.snapshot().items() if twin.snapshot()[k] != v
+                )
+                return RunReport(
+                    results, "divergence", index,
+                    f"{operation}: same answer but the snapshots differ in "
+                    f"{', '.join(differing)}",
+                )
+    return RunReport(results)
+
+
+def pytest_source(
+    policy: Policy,
+    property_name: str,
+    operations: Iterable[Operation],
+    name: str,
+    implementation: str = "controller:Controller",
+) -> str:
+    """A ready-to-run pytest regression test for a counterexample: it replays the
+    operations on ``implementation`` ("module:Class", the one the failure was found
+    in) beside the reference model, and fails while the property still breaks."""
+    module_name, _, class_name = implementation.partition(":")
+    steps = [
+        {"op": o.op, "args": {} if o.op == "cancel" else {ARGUMENT_NAME[o.op]: encode_value(o.argument)}}
+        for o in operations
+    ]
+    document = {"policy": policy_to_dict(policy), "property": property_name, "steps": steps}
+    function = "".join(c if c.isalnum() else "_" for c in name).strip("_") or "counterexample"
+    return f'''"""Regression test written by replan for a counterexample to {property_name!r}.
+
+Replays the recorded operations on the generated controller and the reference model,
+checking every invariant after every operation; it fails while the bug is present.
+"""
+
+import json
+
+from controller.policy import policy_from_dict
+from spec.reference import ReferenceController
+from verification.harness import decode_steps, run_sequence
+from {module_name} import {class_name} as Implementation
+
+COUNTEREXAMPLE = json.loads({json.dumps(json.dumps(document))})
+
+
+def test_{function}_stays_fixed() -> None:
+    policy = policy_from_dict(COUNTEREXAMPLE["policy"])
+    operations = decode_steps(COUNTEREXAMPLE["steps"])
+    report = run_sequence(policy, operations, Implementation, ReferenceController)
+    assert report.failure is None, report.detail
+'''
+
+
+def decode_steps(steps: Sequence[dict[str, Any]]) -> list[Operation]:
+    operations = []
+    for step in steps:
+        op = step["op"]
+        args = step.get("args") or {}
+        argument = None if op == "cancel" else decode_value(args.get(ARGUMENT_NAME[op]))
+        operations.append(Operation(op, argument))
+    return operations
