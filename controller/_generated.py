@@ -97,7 +97,7 @@ class Controller(Run):
                         # 2: idle --observe[duplicate_delivery]--> idle
                         fired = 2
                         result = self.ignore_duplicate()
-                elif (obs.key, obs.version) in self._contents and (not self._contents.get((obs.key, obs.version)) == (obs.state, obs.source)):  # conflicting_content
+                elif (obs.key, obs.version) in self._contents and self._contents.get((obs.key, obs.version)) != (obs.state, obs.source):  # conflicting_content
                     # 3: idle --observe[conflicting_content]--> idle
                     fired = 3
                     result = self.refuse_conflict(obs)
@@ -140,7 +140,7 @@ class Controller(Run):
                         # 23: pending --observe[duplicate_delivery]--> pending
                         fired = 23
                         result = self.ignore_duplicate()
-                elif (obs.key, obs.version) in self._contents and (not self._contents.get((obs.key, obs.version)) == (obs.state, obs.source)):  # conflicting_content
+                elif (obs.key, obs.version) in self._contents and self._contents.get((obs.key, obs.version)) != (obs.state, obs.source):  # conflicting_content
                     # 24: pending --observe[conflicting_content]--> pending
                     fired = 24
                     result = self.refuse_conflict(obs)
@@ -328,15 +328,18 @@ class Controller(Run):
             if state == 'idle':
                 # 20: idle --cancel--> canceled
                 fired = 20
-                result = self.cancel_run()
+                self.cancel_run()
+                result = None
                 self._declared_state = StopReason.CANCELED
             elif state == 'pending':
                 # 45: pending --cancel--> canceled
                 fired = 45
-                result = self.cancel_run()
+                self.cancel_run()
+                result = None
                 self._declared_state = StopReason.CANCELED
             else:  # a final state: the run stopped, nothing changes
-                result = self.cancel_run()
+                self.cancel_run()
+                result = None
         except Exception as error:
             self._trace.append(('cancel', None, type(error), self._evidence_revision, self._declared_state, fired))
             raise

@@ -138,9 +138,7 @@ def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
     limits = _expect_table(document.get("limits", {}), "limits")
     _check_fields(limits, "limits", _TABLES["limits"])
     max_steps = _positive(limits.get("max_steps", 4), "limits.max_steps")
-    max_proposals = _positive(
-        limits.get("max_proposals", 2 * max_steps), "limits.max_proposals"
-    )
+    max_proposals = _positive(limits.get("max_proposals", 2 * max_steps), "limits.max_proposals")
     no_progress_limit = _positive(limits.get("no_progress_limit", 3), "limits.no_progress_limit")
     count_duplicates = limits.get("count_duplicate_deliveries", True)
     if not isinstance(count_duplicates, bool):
@@ -171,9 +169,10 @@ def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
         path = f"steps[{index}]"
         table = _expect_table(raw, path)
         _check_fields(table, path, _TABLES["steps"])
-        name = table.get("name")
-        if not isinstance(name, str) or not name:
-            raise _fail(f"{path}.name", f"expected a non-empty string, got {name!r}")
+        raw_name = table.get("name")
+        if not isinstance(raw_name, str) or not raw_name:
+            raise _fail(f"{path}.name", f"expected a non-empty string, got {raw_name!r}")
+        name = raw_name
         if any(step.name == name for step in steps):
             raise _fail(f"{path}.name", f"duplicate step name {name!r}")
         requires = _names(
@@ -280,7 +279,9 @@ def load_policy(path: str | Path) -> Policy:
     except FileNotFoundError:
         raise PolicyError(f"{source}: no such policy file") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-        raise PolicyError(f"{source}: cannot read policy file ({error.__class__.__name__})") from None
+        raise PolicyError(
+            f"{source}: cannot read policy file ({error.__class__.__name__})"
+        ) from None
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

@@ -65,7 +65,9 @@ def jsonable(value: object) -> Any:
     """A JSON-ready rendering of an argument or result (records as objects, anything
     unexpected as its ``repr``, so that a malformed input is still explained)."""
     if value is None or isinstance(value, bool | int | float | str):
-        return str(value) if isinstance(value, StopReason | EvidenceState | ExecuteResult) else value
+        return (
+            str(value) if isinstance(value, StopReason | EvidenceState | ExecuteResult) else value
+        )
     if isinstance(value, Observation | Plan):
         return {name: jsonable(item) for name, item in zip(value._fields, value, strict=True)}
     if isinstance(value, type) and issubclass(value, BaseException):
@@ -135,11 +137,11 @@ class Run:
         if not _is_int(obs.version) or obs.version < 1:
             raise InvalidInput(f"observation.version: expected an int >= 1, got {obs.version!r}")
         if not isinstance(obs.state, EvidenceState):
-            raise InvalidInput(
-                f"observation.state: expected an EvidenceState, got {obs.state!r}"
-            )
+            raise InvalidInput(f"observation.state: expected an EvidenceState, got {obs.state!r}")
         if not isinstance(obs.source, str) or not obs.source:
-            raise InvalidInput(f"observation.source: expected a non-empty string, got {obs.source!r}")
+            raise InvalidInput(
+                f"observation.source: expected a non-empty string, got {obs.source!r}"
+            )
 
     # ---- guards: observe ----------------------------------------------------------
 
@@ -411,9 +413,7 @@ class Run:
                     "result": jsonable(result),
                     "evidence_revision": revision,
                     "stop_reason": str(declared) if isinstance(declared, StopReason) else None,
-                    "transition": _transition_name(
-                        self.transitions, op, declared, fired, result
-                    ),
+                    "transition": _transition_name(self.transitions, op, declared, fired, result),
                 }
             )
         return records

@@ -20,7 +20,10 @@ from replan.common import CliError
 COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "check a policy end to end and write the evidence (the main job)"),
     "policy": ("policy", "validate a policy file and print it normalised"),
-    "generate": ("generate", "write controller/_generated.py from the declaration (--check: drift)"),
+    "generate": (
+        "generate",
+        "write controller/_generated.py from the declaration (--check: drift)",
+    ),
     "campaign": ("campaign", "Hypothesis model-based campaign against the invariants"),
     "replay": ("replay", "re-run a saved counterexample against both implementations"),
     "explore": ("explore", "exhaustive breadth-first exploration of every reachable state"),
@@ -53,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, summary) in _available().items():
         module = importlib.import_module(f"replan.commands.{module_name}")
         sub = subparsers.add_parser(
-            name, help=summary, description=module.__doc__,
+            name,
+            help=summary,
+            description=module.__doc__,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)

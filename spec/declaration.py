@@ -20,6 +20,8 @@ id and Stopped otherwise, cancel does nothing.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from statemachine import State, StateMachine
 
 from controller.records import StopReason
@@ -110,7 +112,7 @@ class Replanning(StateMachine):
     #: Each event's one parameter and answer type, the input check run before any
     #: transition is chosen, and its answer in a final state (which python-statemachine
     #: lets admit no transition): a stopped run changes nothing and is never revived.
-    interface = {
+    interface: ClassVar[dict[str, EventInterface]] = {
         "observe": EventInterface("obs", "Observation", "bool", "check_observation", "refuse_stopped"),
         "propose": EventInterface("plan", "Plan", "bool", None, "refuse_stopped"),
         "execute": EventInterface("plan_id", "str", "ExecuteResult", None, "answer_stopped"),

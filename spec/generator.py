@@ -26,6 +26,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.records import StopReason
 from controller.run import Run
 from spec.model import MachineModel, StateInfo, TransitionInfo, extract
 
@@ -77,6 +78,34 @@ class _Inliner(ast.NodeTransformer):
         return node
 
 
+_INVERSE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+class _Simplify(ast.NodeTransformer):
+    """``not (a == b)`` -> ``a != b`` (and the other invertible comparisons), which is
+    what a person would write after inlining ``not self.some_guard(...)``."""
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        operand = node.operand
+        if (
+            isinstance(node.op, ast.Not)
+            and isinstance(operand, ast.Compare)
+            and len(operand.ops) == 1
+            and type(operand.ops[0]) in _INVERSE
+        ):
+            inverse = _INVERSE[type(operand.ops[0])]()
+            return ast.Compare(left=operand.left, ops=[inverse], comparators=operand.comparators)
+        return node
+
+
 class _Rename(ast.NodeTransformer):
     def __init__(self, mapping: dict[str, str]) -> None:
         self.mapping = mapping
@@ -107,6 +136,10 @@ class _Generator:
         signature = inspect.signature(getattr(self.model_class, name))
         return [p for p in signature.parameters if p != "self"]
 
+    def _returns_nothing(self, name: str) -> bool:
+        annotation = inspect.signature(getattr(self.model_class, name)).return_annotation
+        return annotation in (None, "None")
+
     def guard_expression(self, name: str, arguments: list[str]) -> ast.expr | None:
         found = _single_expression(name, self.model_class)
         if found is None:
@@ -126,7 +159,7 @@ class _Generator:
                 if not hasattr(module, node.id):
                     raise GenerationError(f"guard {name!r} uses {node.id!r}, which is not a global")
                 self.imports.setdefault(module.__name__, set()).add(node.id)
-        return _Inliner(self).visit(renamed)  # type: ignore[no-any-return]
+        return _Simplify().visit(_Inliner(self).visit(renamed))  # type: ignore[no-any-return]
 
     def guard_call(self, name: str, event: str) -> ast.expr:
         """The guard as an expression in the event method's scope: inlined if it is a
@@ -147,7 +180,8 @@ class _Generator:
         if isinstance(tree, ast.Name):
             return self.guard_call(tree.id, event)
         if isinstance(tree, ast.UnaryOp):
-            return ast.UnaryOp(op=ast.Not(), operand=self.translate(tree.operand, event))
+            negated = ast.UnaryOp(op=ast.Not(), operand=self.translate(tree.operand, event))
+            return _Simplify().visit(negated)  # type: ignore[no-any-return]
         if isinstance(tree, ast.BoolOp):
             return ast.BoolOp(op=tree.op, values=[self.translate(v, event) for v in tree.values])
         raise GenerationError(f"unsupported guard node {ast.dump(tree)}")
@@ -173,7 +207,11 @@ class _Generator:
         call_arguments = argument if action_parameters else ""
         self.emit(indent, f"# {transition.index}: {transition.label}")
         self.emit(indent, f"fired = {transition.index}")
-        self.emit(indent, f"result = self.{transition.action}({call_arguments})")
+        if self._returns_nothing(transition.action):
+            self.emit(indent, f"self.{transition.action}({call_arguments})")
+            self.emit(indent, "result = None")
+        else:
+            self.emit(indent, f"result = self.{transition.action}({call_arguments})")
         target = self.model.state(transition.target)
         if transition.target != transition.source:
             self.emit(indent, f"self._declared_state = {_state_constant(target)}")
@@ -225,8 +263,11 @@ class _Generator:
         argument = parameter or "None"
         self.emit(1, f"def {event}({signature}) -> {interface.returns}:")
         sources = [s for s in self.model.active_states if self.model.leaving(s.id, event)]
-        self.emit(2, f'"""Dispatch ``{event}`` over: {", ".join(s.id for s in sources)}; '
-                     'final states absorb it."""')
+        self.emit(
+            2,
+            f'"""Dispatch ``{event}`` over: {", ".join(s.id for s in sources)}; '
+            'final states absorb it."""',
+        )
         self.emit(2, f"result: {interface.returns}")
         self.emit(2, "fired: int | None = None")
         self.emit(2, "try:")
@@ -236,18 +277,20 @@ class _Generator:
         keyword = "if"
         for source in sources:
             self.emit(3, f"{keyword} state == {_state_constant(source)}:")
-            branches = [
-                _Branch(_conjuncts(t), t) for t in self.model.leaving(source.id, event)
-            ]
+            branches = [_Branch(_conjuncts(t), t) for t in self.model.leaving(source.id, event)]
             self.emit_branches(4, branches, event)
             keyword = "elif"
         stopped = self.model.interface[event].when_stopped
         stopped_arguments = parameter if self._parameters(stopped) else ""
+        indent = 3
         if sources:
             self.emit(3, "else:  # a final state: the run stopped, nothing changes")
-            self.emit(4, f"result = self.{stopped}({stopped_arguments})")
+            indent = 4
+        if self._returns_nothing(stopped):
+            self.emit(indent, f"self.{stopped}({stopped_arguments})")
+            self.emit(indent, "result = None")
         else:
-            self.emit(3, f"result = self.{stopped}({stopped_arguments})")
+            self.emit(indent, f"result = self.{stopped}({stopped_arguments})")
         self.emit(2, "except Exception as error:")
         self.emit(
             3,
@@ -333,15 +376,8 @@ def _conjuncts(transition: TransitionInfo) -> list[ast.expr]:
 
 def _state_constant(state: StateInfo) -> str:
     if state.final:
-        member = next(m for m in _stop_members() if str(m) == state.value)
-        return f"StopReason.{member.name}"
+        return f"StopReason.{StopReason(state.value).name}"
     return repr(state.value)
-
-
-def _stop_members() -> list[object]:
-    from controller.records import StopReason
-
-    return list(StopReason)
 
 
 def generate_source(machine_class: type | None = None, model_class: type = Run) -> str:
@@ -351,7 +387,7 @@ def generate_source(machine_class: type | None = None, model_class: type = Run) 
         from spec.declaration import Replanning
 
         machine_class = Replanning
-    return _Generator(extract(machine_class, model_class), model_class).render()  # type: ignore[arg-type]
+    return _Generator(extract(machine_class, model_class), model_class).render()
 
 
 def check_generated(path: Path = GENERATED_PATH) -> bool:

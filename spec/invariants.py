@@ -106,13 +106,13 @@ def proposal_bound(call: Call) -> bool:
 def pending_current(call: Call) -> bool:
     """A pending plan cites the current evidence revision."""
     pending = call.after["pending"]
-    return pending is None or pending["evidence_revision"] == call.after["evidence_revision"]
+    return pending is None or bool(pending["evidence_revision"] == call.after["evidence_revision"])
 
 
 def revision_honest(call: Call) -> bool:
     """evidence_revision rises by exactly 1 on a meaningful observation and never
     otherwise (a renumbered same-state observation never raises it)."""
-    rise = call.after["evidence_revision"] - call.before["evidence_revision"]
+    rise: int = call.after["evidence_revision"] - call.before["evidence_revision"]
     return rise == (1 if meaningful(call) else 0)
 
 
@@ -183,7 +183,7 @@ def completed_iff_terminal_step(call: Call) -> bool:
     newly_completed = call.before["stop_reason"] != "Completed" and (
         call.after["stop_reason"] == "Completed"
     )
-    return terminal_executed == newly_completed
+    return bool(terminal_executed == newly_completed)
 
 
 #: CONTRACT.md's names -> predicates, in the contract's order.

@@ -128,8 +128,16 @@ class MachineModel:
         return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
-_ALLOWED_NODES = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.Name,
-                  ast.Load)
+_ALLOWED_NODES = (
+    ast.Expression,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.UnaryOp,
+    ast.Not,
+    ast.Name,
+    ast.Load,
+)
 
 
 def parse_guard(expression: str) -> ast.expr:
@@ -138,7 +146,9 @@ def parse_guard(expression: str) -> ast.expr:
     try:
         tree = ast.parse(replace_operators(expression), mode="eval")
     except SyntaxError as error:
-        raise DeclarationError(f"guard {expression!r}: not a boolean expression ({error.msg})") from None
+        raise DeclarationError(
+            f"guard {expression!r}: not a boolean expression ({error.msg})"
+        ) from None
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise DeclarationError(
@@ -244,7 +254,9 @@ def _require_member(model_class: type, name: str, where: str, kind: str) -> None
     if not callable(getattr(model_class, name, None)):
         import difflib
 
-        close = difflib.get_close_matches(name, [n for n in dir(model_class) if not n.startswith("_")])
+        close = difflib.get_close_matches(
+            name, [n for n in dir(model_class) if not n.startswith("_")]
+        )
         hint = f" (closest: {', '.join(close)})" if close else ""
         raise DeclarationError(
             f"{where}: {kind} {name!r} is not defined on {model_class.__name__}{hint}"
@@ -253,7 +265,10 @@ def _require_member(model_class: type, name: str, where: str, kind: str) -> None
 
 def transition_table_markdown(model: MachineModel) -> str:
     """Every declared transition, internal ones included, as a Markdown table."""
-    rows = ["| # | State | Event | Prio | Guard | Action | Target |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| # | State | Event | Prio | Guard | Action | Target |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for t in model.transitions:
         target = "stay" if t.internal and t.target == t.source else t.target
         rows.append(

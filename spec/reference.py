@@ -23,9 +23,12 @@ MODEL: MachineModel = extract(Replanning)
 
 
 def _label(transition: Transition, event: str) -> tuple[str, str, str, str]:
-    return (transition.source.id, event, transition.target.id, ",".join(
-        str(s.func) for s in transition.cond if not s.is_convention
-    ) + "|" + ",".join(str(s.func) for s in transition.on if not s.is_convention))
+    """A transition's identity in python-statemachine's terms (source, event, target,
+    guard and action specs), matched to the model's index below."""
+    assert transition.target is not None
+    specs = [str(s.func) for s in transition.cond if not s.is_convention]
+    specs += ["|"] + [str(s.func) for s in transition.on if not s.is_convention]
+    return (transition.source.id, event, transition.target.id, ",".join(specs))
 
 
 class ReferenceController(Run):
@@ -55,8 +58,11 @@ class ReferenceController(Run):
                 getattr(self, interface.check)(argument)
             if isinstance(self._declared_state, StopReason):
                 stopped = getattr(self, interface.when_stopped)
-                answer = stopped(argument) if interface.parameter and _takes_argument(stopped) \
+                answer = (
+                    stopped(argument)
+                    if interface.parameter and _takes_argument(stopped)
                     else stopped()
+                )
             else:
                 kwargs = {interface.parameter: argument} if interface.parameter else {}
                 # The library returns the results of the `before` and `on` callbacks of
@@ -64,8 +70,14 @@ class ReferenceController(Run):
                 _, answer = self._machine.send(event, **kwargs)
         except Exception as error:
             self._trace.append(
-                (event, argument, type(error), self._evidence_revision, self._declared_state,
-                 self._fired)
+                (
+                    event,
+                    argument,
+                    type(error),
+                    self._evidence_revision,
+                    self._declared_state,
+                    self._fired,
+                )
             )
             raise
         self._trace.append(
@@ -74,10 +86,12 @@ class ReferenceController(Run):
         return answer
 
     def observe(self, obs: Observation) -> bool:
-        return bool(self._send("observe", obs))
+        answer: bool = self._send("observe", obs)
+        return answer
 
     def propose(self, plan: Plan) -> bool:
-        return bool(self._send("propose", plan))
+        answer: bool = self._send("propose", plan)
+        return answer
 
     def execute(self, plan_id: str) -> ExecuteResult:
         result: ExecuteResult = self._send("execute", plan_id)
@@ -88,7 +102,8 @@ class ReferenceController(Run):
 
 
 def _takes_argument(method: Any) -> bool:
-    return method.__code__.co_argcount > 1
+    count: int = method.__code__.co_argcount
+    return count > 1
 
 
 _INDEX: dict[tuple[str, str, str, str], int] = {}

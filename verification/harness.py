@@ -77,7 +77,9 @@ def encode_value(value: Any) -> Any:
     is kept as ``{"$raw": ...}`` (JSON values) or ``{"$repr": ...}`` (not replayable
     exactly, replayed as an opaque object: it is malformed either way)."""
     if isinstance(value, Observation | Plan):
-        fields = {name: _encode_field(item) for name, item in zip(value._fields, value, strict=True)}
+        fields = {
+            name: _encode_field(item) for name, item in zip(value._fields, value, strict=True)
+        }
         return {"$type": type(value).__name__, **fields}
     if isinstance(value, type) and issubclass(value, BaseException):
         return {"$error": value.__name__}
@@ -258,14 +260,18 @@ def run_sequence(
         broken = violated(call)
         if broken:
             return RunReport(
-                results, broken[0], index,
+                results,
+                broken[0],
+                index,
                 f"{operation} -> {result_text(call.result)} breaks {', '.join(broken)}",
             )
         if twin is not None:
             expected = apply(twin, operation)
             if not same_outcome(call.result, expected):
                 return RunReport(
-                    results, "divergence", index,
+                    results,
+                    "divergence",
+                    index,
                     f"{operation}: implementation answered {result_text(call.result)}, "
                     f"the reference model {result_text(expected)}",
                 )
@@ -274,9 +280,10 @@ def run_sequence(
                     k for k, v in subject.snapshot().items() if twin.snapshot()[k] != v
                 )
                 return RunReport(
-                    results, "divergence", index,
-                    f"{operation}: same answer but the snapshots differ in "
-                    f"{', '.join(differing)}",
+                    results,
+                    "divergence",
+                    index,
+                    f"{operation}: same answer but the snapshots differ in {', '.join(differing)}",
                 )
     return RunReport(results)
 
@@ -293,7 +300,10 @@ def pytest_source(
     in) beside the reference model, and fails while the property still breaks."""
     module_name, _, class_name = implementation.partition(":")
     steps = [
-        {"op": o.op, "args": {} if o.op == "cancel" else {ARGUMENT_NAME[o.op]: encode_value(o.argument)}}
+        {
+            "op": o.op,
+            "args": {} if o.op == "cancel" else {ARGUMENT_NAME[o.op]: encode_value(o.argument)},
+        }
         for o in operations
     ]
     document = {"policy": policy_to_dict(policy), "property": property_name, "steps": steps}
