@@ -149,9 +149,17 @@ class _Generator:
         renamed = _Rename(mapping).visit(ast.parse(ast.unparse(expression), mode="eval").body)
         module = inspect.getmodule(getattr(self.model_class, name))
         assert module is not None
+        bound = {  # names a comprehension binds are local to the expression
+            target.id
+            for node in ast.walk(renamed)
+            if isinstance(node, ast.comprehension)
+            for target in ast.walk(node.target)
+            if isinstance(target, ast.Name)
+        }
         for node in ast.walk(renamed):
             if (
                 isinstance(node, ast.Name)
+                and node.id not in bound
                 and node.id not in parameters
                 and node.id not in arguments
                 and not hasattr(builtins, node.id)
@@ -333,7 +341,7 @@ class _Generator:
         emit(0, ")")
         emit(0, "")
         emit(0, "")
-        emit(0, "class Controller(Run):")
+        emit(0, f"class Controller({self.model_class.__name__}):")
         emit(1, '"""One run of the controller (CONTRACT.md), owned by one caller at a time."""')
         emit(0, "")
         emit(1, "__slots__ = ()")
@@ -387,7 +395,24 @@ def generate_source(machine_class: type | None = None, model_class: type = Run) 
         from spec.declaration import Replanning
 
         machine_class = Replanning
-    return _Generator(extract(machine_class, model_class), model_class).render()
+    return render_controller(extract(machine_class, model_class), model_class)
+
+
+def render_controller(model: MachineModel, model_class: type = Run) -> str:
+    """The generated source for an already extracted (possibly transformed) model:
+    what mutation tests use to build deliberately broken controllers the same way
+    the real one is built."""
+    return _Generator(model, model_class).render()
+
+
+def load_controller(model: MachineModel, model_class: type = Run, name: str = "") -> type[Run]:
+    """Generate and load a controller class in memory (never written to disk)."""
+    source = render_controller(model, model_class)
+    namespace: dict[str, object] = {"__name__": f"replan_generated_{name or model.name}"}
+    exec(compile(source, f"<generated {name or model.name}>", "exec"), namespace)
+    controller = namespace["Controller"]
+    assert isinstance(controller, type) and issubclass(controller, Run)
+    return controller
 
 
 def check_generated(path: Path = GENERATED_PATH) -> bool:
