@@ -31,7 +31,10 @@ from spec.model import EventInterface
 class Replanning(StateMachine):
     """The bounded evidence-driven replanning controller (CONTRACT.md).
 
-    {statechart:md}
+    Every transition, in priority order per state and event (rendered from the class
+    itself when it is defined, so it cannot go stale):
+
+    {statechart:table}
     """
 
     # ---- states -----------------------------------------------------------------

@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from statemachine import StateMachine
+from statemachine.contrib.diagram.formatter import formatter
 from statemachine.spec_parser import replace_operators
 
 from controller.run import Run
@@ -276,3 +277,13 @@ def transition_table_markdown(model: MachineModel) -> str:
             f"| {t.action} | {target} |"
         )
     return "\n".join(rows)
+
+
+@formatter.register_format("table")
+def _render_table(machine_or_class: Any) -> str:
+    """``{statechart:table}`` in a declaration's docstring: the full transition table,
+    internal transitions included (the stock ``md`` format leaves those out)."""
+    machine_class = machine_or_class if isinstance(machine_or_class, type) else type(
+        machine_or_class
+    )
+    return transition_table_markdown(extract(machine_class))
