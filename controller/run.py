@@ -129,18 +129,22 @@ class Run:
         (CONTRACT observe rule 1: a host bug, loud, whether or not the run stopped)."""
         if not isinstance(obs, Observation):
             raise InvalidInput(f"observation: expected an Observation, got {type(obs).__name__}")
-        if not isinstance(obs.key, str) or obs.key not in self.policy.key_set:
+        key, version, state, source = obs
+        # Exact-type tests first: they are the common case and cost least.
+        if not (type(key) is str and key in self.policy.key_set) and not (
+            isinstance(key, str) and key in self.policy.key_set
+        ):
             raise InvalidInput(
-                f"observation.key: {obs.key!r} is not a declared evidence key "
+                f"observation.key: {key!r} is not a declared evidence key "
                 f"(declared: {', '.join(self.policy.keys) or 'none'})"
             )
-        if not _is_int(obs.version) or obs.version < 1:
-            raise InvalidInput(f"observation.version: expected an int >= 1, got {obs.version!r}")
-        if not isinstance(obs.state, EvidenceState):
-            raise InvalidInput(f"observation.state: expected an EvidenceState, got {obs.state!r}")
-        if not isinstance(obs.source, str) or not obs.source:
+        if not (type(version) is int or _is_int(version)) or version < 1:
+            raise InvalidInput(f"observation.version: expected an int >= 1, got {version!r}")
+        if not isinstance(state, EvidenceState):
+            raise InvalidInput(f"observation.state: expected an EvidenceState, got {state!r}")
+        if not (type(source) is str and source) and not (isinstance(source, str) and source):
             raise InvalidInput(
-                f"observation.source: expected a non-empty string, got {obs.source!r}"
+                f"observation.source: expected a non-empty string, got {source!r}"
             )
 
     # ---- guards: observe ----------------------------------------------------------
