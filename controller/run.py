@@ -143,9 +143,7 @@ class Run:
         if not isinstance(state, EvidenceState):
             raise InvalidInput(f"observation.state: expected an EvidenceState, got {state!r}")
         if not (type(source) is str and source) and not (isinstance(source, str) and source):
-            raise InvalidInput(
-                f"observation.source: expected a non-empty string, got {source!r}"
-            )
+            raise InvalidInput(f"observation.source: expected a non-empty string, got {source!r}")
 
     # ---- guards: observe ----------------------------------------------------------
 
