@@ -389,8 +389,10 @@ class Run:
             "no_progress": self._no_progress,
             "pending": None if pending is None else jsonable(pending),
             "evidence": {
-                key: {"version": self._latest_version[key], "state": str(self._known[key])}
-                for key in sorted(self._latest_version)
+                # A key first observed as Unknown has a latest version but, its state
+                # being unchanged, no entry in ``_known``: it reads as Unknown.
+                key: {"version": version, "state": str(self._known.get(key, UNKNOWN))}
+                for key, version in sorted(self._latest_version.items())
             },
             "contents": [
                 [key, version, str(state), source]
