@@ -1,0 +1,167 @@
+"""Run the reference episode through Microsoft Agent Framework and record it.
+
+One SDK request in which a SCRIPTED provider (verification.scripted.ScriptedChatClient:
+a fixed script, not a language model, no network) proposes p1 and executes it through
+the SDK's function invocation (at most 4 round trips, calls one at a time); then the
+host's evidence and the later proposals: a stale proposal refused, p2 denied by its
+precondition, p2 stale after the owner's confirmation, p3 executed, run Completed.
+Every call is recorded in order with its result and whether the SDK, the host or a
+direct call made it. Also writes the fixed-workflow table (nine parser x access
+combinations: the controller's commit decision by running it, decide()'s, agreement).
+
+  replan trace                       writes evidence/replan-trace.json and
+                                     evidence/fixed-workflow.json
+  replan trace -o /tmp/t.json        writes /tmp/t.json and /tmp/fixed-workflow.json
+  replan trace --json                the summary as JSON on stdout
+  replan trace --mutant stale-plan-check-removed
+                                     the same episode on a deliberately broken
+                                     controller: the facts fail, exit 1 (writes only with -o)
+
+Exit 0 when every fact of the episode holds and all combinations agree, 1 when one
+does not (the failing facts are printed, the record is still written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from replan.common import CliError, add_json_option, print_json, write_json
+
+DEFAULT_OUTPUT = Path("evidence") / "replan-trace.json"
+WORKFLOW_FILE = "fixed-workflow.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=f"where to write the episode record (default: {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument(
+        "--workflow-output",
+        metavar="FILE",
+        help=f"where to write the fixed-workflow table (default: {WORKFLOW_FILE} next to -o)",
+    )
+    parser.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="run on a deliberately broken controller from verification.mutants",
+    )
+    add_json_option(parser)
+
+
+def _controller_class(name: str | None) -> Any:
+    from controller import Controller
+
+    if name is None:
+        return Controller
+    from verification.mutants import MUTANTS, mutant_controller
+
+    if name not in MUTANTS:
+        raise CliError(f"--mutant {name!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}")
+    return mutant_controller(name)
+
+
+def _describe(call: dict[str, Any]) -> str:
+    args = call["args"]
+    if call["op"] == "observe":
+        obs = args["obs"]
+        what = f"observe {obs['key']}={obs['state']} v{obs['version']} ({obs['source']})"
+    elif call["op"] == "propose":
+        plan = args["plan"]
+        if isinstance(plan, dict):
+            what = (
+                f"propose {plan['id']} {plan['step']} r{plan['revision']} "
+                f"citing rev {plan['evidence_revision']}"
+            )
+        else:
+            what = f"propose {plan}"
+    elif call["op"] == "execute":
+        what = f"execute {args['plan_id']}"
+    else:
+        what = call["op"]
+    result = f"{call['result']!s:<18}"
+    return (
+        f"{call['seq']:>3} {call['via']:<6} {what:<48} -> {result} rev {call['evidence_revision']}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from verification.episode import failing_facts, run_reference_episode
+    from verification.fixed_workflow import fixed_workflow_table
+
+    controller_class = _controller_class(args.mutant)
+    if args.output is not None:
+        output: Path | None = Path(args.output)
+    else:
+        output = None if args.mutant else DEFAULT_OUTPUT
+    if args.workflow_output is not None:
+        workflow_output: Path | None = Path(args.workflow_output)
+    else:
+        workflow_output = None if output is None else output.with_name(WORKFLOW_FILE)
+    for path in (output, workflow_output):
+        if path is not None and path.exists() and path.is_dir():
+            raise CliError(f"{path}: is a directory, expected a file to write")
+
+    record = run_reference_episode(controller_class)
+    table = fixed_workflow_table(controller_class=controller_class)
+    failing = failing_facts(record)
+    failing += [
+        f"fixed workflow: {row['states']} -> controller {row['controller']['execute']}, "
+        f"decide {row['decide']}"
+        for row in table["rows"]
+        if not row["agree"]
+    ]
+    try:
+        for path, document in ((output, record), (workflow_output, table)):
+            if path is not None:
+                write_json(path, document)
+    except OSError as error:
+        raise CliError(f"cannot write: {error}") from None
+
+    holds = not failing
+    if args.json:
+        print_json(
+            {
+                "holds": holds,
+                "provider": "scripted (not a model)",
+                "controller": record["controller"],
+                "output": None if output is None else str(output),
+                "workflow_output": None if workflow_output is None else str(workflow_output),
+                "totals": record["totals"],
+                "fixed_workflow": {
+                    "combinations": table["combinations"],
+                    "agreeing": table["agreeing"],
+                },
+                "failing": failing,
+                "versions": record["versions"],
+            }
+        )
+    else:
+        versions = record["versions"]
+        print(
+            "reference episode: scripted provider (not a model), "
+            f"agent-framework-core {versions['agent-framework-core']}, "
+            f"controller {record['controller']}"
+        )
+        for call in record["calls"]:
+            print(_describe(call))
+        totals = record["totals"]
+        print(
+            f"totals: {totals['executed_steps']} executed steps, "
+            f"{totals['proposals_considered']} proposals considered, "
+            f"{totals['provider_calls_in_sdk_request']} provider calls in the one SDK request"
+        )
+        print(
+            f"fixed workflow: {table['agreeing']}/{table['combinations']} combinations agree "
+            "with decide()"
+        )
+        for line in failing:
+            print(f"FAILED: {line}")
+        written = [str(path) for path in (output, workflow_output) if path is not None]
+        if written:
+            print(f"wrote {', '.join(written)}")
+    return 0 if holds else 1
