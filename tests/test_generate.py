@@ -9,6 +9,7 @@ the repository under ``tmp_path``.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import types
 from pathlib import Path
 
 import pytest
+import statemachine.registry
 from conftest import FAILED, PASSED, obs, plan
 
 import spec.declaration
@@ -46,11 +48,19 @@ def _edited_declaration_source() -> str:
     return source.replace(GUARD, EDITED_GUARD)
 
 
+@functools.cache
 def _edited_machine() -> type:
     """The declaration with one guard expression edited, loaded in memory under the
     real module's name, so that only the guard differs."""
+    # python-statemachine registers every machine class by qualified name; put the
+    # real declaration back so the edited copy does not leak into other tests.
+    saved = dict(statemachine.registry._REGISTRY)
     module = types.ModuleType("spec.declaration")
-    exec(compile(_edited_declaration_source(), str(DECLARATION), "exec"), module.__dict__)
+    try:
+        exec(compile(_edited_declaration_source(), str(DECLARATION), "exec"), module.__dict__)
+    finally:
+        statemachine.registry._REGISTRY.clear()
+        statemachine.registry._REGISTRY.update(saved)
     machine: type = module.Replanning
     return machine
 
@@ -177,7 +187,7 @@ def test_generate_check_fails_for_a_hand_edited_file(
 def test_generate_check_in_a_copy_of_the_repository_after_editing_a_guard(
     tmp_path: Path,
 ) -> None:
-    for package in ("spec", "controller", "replan"):
+    for package in ("spec", "controller", "replan", "verification"):
         shutil.copytree(
             REPOSITORY / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
