@@ -37,7 +37,8 @@ class Policy:
     steps: tuple[Step, ...]
     resources: tuple[str, ...]
     max_steps: int = 4
-    max_proposals: int = 8
+    #: 0 here means "the default, 2 * max_steps" (filled in on construction).
+    max_proposals: int = 0
     no_progress_limit: int = 3
     count_duplicate_deliveries: bool = True
     #: The fixed workflow baseline's prerequisites (``decide``), declared apart from
@@ -52,6 +53,8 @@ class Policy:
     resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
+            object.__setattr__(self, "max_proposals", 2 * self.max_steps)
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
