@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.policy import Policy
 from controller.records import ExecuteResult, Observation
+
+if TYPE_CHECKING:
+    from controller.run import Run
 
 Snapshot = Mapping[str, Any]
 
@@ -204,3 +207,47 @@ INVARIANTS: dict[str, Callable[[Call], bool]] = {
 def violated(call: Call) -> list[str]:
     """The names of the invariants this call breaks (empty when all hold)."""
     return [name for name, holds in INVARIANTS.items() if not holds(call)]
+
+
+# ==== Auxiliary invariants (z3 induction strengtheners; verification/prove.py) ==========
+# Not contract properties: facts about every reachable state that the inductive proofs
+# of the contract's invariants need (an invariant is proved inductive together with
+# these, which are proved inductive themselves). They concern the run's bookkeeping,
+# so they are stated over its fields rather than a snapshot. The z3 forms are
+# ``verification.prove.AUXILIARY``, under the same names; tests check both on every
+# state of random runs.
+
+
+def counters_in_range(run: Run) -> bool:
+    """evidence_revision >= 1; plan_revision, steps, proposals, no_progress >= 0."""
+    return (
+        run._evidence_revision >= 1
+        and min(run._plan_revision, run._steps, run._proposals, run._no_progress) >= 0
+    )
+
+
+def passed_tracks_known(run: Run) -> bool:
+    """A key is in the passed set exactly when its latest state is Passed."""
+    return run._passed == {key for key, state in run._known.items() if state == "Passed"}
+
+
+def pending_matches_state(run: Run) -> bool:
+    """Idle has no pending plan; pending has one, and it names a declared step."""
+    if run._declared_state == "idle":
+        return run._pending is None
+    if run._declared_state == "pending":
+        return run._pending is not None and run._pending.step in run.policy.requirements
+    return True
+
+
+def pending_not_completed(run: Run) -> bool:
+    """The pending plan's id has never been executed."""
+    return run._pending is None or run._pending.id not in run._completed
+
+
+AUXILIARY_INVARIANTS: dict[str, Callable[[Run], bool]] = {
+    "counters-in-range": counters_in_range,
+    "passed-tracks-known": passed_tracks_known,
+    "pending-matches-state": pending_matches_state,
+    "pending-not-completed": pending_not_completed,
+}

@@ -1,0 +1,93 @@
+"""Prove with z3 that the controller commits exactly when the fixed workflow says
+ReadyToCommit, for every Unknown/Passed/Failed assignment of the evidence, and that
+the contract's safety invariants hold in every reachable state for any limits.
+
+The proofs are derived from the declaration (spec/declaration.py), the guard and
+action bodies of controller/run.py and the policy: the same sources the generated
+controller is built from.
+
+  replan prove                       prove for the default policy (spec/policy.toml)
+  replan prove --policy my.toml      prove for your policy
+  replan prove --json                a JSON summary on stdout (each property, its time)
+  replan prove --out DIR             write DIR/prove.json (default: evidence/)
+
+Exit 0: every property proved. Exit 1: a counterexample, printed and saved as
+DIR/prove-counterexample.json (an equivalence counterexample is a replayable episode:
+`replan replay DIR/prove-counterexample.json`). Exit 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    print_json,
+    write_json,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policy_option(parser)
+    add_json_option(parser)
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default="evidence",
+        help="directory for prove.json and any counterexample (default: evidence)",
+    )
+
+
+def counterexample_document(report: Any) -> dict[str, Any]:
+    """The first failure in the shared counterexample format (DESIGN.md)."""
+    from controller.policy import policy_to_dict
+
+    failure = report.failures[0]
+    detail = failure.counterexample or {}
+    if failure.kind == "equivalence" and "replay" in detail:
+        document: dict[str, Any] = dict(detail["replay"])
+        document["message"] = failure.message
+        document.update({k: v for k, v in detail.items() if k != "replay"})
+        return document
+    return {
+        "policy": policy_to_dict(report.policy),
+        "property": failure.name,
+        "message": failure.message,
+        "source": "prove",
+        "steps": [],  # a counterexample to induction is one step, not an episode
+        "induction": detail,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from verification.prove import prove_all
+    from verification.symbolic import TranslationError
+
+    policy = policy_from_args(args)
+    try:
+        report = prove_all(policy)
+    except TranslationError as error:
+        raise CliError(f"controller/run.py: {error}") from None
+    out = Path(args.out)
+    document = report.to_json()
+    try:
+        if not report.ok:
+            path = write_json(out / "prove-counterexample.json", counterexample_document(report))
+            document["counterexample_file"] = str(path)
+        write_json(out / "prove.json", document)
+    except OSError as error:
+        raise CliError(f"--out {out}: cannot write ({error.strerror or error})") from None
+    if args.json:
+        print_json(document)
+    else:
+        print(f"replan prove: policy with {len(policy.keys)} keys, {len(policy.steps)} steps")
+        print(report.text())
+        if not report.ok:
+            print(f"counterexample saved to {document['counterexample_file']}", file=sys.stderr)
+    return 0 if report.ok else 1

@@ -1,0 +1,1856 @@
+"""The run's guard and action bodies, translated to z3: one step of the controller as
+a formula, derived from the declaration, the policy and the Python source.
+
+Owns: the abstraction of a run's fields as z3 values (``Universe``: the sorts for one
+policy and declaration; ``FIELD_KINDS``: which z3 shape each field of
+``controller.run.Run`` takes), a small symbolic evaluator for the Python the bodies
+are written in, and ``encode_event``: the declared transitions of one event, in
+priority order, as a functional transition relation (post-state, answer and fired
+transition as terms over the pre-state and the event's argument). Leaves to
+``verification/prove.py`` what is proved with it.
+
+Nothing about the controller's behaviour is written here a second time. Structure
+comes from ``spec.model.extract`` (states, transitions, priority, guard expressions);
+guard bodies come from ``spec.generator``'s inliner (the very expressions the
+generated controller runs); action bodies are read from their Python source and
+executed symbolically (assignments, ``+=``, ``set.add``/``discard``, stores into a
+dict, ``if``, ``return``, ``raise``). What is hand-written is only the *abstraction*:
+the z3 shape of each field and record field (checked against ``Run.__slots__`` and the
+records' fields, and kept honest by the conformance test that replays random runs of
+the generated controller through the relation). A body that uses anything the
+evaluator does not understand fails loudly with ``TranslationError`` naming the guard
+or action, so a changed body can never be silently mistranslated.
+
+The abstraction, field by field: counters and revisions are integers; the declared
+state is an enumeration of the declaration's states; ``_known`` and
+``_latest_version`` are maps over the policy's evidence keys (one optional entry per
+key); ``_passed`` is a set over those keys; ``_contents`` is an array from (key,
+version) to an optional (state, source); ``_accepted`` and ``_completed`` are arrays
+from plan ids (integers, one per distinct id) to booleans; the pending plan is an
+optional record. A call of a module function on the event's argument alone
+(``well_formed_plan(plan)``, ``isinstance(plan_id, str)``) is a property of the input
+the caller chooses: it becomes a free boolean *input* of the step, pinned to its real
+value by the conformance test. The event's input check (``check_observation``) is such
+an input too: refused means the call raises and nothing changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from typing import Any
+
+import z3
+
+from controller.policy import Policy
+from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+from controller.run import Run
+from spec.generator import _Generator
+from spec.model import MachineModel, TransitionInfo
+
+#: The enumeration member standing for a name the policy does not declare (a plan may
+#: name any step or resource; the translation of "not in the policy" needs a value).
+UNDECLARED = "<undeclared>"
+
+
+class TranslationError(ValueError):
+    """A guard or action body uses Python the translator does not understand."""
+
+
+# ---- the abstraction ----------------------------------------------------------------
+
+#: Each modelled field of ``Run`` and the z3 shape it takes. ``_trace`` explains and
+#: never decides; ``policy`` is the universe's data and (symbolic) limits.
+FIELD_KINDS: dict[str, str] = {
+    "_declared_state": "mode",
+    "_evidence_revision": "int",
+    "_plan_revision": "int",
+    "_steps": "int",
+    "_proposals": "int",
+    "_no_progress": "int",
+    "_pending": "plan?",
+    "_contents": "contents",
+    "_latest_version": "key->int",
+    "_known": "key->evidence",
+    "_passed": "key set",
+    "_accepted": "id set",
+    "_completed": "id set",
+}
+UNMODELLED_FIELDS = frozenset({"_trace", "policy"})
+
+#: The z3 shape of each field of the records an event receives.
+RECORD_FIELDS: dict[str, dict[str, str]] = {
+    "Plan": {
+        "id": "plan id",
+        "revision": "int",
+        "evidence_revision": "int",
+        "step": "step",
+        "resource": "resource",
+    },
+    "Observation": {"key": "key", "version": "int", "state": "evidence", "source": "source"},
+}
+RECORD_TYPES: dict[str, type] = {"Plan": Plan, "Observation": Observation}
+
+#: The policy's limits: left symbolic for the inductive proofs.
+LIMITS = ("max_steps", "max_proposals", "no_progress_limit", "count_duplicate_deliveries")
+
+_ERRORS = ("InvalidInput", "ObservationConflict")
+
+
+def check_abstraction(model_class: type = Run) -> None:
+    """Fail loudly when the run's fields or the records' fields changed without the
+    abstraction above following."""
+    slots: set[str] = set()
+    for cls in model_class.__mro__:
+        slots.update(getattr(cls, "__slots__", ()))
+    missing = slots - set(FIELD_KINDS) - UNMODELLED_FIELDS
+    if missing:
+        raise TranslationError(
+            f"{model_class.__name__} has fields the z3 abstraction does not model: "
+            f"{', '.join(sorted(missing))} (add them to verification/symbolic.py FIELD_KINDS)"
+        )
+    for name, record in RECORD_TYPES.items():
+        declared = tuple(getattr(record, "_fields", ()))
+        if set(declared) != set(RECORD_FIELDS[name]):
+            raise TranslationError(
+                f"{name} fields {declared} differ from the z3 abstraction's "
+                f"{tuple(RECORD_FIELDS[name])} (verification/symbolic.py RECORD_FIELDS)"
+            )
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A z3 enumeration whose members stand for Python values (by their ``str``)."""
+
+    name: str
+    sort: z3.DatatypeSortRef
+    members: dict[str, z3.ExprRef]
+
+    def const(self, value: object) -> z3.ExprRef | None:
+        return self.members.get(str(value))
+
+    def name_of(self, term: z3.ExprRef) -> str:
+        for name, member in self.members.items():
+            if member.eq(term):
+                return name
+        return str(term)
+
+
+_ENUMS: dict[tuple[str, tuple[str, ...]], tuple[z3.DatatypeSortRef, list[z3.ExprRef]]] = {}
+_ENUM_NAMES: dict[str, int] = {}
+
+
+def _enum(name: str, values: Iterable[str], labels: Iterable[str] | None = None) -> Domain:
+    """An enumeration sort, shared by every encoding that asks for the same values (z3
+    refuses to declare one sort name twice)."""
+    values = tuple(values)
+    labels = tuple(labels) if labels is not None else values
+    cache_key = (name, labels)
+    if cache_key not in _ENUMS:
+        count = _ENUM_NAMES.get(name, 0)
+        _ENUM_NAMES[name] = count + 1
+        sort, consts = z3.EnumSort(name if count == 0 else f"{name}#{count}", list(labels))
+        _ENUMS[cache_key] = (sort, consts)
+    sort, consts = _ENUMS[cache_key]
+    return Domain(name, sort, dict(zip(values, consts, strict=True)))
+
+
+EVIDENCE = _enum("EvidenceState", [str(s) for s in EvidenceState])
+
+_content = z3.Datatype("Content")
+_content.declare("none")
+_content.declare("some", ("content_state", EVIDENCE.sort), ("content_source", z3.IntSort()))
+CONTENT = _content.create()
+
+
+def answer_key(value: object) -> str:
+    """The name of an event's answer (or raised error class) in the ``Answer`` sort."""
+    if isinstance(value, type) and issubclass(value, BaseException):
+        return f"raised {value.__name__ if value.__name__ in _ERRORS else 'other'}"
+    if value is None or isinstance(value, bool):
+        return str(value)
+    if isinstance(value, ExecuteResult):
+        return str(value)
+    raise TranslationError(f"{value!r} is not an answer the controller gives")
+
+
+ANSWER = _enum(
+    "Answer",
+    ["False", "True", "None", *(str(r) for r in ExecuteResult)]
+    + [f"raised {e}" for e in (*_ERRORS, "other")],
+)
+
+
+class Universe:
+    """The sorts, constants and limits for one policy and one declaration."""
+
+    def __init__(
+        self, policy: Policy, model: MachineModel, *, symbolic_limits: bool = False
+    ) -> None:
+        self.policy = policy
+        self.model = model
+        self.evidence = EVIDENCE
+        self.answer = ANSWER
+        self.key = _enum("Key", [*policy.keys, UNDECLARED])
+        self.step = _enum("Step", [*(s.name for s in policy.steps), UNDECLARED])
+        self.resource = _enum("Resource", [*policy.resources, UNDECLARED])
+        self.mode = _enum(
+            "DeclaredState", [s.value for s in model.states], [s.id for s in model.states]
+        )
+        self.limits: dict[str, z3.ExprRef] = {}
+        #: Facts every step may assume about the limits (the policy schema's rules).
+        self.assumptions: list[z3.BoolRef] = []
+        for name in LIMITS:
+            value = getattr(policy, name)
+            if not symbolic_limits:
+                self.limits[name] = (
+                    z3.BoolVal(value) if isinstance(value, bool) else z3.IntVal(value)
+                )
+            elif isinstance(value, bool):
+                self.limits[name] = z3.Bool(name)
+            else:
+                term = z3.Int(name)
+                self.limits[name] = term
+                self.assumptions.append(term >= 1)
+        self._interned: dict[object, int] = {}
+        self._evidence: dict[tuple[int, str], tuple[Any, z3.ExprRef]] = {}
+        self._passed: dict[tuple[int, str], tuple[Any, z3.BoolRef]] = {}
+
+    def kind_sort(self, kind: str) -> z3.SortRef:
+        return {
+            "int": z3.IntSort(),
+            "plan id": z3.IntSort(),
+            "source": z3.IntSort(),
+            "key": self.key.sort,
+            "step": self.step.sort,
+            "resource": self.resource.sort,
+            "evidence": self.evidence.sort,
+            "mode": self.mode.sort,
+        }[kind]
+
+    def domain_of(self, sort: z3.SortRef) -> Domain | None:
+        for domain in (self.evidence, self.key, self.step, self.resource, self.mode, self.answer):
+            if domain.sort == sort:
+                return domain
+        return None
+
+    def intern(self, value: object) -> int:
+        """A distinct integer per distinct plan id or source (as the abstraction of
+        strings that are only ever compared for equality)."""
+        token = (type(value).__name__, value if _hashable(value) else repr(value))
+        if token not in self._interned:
+            self._interned[token] = len(self._interned) + 1
+        return self._interned[token]
+
+    def mode_of(self, state_id: str) -> z3.ExprRef:
+        value = self.model.state(state_id).value
+        found = self.mode.const(value)
+        assert found is not None
+        return found
+
+    @property
+    def final_modes(self) -> list[z3.ExprRef]:
+        return [self.mode_of(s.id) for s in self.model.final_states]
+
+    def evidence_state(self, state: State, key: str) -> z3.ExprRef:
+        """``state(key)``: the key's latest state, Unknown when never recorded."""
+        known = state["_known"]
+        cached = self._evidence.get((id(known), key))
+        if cached is not None and cached[0] is known:
+            return cached[1]
+        entry = known.entries[key]
+        term = z3.If(entry.some, entry.value, self.evidence.members["Unknown"])
+        self._evidence[(id(known), key)] = (known, term)
+        return term
+
+    def is_passed(self, state: State, key: str) -> z3.BoolRef:
+        """``state(key) == Passed`` (built once per state and key)."""
+        known = state["_known"]
+        cached = self._passed.get((id(known), key))
+        if cached is not None and cached[0] is known:
+            return cached[1]
+        term = self.evidence_state(state, key) == self.evidence.members["Passed"]
+        self._passed[(id(known), key)] = (known, term)
+        return term  # type: ignore[no-any-return]
+
+    def answer_of(self, value: object) -> z3.ExprRef:
+        return self.answer.members[answer_key(value)]
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+# ---- symbolic values ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    """A concrete Python value (policy data, a literal, an enum member, None)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Opt:
+    """A value that may be None (the pending plan, a map entry)."""
+
+    some: z3.BoolRef
+    value: Any
+
+
+@dataclass(frozen=True)
+class Tup:
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    """An Observation or a Plan: each field a symbolic value."""
+
+    kind: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FMap:
+    """A dict over a finite domain (the policy's keys): one optional entry each."""
+
+    domain: Domain
+    entries: dict[str, Opt]
+
+
+@dataclass(frozen=True)
+class FSet:
+    """A set over a finite domain: one boolean per member."""
+
+    domain: Domain
+    members: dict[str, z3.BoolRef]
+
+
+@dataclass(frozen=True)
+class ContentMap:
+    """``_contents``: an array from (key, version) to an optional (state, source)."""
+
+    array: z3.ArrayRef
+
+
+@dataclass(frozen=True)
+class ContentEntry:
+    """``_contents.get((key, version))``: a ``Content`` datatype term."""
+
+    term: z3.DatatypeRef
+
+
+@dataclass(frozen=True)
+class IdSet:
+    """A set of plan ids: an array from id to bool."""
+
+    array: z3.ArrayRef
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A value that depends on a condition, one alternative per case (a dict looked up
+    at a symbolic key). The cases are exclusive; a side obligation says one holds."""
+
+    options: tuple[tuple[z3.BoolRef, Any], ...]
+
+
+@dataclass(frozen=True)
+class _Self:
+    pass
+
+
+@dataclass(frozen=True)
+class _PolicyRef:
+    pass
+
+
+@dataclass(frozen=True)
+class _Method:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Bound:
+    receiver: Any
+    name: str
+
+
+SELF = _Self()
+POLICY = _PolicyRef()
+
+State = dict[str, Any]
+
+
+def _where(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+class Obligation:
+    """Something the bodies take for granted (no None dereference, no missing dict
+    key, a declared transition for every case), to be proved on reachable states."""
+
+    def __init__(self, condition: z3.BoolRef, text: str) -> None:
+        self.condition = condition
+        self.text = text
+
+
+@dataclass
+class _Frame:
+    state: State
+    env: dict[str, Any]
+    pc: tuple[z3.BoolRef, ...]
+    where: str
+    parameters: frozenset[str]
+
+
+@dataclass
+class _Path:
+    frame: _Frame
+    outcome: tuple[str, Any] | None  # ("return", value) | ("raise", class name) | None
+
+
+class Translator:
+    """Evaluates guard expressions and executes action bodies over symbolic states."""
+
+    def __init__(self, universe: Universe, model_class: type) -> None:
+        check_abstraction(model_class)
+        self.u = universe
+        self.model_class = model_class
+        self.obligations: list[Obligation] = []
+        #: free boolean inputs: source text -> (term, parameter names it reads)
+        self.inputs: dict[str, z3.BoolRef] = {}
+        modules = []
+        for cls in model_class.__mro__:
+            module = inspect.getmodule(cls)
+            if module is not None and module not in modules:
+                modules.append(module)
+        self.globals: Mapping[str, Any] = ChainMap(*(vars(m) for m in modules))
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def fail(self, frame: _Frame, node: ast.AST | str, problem: str) -> TranslationError:
+        text = node if isinstance(node, str) else _where(node)
+        return TranslationError(f"{frame.where}: {problem}: `{text}`")
+
+    def require(self, frame: _Frame, condition: z3.BoolRef, text: str) -> None:
+        if z3.is_true(z3.simplify(condition)):
+            return
+        self.obligations.append(
+            Obligation(z3.Implies(all_of(*frame.pc), condition), f"{frame.where}: {text}")
+        )
+
+    def term(self, frame: _Frame, value: Any, sort: z3.SortRef | None = None) -> z3.ExprRef:
+        """A z3 term for a scalar value (a Python constant needs the other side's sort)."""
+        if isinstance(value, z3.ExprRef):
+            return value
+        if isinstance(value, Const):
+            item = value.value
+            if isinstance(item, bool):
+                return z3.BoolVal(item)
+            if isinstance(item, int):
+                return z3.IntVal(item)
+            if sort is not None and isinstance(item, str):
+                domain = self.u.domain_of(sort)
+                if domain is not None:
+                    found = domain.const(item)
+                    if found is not None:
+                        return found
+        raise self.fail(frame, frame.where, f"cannot use {value!r} as a z3 term")
+
+    def boolean(self, frame: _Frame, value: Any) -> z3.BoolRef:
+        if isinstance(value, Const):
+            return z3.BoolVal(bool(value.value))
+        if isinstance(value, z3.BoolRef):
+            return value
+        if isinstance(value, Choice):
+            return self.lift(frame, value, lambda v: self.boolean(frame, v))  # type: ignore[no-any-return]
+        raise self.fail(frame, frame.where, f"{value!r} is not a boolean")
+
+    def merge(self, condition: z3.BoolRef, a: Any, b: Any) -> Any:
+        """``a if condition else b`` for any symbolic value."""
+        if a is b:
+            return a
+        if isinstance(a, Const) and isinstance(b, Const):
+            if a.value == b.value and type(a.value) is type(b.value):
+                return a
+            if isinstance(a.value, bool) and isinstance(b.value, bool):
+                return z3.If(condition, z3.BoolVal(a.value), z3.BoolVal(b.value))
+            if isinstance(a.value, int) and isinstance(b.value, int):
+                return z3.If(condition, z3.IntVal(a.value), z3.IntVal(b.value))
+            return z3.If(condition, self.u.answer_of(a.value), self.u.answer_of(b.value))
+        if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
+            if isinstance(a, Const):
+                a = self._coerce_const(a, b)
+            if isinstance(b, Const):
+                b = self._coerce_const(b, a)
+            if a.eq(b):
+                return a
+            return z3.If(condition, a, b)
+        if isinstance(a, Opt) and isinstance(b, Opt):
+            return Opt(
+                self.merge(condition, a.some, b.some), self.merge(condition, a.value, b.value)
+            )
+        if isinstance(a, Record) and isinstance(b, Record) and a.kind == b.kind:
+            return Record(
+                a.kind, {n: self.merge(condition, a.fields[n], b.fields[n]) for n in a.fields}
+            )
+        if isinstance(a, Tup) and isinstance(b, Tup) and len(a.items) == len(b.items):
+            return Tup(
+                tuple(self.merge(condition, x, y) for x, y in zip(a.items, b.items, strict=True))
+            )
+        if isinstance(a, FMap) and isinstance(b, FMap):
+            return FMap(
+                a.domain, {k: self.merge(condition, a.entries[k], b.entries[k]) for k in a.entries}
+            )
+        if isinstance(a, FSet) and isinstance(b, FSet):
+            return FSet(
+                a.domain, {k: self.merge(condition, a.members[k], b.members[k]) for k in a.members}
+            )
+        if isinstance(a, ContentMap) and isinstance(b, ContentMap):
+            return ContentMap(z3.If(condition, a.array, b.array))
+        if isinstance(a, IdSet) and isinstance(b, IdSet):
+            return IdSet(z3.If(condition, a.array, b.array))
+        if isinstance(a, ContentEntry) and isinstance(b, ContentEntry):
+            return ContentEntry(z3.If(condition, a.term, b.term))
+        raise TranslationError(f"cannot merge {a!r} and {b!r}")
+
+    def _coerce_const(self, value: Const, other: z3.ExprRef) -> z3.ExprRef:
+        item = value.value
+        sort = other.sort()
+        if sort == self.u.answer.sort:
+            return self.u.answer_of(item)
+        if isinstance(item, bool):
+            if z3.is_bool(other):
+                return z3.BoolVal(item)
+            if sort == self.u.answer.sort:
+                return self.u.answer_of(item)
+        if isinstance(item, int) and not isinstance(item, bool):
+            return z3.IntVal(item)
+        domain = self.u.domain_of(sort)
+        if domain is not None and domain.const(item) is not None:
+            return domain.const(item)  # type: ignore[return-value]
+        raise TranslationError(f"cannot use {item!r} where a {sort} is expected")
+
+    def lift(self, frame: _Frame, value: Any, function: Callable[[Any], Any]) -> Any:
+        """Apply ``function`` to each alternative of a ``Choice`` (or to the value)."""
+        if not isinstance(value, Choice):
+            return function(value)
+        results = [(condition, function(option)) for condition, option in value.options]
+        merged = results[-1][1]
+        for condition, result in reversed(results[:-1]):
+            merged = self.merge(condition, result, merged)
+        return merged
+
+    # -- comparisons ---------------------------------------------------------------------
+
+    def equal(self, frame: _Frame, a: Any, b: Any) -> z3.BoolRef:
+        if isinstance(a, Choice) or isinstance(b, Choice):
+            return self.lift(
+                frame, a, lambda x: self.lift(frame, b, lambda y: self.equal(frame, x, y))
+            )  # type: ignore[no-any-return]
+        if isinstance(a, Const) and isinstance(b, Const):
+            return z3.BoolVal(bool(a.value == b.value))
+        if isinstance(b, Opt | ContentEntry):
+            a, b = b, a
+        if isinstance(a, Opt):
+            if isinstance(b, Const) and b.value is None:
+                return z3.Not(a.some)
+            return all_of(a.some, self.equal(frame, a.value, b))
+        if isinstance(a, ContentEntry):
+            if isinstance(b, Const) and b.value is None:
+                return CONTENT.is_none(a.term)
+            if isinstance(b, Tup) and len(b.items) == 2:
+                state = self.term(frame, b.items[0], EVIDENCE.sort)
+                source = self.term(frame, b.items[1], z3.IntSort())
+                return all_of(
+                    CONTENT.is_some(a.term),
+                    CONTENT.content_state(a.term) == state,
+                    CONTENT.content_source(a.term) == source,
+                )
+            raise self.fail(frame, frame.where, f"cannot compare a stored content with {b!r}")
+        if isinstance(a, Tup) and isinstance(b, Tup):
+            if len(a.items) != len(b.items):
+                return z3.BoolVal(False)
+            return all_of(*(self.equal(frame, x, y) for x, y in zip(a.items, b.items, strict=True)))
+        if (isinstance(a, Const) and a.value is None) or (isinstance(b, Const) and b.value is None):
+            return z3.BoolVal(False)  # a symbolic scalar is never None
+        if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
+            left = a if isinstance(a, z3.ExprRef) else None
+            right = b if isinstance(b, z3.ExprRef) else None
+            if left is None:
+                assert right is not None
+                return self._equal_const(frame, right, a)
+            if right is None:
+                return self._equal_const(frame, left, b)
+            if left.sort() != right.sort():
+                raise self.fail(frame, frame.where, f"comparing {left.sort()} with {right.sort()}")
+            return left == right  # type: ignore[return-value]
+        raise self.fail(frame, frame.where, f"cannot compare {a!r} with {b!r}")
+
+    def _equal_const(self, frame: _Frame, term: z3.ExprRef, value: Any) -> z3.BoolRef:
+        if not isinstance(value, Const):
+            raise self.fail(frame, frame.where, f"cannot compare {term} with {value!r}")
+        domain = self.u.domain_of(term.sort())
+        if domain is not None:
+            found = domain.const(value.value)
+            return z3.BoolVal(False) if found is None else term == found  # type: ignore[return-value]
+        return term == self.term(frame, value, term.sort())  # type: ignore[return-value]
+
+    def contains(self, frame: _Frame, container: Any, item: Any) -> z3.BoolRef:
+        if isinstance(container, Choice):
+            return self.lift(frame, container, lambda c: self.contains(frame, c, item))  # type: ignore[no-any-return]
+        if isinstance(container, Const):
+            collection = container.value
+            if isinstance(item, Const):
+                return z3.BoolVal(item.value in collection)
+            return any_of(*(self.equal(frame, item, Const(element)) for element in collection))
+        if isinstance(container, FSet):
+            return any_of(
+                *(
+                    all_of(self.equal(frame, item, Const(k)), m)
+                    for k, m in container.members.items()
+                )
+            )
+        if isinstance(container, FMap):
+            return any_of(
+                *(
+                    all_of(self.equal(frame, item, Const(k)), e.some)
+                    for k, e in container.entries.items()
+                )
+            )
+        if isinstance(container, IdSet):
+            return z3.Select(container.array, self.term(frame, item, z3.IntSort()))  # type: ignore[return-value]
+        if isinstance(container, ContentMap):
+            return CONTENT.is_some(self.content_entry(frame, container, item).term)  # type: ignore[no-any-return]
+        raise self.fail(frame, frame.where, f"membership in {container!r}")
+
+    def content_entry(self, frame: _Frame, container: ContentMap, index: Any) -> ContentEntry:
+        if not isinstance(index, Tup) or len(index.items) != 2:
+            raise self.fail(frame, frame.where, "_contents is indexed by (key, version)")
+        key = self.term(frame, index.items[0], self.u.key.sort)
+        version = self.term(frame, index.items[1], z3.IntSort())
+        return ContentEntry(z3.Select(container.array, key, version))  # type: ignore[arg-type]
+
+    def map_get(self, frame: _Frame, container: FMap, key: Any, default: Any) -> Any:
+        """``container.get(key[, default])``: an ``Opt`` without a default."""
+        if isinstance(key, Const):
+            entry = container.entries.get(str(key.value))
+            if entry is None:
+                return default if default is not None else Const(None)
+            return entry if default is None else self.merge(entry.some, entry.value, default)
+        if not container.entries:
+            return default if default is not None else Const(None)
+        result: Any = None
+        for name, entry in container.entries.items():
+            here = self.equal(frame, key, Const(name))
+            value = entry if default is None else self.merge(entry.some, entry.value, default)
+            if result is None:
+                result = Opt(z3.BoolVal(False), entry.value) if default is None else default
+            result = self.merge(here, value, result)
+        return result
+
+    # -- expressions ---------------------------------------------------------------------
+
+    def eval(self, node: ast.expr, frame: _Frame) -> Any:
+        method = getattr(self, f"_eval_{type(node).__name__}", None)
+        if method is None:
+            raise self.fail(frame, node, f"{type(node).__name__} is not understood")
+        return method(node, frame)
+
+    def _eval_Constant(self, node: ast.Constant, frame: _Frame) -> Any:
+        return Const(node.value)
+
+    def _eval_Name(self, node: ast.Name, frame: _Frame) -> Any:
+        if node.id in frame.env:
+            return frame.env[node.id]
+        if node.id == "self":
+            return SELF
+        if node.id in self.globals:
+            return Const(self.globals[node.id])
+        if hasattr(builtins, node.id):
+            return Const(getattr(builtins, node.id))
+        raise self.fail(frame, node, "unknown name")
+
+    def _eval_Dict(self, node: ast.Dict, frame: _Frame) -> Any:
+        if node.keys:
+            raise self.fail(frame, node, "only an empty dict is understood")
+        return Const({})
+
+    def _eval_List(self, node: ast.List, frame: _Frame) -> Any:
+        if node.elts:
+            raise self.fail(frame, node, "only an empty list is understood")
+        return Const([])
+
+    def _eval_Tuple(self, node: ast.Tuple, frame: _Frame) -> Any:
+        items = tuple(self.eval(e, frame) for e in node.elts)
+        if all(isinstance(i, Const) for i in items):
+            return Const(tuple(i.value for i in items))
+        return Tup(items)
+
+    def _eval_Attribute(self, node: ast.Attribute, frame: _Frame) -> Any:
+        base = self.eval(node.value, frame)
+        name = node.attr
+        if base is SELF:
+            if name in FIELD_KINDS:
+                return frame.state[name]
+            if name == "policy":
+                return POLICY
+            if callable(getattr(self.model_class, name, None)):
+                return _Method(name)
+            raise self.fail(frame, node, "not a modelled field of the run")
+        if base is POLICY:
+            if name in self.u.limits:
+                return self.u.limits[name]
+            if not hasattr(self.u.policy, name):
+                raise self.fail(frame, node, "not a field of the policy")
+            return Const(getattr(self.u.policy, name))
+        if isinstance(base, Opt):
+            self.require(frame, base.some, f"`{_where(node.value)}` is not None")
+            base = base.value
+        if isinstance(base, Record):
+            if name not in base.fields:
+                raise self.fail(frame, node, f"{base.kind} has no field {name!r}")
+            return base.fields[name]
+        if isinstance(base, Choice):
+            return Choice(tuple((c, Const(getattr(v.value, name))) for c, v in base.options))
+        if isinstance(base, Const):
+            if isinstance(base.value, type) and issubclass(base.value, Enum):
+                return Const(getattr(base.value, name))
+            return _Bound(base, name)
+        if isinstance(base, FMap | FSet | IdSet | ContentMap):
+            return _Bound(base, name)
+        raise self.fail(frame, node, "attribute of a value the translator does not model")
+
+    def _eval_Compare(self, node: ast.Compare, frame: _Frame) -> Any:
+        left = self.eval(node.left, frame)
+        results: list[z3.BoolRef] = []
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = self.eval(comparator, frame)
+            results.append(self._compare(frame, node, op, left, right))
+            left = right
+        return results[0] if len(results) == 1 else all_of(*results)
+
+    def _compare(self, frame: _Frame, node: ast.AST, op: ast.cmpop, a: Any, b: Any) -> z3.BoolRef:
+        if isinstance(op, ast.Eq | ast.Is):
+            return self.equal(frame, a, b)
+        if isinstance(op, ast.NotEq | ast.IsNot):
+            return z3.Not(self.equal(frame, a, b))
+        if isinstance(op, ast.In):
+            return self.contains(frame, b, a)
+        if isinstance(op, ast.NotIn):
+            return z3.Not(self.contains(frame, b, a))
+        if isinstance(a, Const) and isinstance(b, Const):
+            return z3.BoolVal(bool(eval(f"a {_OPS[type(op)]} b", {"a": a.value, "b": b.value})))
+        left = self.term(frame, a, z3.IntSort())
+        right = self.term(frame, b, z3.IntSort())
+        if isinstance(op, ast.Lt):
+            return left < right  # type: ignore[operator,no-any-return]
+        if isinstance(op, ast.LtE):
+            return left <= right  # type: ignore[operator,no-any-return]
+        if isinstance(op, ast.Gt):
+            return left > right  # type: ignore[operator,no-any-return]
+        if isinstance(op, ast.GtE):
+            return left >= right  # type: ignore[operator,no-any-return]
+        raise self.fail(frame, node, "comparison not understood")
+
+    def _eval_BoolOp(self, node: ast.BoolOp, frame: _Frame) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        values: list[z3.BoolRef] = []
+        pc = frame.pc
+        for operand in node.values:
+            inner = _Frame(frame.state, frame.env, pc, frame.where, frame.parameters)
+            value = self.boolean(frame, self.eval(operand, inner))
+            frame.state = inner.state
+            values.append(value)
+            pc = (*pc, value if is_and else z3.Not(value))
+        return all_of(*values) if is_and else any_of(*values)
+
+    def _eval_UnaryOp(self, node: ast.UnaryOp, frame: _Frame) -> Any:
+        operand = self.eval(node.operand, frame)
+        if isinstance(node.op, ast.Not):
+            if isinstance(operand, Const):
+                return Const(not operand.value)
+            return z3.Not(self.boolean(frame, operand))
+        if isinstance(node.op, ast.USub):
+            if isinstance(operand, Const):
+                return Const(-operand.value)
+            return -self.term(frame, operand, z3.IntSort())  # type: ignore[operator]
+        raise self.fail(frame, node, "operator not understood")
+
+    def _eval_BinOp(self, node: ast.BinOp, frame: _Frame) -> Any:
+        left = self.eval(node.left, frame)
+        right = self.eval(node.right, frame)
+        if isinstance(left, Const) and isinstance(right, Const):
+            return Const(eval(f"a {_BINOPS[type(node.op)]} b", {"a": left.value, "b": right.value}))
+        a = self.term(frame, left, z3.IntSort())
+        b = self.term(frame, right, z3.IntSort())
+        if isinstance(node.op, ast.Add):
+            return a + b  # type: ignore[operator]
+        if isinstance(node.op, ast.Sub):
+            return a - b  # type: ignore[operator]
+        raise self.fail(frame, node, "arithmetic other than + and - is not understood")
+
+    def _eval_IfExp(self, node: ast.IfExp, frame: _Frame) -> Any:
+        test = self.boolean(frame, self.eval(node.test, frame))
+        branches = []
+        for condition, body in ((test, node.body), (z3.Not(test), node.orelse)):
+            inner = _Frame(
+                dict(frame.state), frame.env, (*frame.pc, condition), frame.where, frame.parameters
+            )
+            branches.append((self.eval(body, inner), inner.state))
+        frame.state = self.merge_states(test, branches[0][1], branches[1][1])
+        return self.merge(test, branches[0][0], branches[1][0])
+
+    def _eval_Subscript(self, node: ast.Subscript, frame: _Frame) -> Any:
+        container = self.eval(node.value, frame)
+        index = self.eval(node.slice, frame)
+        if isinstance(container, Const) and isinstance(container.value, Mapping):
+            mapping = container.value
+            if isinstance(index, Const):
+                if index.value not in mapping:
+                    raise self.fail(frame, node, f"{index.value!r} is not a key")
+                return Const(mapping[index.value])
+            options = tuple(
+                (self.equal(frame, index, Const(k)), Const(v)) for k, v in mapping.items()
+            )
+            options = tuple(o for o in options if not z3.is_false(z3.simplify(o[0])))
+            self.require(
+                frame,
+                any_of(*(c for c, _ in options)),
+                f"`{_where(node.slice)}` is a key of `{_where(node.value)}`",
+            )
+            if not options:
+                raise self.fail(frame, node, "no key can match")
+            return Choice(options)
+        if isinstance(container, FMap):
+            entry = self.map_get(frame, container, index, None)
+            self.require(
+                frame, entry.some, f"`{_where(node.slice)}` is a key of `{_where(node.value)}`"
+            )
+            return entry.value
+        raise self.fail(frame, node, "subscript of a value the translator does not model")
+
+    def _eval_Call(self, node: ast.Call, frame: _Frame) -> Any:
+        if node.keywords:
+            raise self.fail(frame, node, "keyword arguments are not understood")
+        function = self.eval(node.func, frame)
+        if isinstance(function, _Method):
+            arguments = [self.eval(a, frame) for a in node.args]
+            state, value = self.call(function.name, arguments, frame)
+            frame.state = state
+            return value
+        if isinstance(function, _Bound):
+            arguments = [self.eval(a, frame) for a in node.args]
+            return self._call_bound(frame, node, function, arguments)
+        if isinstance(function, Const) and function.value in (any, all):
+            return self._quantifier(frame, node, function.value is any)
+        if isinstance(function, Const) and function.value in (set, dict) and not node.args:
+            return Const(function.value())
+        if isinstance(function, Const) and callable(function.value):
+            return self._input(frame, node)
+        raise self.fail(frame, node, "call not understood")
+
+    def _input(self, frame: _Frame, node: ast.Call) -> z3.BoolRef:
+        """A module function of the event's argument alone: a property of the input."""
+        used = {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+        free = {
+            n
+            for n in used
+            if n not in frame.parameters and n not in self.globals and not hasattr(builtins, n)
+        }
+        if (
+            not used & frame.parameters
+            or free
+            or any(
+                isinstance(n, ast.Name) and n.id == "self" for a in node.args for n in ast.walk(a)
+            )
+        ):
+            raise self.fail(frame, node, "a call over the run's fields is not understood")
+        text = _where(node)
+        if text not in self.inputs:
+            self.inputs[text] = z3.Bool(text)
+        return self.inputs[text]
+
+    def _quantifier(self, frame: _Frame, node: ast.Call, is_any: bool) -> Any:
+        if len(node.args) != 1 or not isinstance(node.args[0], ast.GeneratorExp):
+            raise self.fail(frame, node, "any/all over a generator expression only")
+        generator = node.args[0]
+        if len(generator.generators) != 1 or generator.generators[0].is_async:
+            raise self.fail(frame, node, "one `for` clause only")
+        clause = generator.generators[0]
+        if not isinstance(clause.target, ast.Name):
+            raise self.fail(frame, node, "the loop variable must be a name")
+        iterable = self.eval(clause.iter, frame)
+
+        def unroll(collection: Any) -> z3.BoolRef:
+            if not isinstance(collection, Const):
+                raise self.fail(frame, node, "iteration over a symbolic collection")
+            parts = []
+            for element in collection.value:
+                env = {**frame.env, clause.target.id: Const(element)}  # type: ignore[union-attr]
+                inner = _Frame(frame.state, env, frame.pc, frame.where, frame.parameters)
+                conditions = [self.boolean(inner, self.eval(c, inner)) for c in clause.ifs]
+                value = self.boolean(inner, self.eval(generator.elt, inner))
+                parts.append(
+                    all_of(*conditions, value) if is_any else z3.Implies(all_of(*conditions), value)
+                )
+            return any_of(*parts) if is_any else all_of(*parts)
+
+        return self.lift(frame, iterable, unroll)
+
+    def _call_bound(
+        self, frame: _Frame, node: ast.Call, bound: _Bound, arguments: list[Any]
+    ) -> Any:
+        receiver, name = bound.receiver, bound.name
+        if isinstance(receiver, FMap) and name == "get" and 1 <= len(arguments) <= 2:
+            return self.map_get(
+                frame, receiver, arguments[0], arguments[1] if len(arguments) == 2 else None
+            )
+        if isinstance(receiver, ContentMap) and name == "get" and len(arguments) == 1:
+            return self.content_entry(frame, receiver, arguments[0])
+        if isinstance(receiver, FSet) and name == "issuperset" and len(arguments) == 1:
+
+            def superset(collection: Any) -> z3.BoolRef:
+                if not isinstance(collection, Const):
+                    raise self.fail(frame, node, "issuperset of a symbolic collection")
+                return all_of(
+                    *(receiver.members.get(str(k), z3.BoolVal(False)) for k in collection.value)
+                )
+
+            return self.lift(frame, arguments[0], superset)
+        pure = name in ("get", "issuperset", "issubset", "count", "index")
+        if pure and isinstance(receiver, Const) and all(isinstance(a, Const) for a in arguments):
+            return Const(getattr(receiver.value, name)(*(a.value for a in arguments)))
+        raise self.fail(frame, node, f"method {name!r} is not understood here")
+
+    # -- statements ------------------------------------------------------------------------
+
+    def assign_field(self, frame: _Frame, node: ast.AST, name: str, value: Any) -> None:
+        if name in UNMODELLED_FIELDS:
+            return
+        kind = FIELD_KINDS.get(name)
+        if kind is None:
+            raise self.fail(
+                frame, node, f"assignment to {name!r}, which the abstraction does not model"
+            )
+        old = frame.state.get(name)
+        frame.state[name] = self.coerce_field(frame, kind, value, old)
+
+    def coerce_field(self, frame: _Frame, kind: str, value: Any, old: Any) -> Any:
+        u = self.u
+        if kind in ("int", "mode"):
+            sort = z3.IntSort() if kind == "int" else u.mode.sort
+            return self.term(frame, value, sort)
+        if kind == "plan?":
+            blank = old.value if isinstance(old, Opt) else _blank_plan(u)
+            if isinstance(value, Const) and value.value is None:
+                return Opt(z3.BoolVal(False), blank)
+            if isinstance(value, Record) and value.kind == "Plan":
+                return Opt(z3.BoolVal(True), value)
+            if isinstance(value, Opt):
+                return value
+        if isinstance(value, Const) and isinstance(value.value, dict | set) and not value.value:
+            return empty_field(u, kind)
+        if isinstance(value, FMap | FSet | IdSet | ContentMap):
+            return value
+        raise self.fail(frame, frame.where, f"cannot store {value!r} in a {kind} field")
+
+    def exec_block(self, statements: list[ast.stmt], index: int, frame: _Frame) -> list[_Path]:
+        while index < len(statements):
+            statement = statements[index]
+            if isinstance(statement, ast.Return):
+                value = (
+                    Const(None) if statement.value is None else self.eval(statement.value, frame)
+                )
+                return [_Path(frame, ("return", value))]
+            if isinstance(statement, ast.Raise):
+                exception = statement.exc
+                target = exception.func if isinstance(exception, ast.Call) else exception
+                name = target.id if isinstance(target, ast.Name) else "other"
+                return [_Path(frame, ("raise", name))]
+            if isinstance(statement, ast.If):
+                test = self.eval(statement.test, frame)
+                if isinstance(test, Const):
+                    body = statement.body if test.value else statement.orelse
+                    statements = [*body, *statements[index + 1 :]]
+                    index = 0
+                    continue
+                condition = self.boolean(frame, test)
+                paths: list[_Path] = []
+                for guard, body in (
+                    (condition, statement.body),
+                    (z3.Not(condition), statement.orelse),
+                ):
+                    branch = _Frame(
+                        dict(frame.state),
+                        dict(frame.env),
+                        (*frame.pc, guard),
+                        frame.where,
+                        frame.parameters,
+                    )
+                    for path in self.exec_block(list(body), 0, branch):
+                        if path.outcome is None:
+                            paths.extend(self.exec_block(statements, index + 1, path.frame))
+                        else:
+                            paths.append(path)
+                return paths
+            self.exec_simple(statement, frame)
+            index += 1
+        return [_Path(frame, None)]
+
+    def exec_simple(self, statement: ast.stmt, frame: _Frame) -> None:
+        if isinstance(statement, ast.Pass):
+            return
+        if isinstance(statement, ast.Expr):
+            value = statement.value
+            if isinstance(value, ast.Constant):
+                return  # a docstring
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("add", "discard")
+                and _self_field(value.func.value) is not None
+                and len(value.args) == 1
+            ):
+                name = _self_field(value.func.value)
+                assert name is not None
+                item = self.eval(value.args[0], frame)
+                frame.state[name] = self.set_update(
+                    frame, statement, frame.state[name], item, value.func.attr == "add"
+                )
+                return
+            if isinstance(value, ast.Call):
+                self.eval(value, frame)
+                return
+            raise self.fail(frame, statement, "statement not understood")
+        if isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if len(targets) != 1 or statement.value is None:
+                raise self.fail(frame, statement, "one target, one value")
+            target = targets[0]
+            name = _self_field(target)
+            if name in UNMODELLED_FIELDS:
+                return
+            value = self.eval(statement.value, frame)
+            if isinstance(statement, ast.AugAssign):
+                if name is None or not isinstance(statement.op, ast.Add | ast.Sub):
+                    raise self.fail(frame, statement, "only `self.<field> += / -=` is understood")
+                current = self.term(frame, frame.state[name], z3.IntSort())
+                step = self.term(frame, value, z3.IntSort())
+                value = current + step if isinstance(statement.op, ast.Add) else current - step  # type: ignore[operator]
+            if name is not None:
+                self.assign_field(frame, statement, name, value)
+            elif isinstance(target, ast.Name):
+                frame.env[target.id] = value
+            elif isinstance(target, ast.Subscript) and _self_field(target.value) is not None:
+                field_name = _self_field(target.value)
+                assert field_name is not None
+                index = self.eval(target.slice, frame)
+                frame.state[field_name] = self.store(
+                    frame, statement, frame.state[field_name], index, value
+                )
+            else:
+                raise self.fail(frame, statement, "assignment target not understood")
+            return
+        raise self.fail(frame, statement, f"{type(statement).__name__} is not understood")
+
+    def set_update(self, frame: _Frame, node: ast.AST, container: Any, item: Any, add: bool) -> Any:
+        if isinstance(container, FSet):
+            members = {
+                k: z3.If(self.equal(frame, item, Const(k)), z3.BoolVal(add), m)
+                for k, m in container.members.items()
+            }
+            return FSet(container.domain, members)
+        if isinstance(container, IdSet):
+            return IdSet(
+                z3.Store(container.array, self.term(frame, item, z3.IntSort()), z3.BoolVal(add))
+            )
+        raise self.fail(frame, node, "set update of a value the translator does not model")
+
+    def store(self, frame: _Frame, node: ast.AST, container: Any, index: Any, value: Any) -> Any:
+        if isinstance(container, FMap):
+            entries = {}
+            for k, entry in container.entries.items():
+                here = self.equal(frame, index, Const(k))
+                stored = Opt(z3.BoolVal(True), self.term(frame, value, _sort_of(entry.value)))
+                entries[k] = self.merge(here, stored, entry)
+            return FMap(container.domain, entries)
+        if isinstance(container, ContentMap):
+            if not isinstance(value, Tup) or len(value.items) != 2 or not isinstance(index, Tup):
+                raise self.fail(
+                    frame, node, "_contents stores (state, source) under (key, version)"
+                )
+            key = self.term(frame, index.items[0], self.u.key.sort)
+            version = self.term(frame, index.items[1], z3.IntSort())
+            content = CONTENT.some(
+                self.term(frame, value.items[0], EVIDENCE.sort),
+                self.term(frame, value.items[1], z3.IntSort()),
+            )
+            return ContentMap(z3.Store(container.array, key, version, content))  # type: ignore[arg-type]
+        raise self.fail(frame, node, "store into a value the translator does not model")
+
+    def merge_states(self, condition: z3.BoolRef, a: State, b: State) -> State:
+        return {name: self.merge(condition, a[name], b[name]) for name in a}
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(
+        self, name: str, arguments: list[Any], caller: _Frame, *, as_answer: bool = False
+    ) -> tuple[State, Any]:
+        """Run the body of ``self.<name>(*arguments)``: the state after it and its value
+        (as an ``Answer`` term when ``as_answer``: a raise is an answer then)."""
+        definition = _definition(self.model_class, name)
+        parameters = [a.arg for a in definition.args.args][1:]
+        if len(parameters) != len(arguments):
+            raise TranslationError(
+                f"{caller.where}: {name} takes {parameters}, got {len(arguments)} arguments"
+            )
+        kind = "guard" if name in _guard_names(self.u.model) else "action"
+        frame = _Frame(
+            dict(caller.state),
+            dict(zip(parameters, arguments, strict=True)),
+            caller.pc,
+            f"{kind} {name!r} ({self.model_class.__name__})",
+            frozenset(parameters),
+        )
+        paths = self.exec_block(list(definition.body), 0, frame)
+        results: list[tuple[z3.BoolRef, State, Any]] = []
+        for path in paths:
+            condition = all_of(*path.frame.pc[len(caller.pc) :])
+            outcome = path.outcome
+            if outcome is None:
+                value: Any = Const(None)
+            elif outcome[0] == "return":
+                value = outcome[1]
+            elif as_answer:
+                value = self.u.answer.members[
+                    f"raised {outcome[1] if outcome[1] in _ERRORS else 'other'}"
+                ]
+            else:
+                self.require(caller, z3.Not(condition), f"{name} does not raise")
+                value = Const(False)
+            if as_answer:
+                value = self.answer_term(caller, value)
+            results.append((condition, path.frame.state, value))
+        _, state, value = results[-1]
+        for condition, other_state, other_value in reversed(results[:-1]):
+            state = self.merge_states(condition, other_state, state)
+            value = self.merge(condition, other_value, value)
+        return state, value
+
+    def answer_term(self, frame: _Frame, value: Any) -> z3.ExprRef:
+        if isinstance(value, Const):
+            return self.u.answer_of(value.value)
+        if isinstance(value, z3.BoolRef):
+            return z3.If(value, self.u.answer.members["True"], self.u.answer.members["False"])
+        if isinstance(value, z3.ExprRef) and value.sort() == self.u.answer.sort:
+            return value
+        raise self.fail(frame, frame.where, f"{value!r} is not an answer")
+
+
+_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_BINOPS = {ast.Add: "+", ast.Sub: "-"}
+
+
+def all_of(*parts: z3.BoolRef) -> z3.BoolRef:
+    """``z3.And`` that is True when empty and the part itself when single (and skips
+    z3py's per-argument coercion, which dominates for a policy of hundreds of keys)."""
+    return _nary(z3.Z3_mk_and, parts, True)
+
+
+def any_of(*parts: z3.BoolRef) -> z3.BoolRef:
+    """``z3.Or`` that is False when empty and the part itself when single."""
+    return _nary(z3.Z3_mk_or, parts, False)
+
+
+def _nary(make: Any, parts: tuple[z3.BoolRef, ...], empty: bool) -> z3.BoolRef:
+    if not parts:
+        return z3.BoolVal(empty)
+    if len(parts) == 1:
+        return parts[0]
+    context = parts[0].ctx
+    array = (z3.Ast * len(parts))(*(p.as_ast() for p in parts))
+    return z3.BoolRef(make(context.ref(), len(parts), array), context)
+
+
+def _self_field(node: ast.AST) -> str | None:
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return node.attr
+    return None
+
+
+def _sort_of(value: Any) -> z3.SortRef | None:
+    return value.sort() if isinstance(value, z3.ExprRef) else None
+
+
+@cache
+def _guard_names(model: MachineModel) -> frozenset[str]:
+    return frozenset(g for t in model.transitions for g in t.guard_names)
+
+
+@cache
+def _inlined_guard(model: MachineModel, model_class: type, index: int) -> ast.expr:
+    """The transition's guard with every named guard's body inlined by the generator
+    (what the generated controller evaluates), parsed once per declaration."""
+    transition = model.transitions[index]
+    tree = transition.guard_tree
+    assert tree is not None
+    return _Generator(model, model_class).translate(tree, transition.event)
+
+
+@cache
+def _definition(model_class: type, name: str) -> ast.FunctionDef:
+    function = getattr(model_class, name)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef):
+        raise TranslationError(f"{name}: not a plain method")
+    return definition
+
+
+def _blank_plan(u: Universe) -> Record:
+    return Record(
+        "Plan",
+        {
+            "id": z3.IntVal(0),
+            "revision": z3.IntVal(0),
+            "evidence_revision": z3.IntVal(0),
+            "step": u.step.members[UNDECLARED],
+            "resource": u.resource.members[UNDECLARED],
+        },
+    )
+
+
+def empty_field(u: Universe, kind: str) -> Any:
+    keys = list(u.policy.keys)
+    if kind == "key->int":
+        return FMap(u.key, {k: Opt(z3.BoolVal(False), z3.IntVal(0)) for k in keys})
+    if kind == "key->evidence":
+        return FMap(u.key, {k: Opt(z3.BoolVal(False), EVIDENCE.members["Unknown"]) for k in keys})
+    if kind == "key set":
+        return FSet(u.key, {k: z3.BoolVal(False) for k in keys})
+    if kind == "id set":
+        return IdSet(z3.K(z3.IntSort(), z3.BoolVal(False)))
+    if kind == "contents":
+        key, version = z3.Const("key", u.key.sort), z3.Int("version")
+        return ContentMap(z3.Lambda([key, version], CONTENT.none))
+    raise TranslationError(f"no empty value for a {kind} field")
+
+
+# ---- states ------------------------------------------------------------------------------
+
+
+def fresh_record(u: Universe, kind: str, prefix: str) -> Record:
+    return Record(
+        kind,
+        {
+            name: z3.Const(f"{prefix}.{name}", u.kind_sort(k))
+            for name, k in RECORD_FIELDS[kind].items()
+        },
+    )
+
+
+def fresh_state(u: Universe, prefix: str) -> State:
+    """A state whose every field is a fresh z3 constant (named ``prefix.field``)."""
+    keys = list(u.policy.keys)
+    state: State = {}
+    for name, kind in FIELD_KINDS.items():
+        label = f"{prefix}.{name.lstrip('_')}"
+        if kind in ("int", "mode"):
+            state[name] = z3.Const(label, u.kind_sort(kind))
+        elif kind == "plan?":
+            state[name] = Opt(z3.Bool(f"{label}?"), fresh_record(u, "Plan", label))
+        elif kind == "key->int":
+            state[name] = FMap(
+                u.key, {k: Opt(z3.Bool(f"{label}[{k}]?"), z3.Int(f"{label}[{k}]")) for k in keys}
+            )
+        elif kind == "key->evidence":
+            state[name] = FMap(
+                u.key,
+                {
+                    k: Opt(z3.Bool(f"{label}[{k}]?"), z3.Const(f"{label}[{k}]", EVIDENCE.sort))
+                    for k in keys
+                },
+            )
+        elif kind == "key set":
+            state[name] = FSet(u.key, {k: z3.Bool(f"{label}[{k}]") for k in keys})
+        elif kind == "id set":
+            state[name] = IdSet(z3.Array(label, z3.IntSort(), z3.BoolSort()))
+        elif kind == "contents":
+            state[name] = ContentMap(z3.Array(label, u.key.sort, z3.IntSort(), CONTENT))
+    return state
+
+
+def initial_state(u: Universe, model_class: type = Run) -> State:
+    """The state ``Run.__init__`` builds, translated from its body (the policy is the
+    universe's); checked against the declaration's initial state."""
+    translator = Translator(u, model_class)
+    definition = _definition(model_class, "__init__")
+    frame = _Frame({}, {}, (), f"{model_class.__name__}.__init__", frozenset())
+    body = [
+        s
+        for s in definition.body
+        if not (isinstance(s, ast.Assign | ast.AnnAssign) and _self_field(_target(s)) == "policy")
+    ]
+    paths = translator.exec_block(body, 0, frame)
+    if len(paths) != 1 or set(paths[0].frame.state) != set(FIELD_KINDS):
+        raise TranslationError(
+            f"{model_class.__name__}.__init__ must set every modelled field once, unconditionally"
+        )
+    state = paths[0].frame.state
+    initial = next(s for s in u.model.states if s.initial)
+    if not z3.is_true(z3.simplify(state["_declared_state"] == u.mode_of(initial.id))):
+        raise TranslationError("Run.__init__ does not start in the declaration's initial state")
+    return state
+
+
+def _target(statement: ast.Assign | ast.AnnAssign) -> ast.expr:
+    return statement.targets[0] if isinstance(statement, ast.Assign) else statement.target
+
+
+def same_state(a: State, b: State) -> z3.BoolRef:
+    """The two states are equal as the abstraction sees them (a None plan's fields and
+    an absent entry's value do not count)."""
+    parts: list[z3.BoolRef] = []
+    for name in FIELD_KINDS:
+        parts.append(_same(a[name], b[name]))
+    return all_of(*parts)
+
+
+def _same(a: Any, b: Any) -> z3.BoolRef:
+    if isinstance(a, z3.ExprRef):
+        return a == b  # type: ignore[no-any-return]
+    if isinstance(a, Opt):
+        return all_of(a.some == b.some, z3.Implies(a.some, _same(a.value, b.value)))
+    if isinstance(a, Record):
+        return all_of(*(_same(a.fields[n], b.fields[n]) for n in a.fields))
+    if isinstance(a, FMap):
+        return all_of(*(_same(a.entries[k], b.entries[k]) for k in a.entries))
+    if isinstance(a, FSet):
+        return all_of(*(a.members[k] == b.members[k] for k in a.members))
+    if isinstance(a, IdSet | ContentMap):
+        return a.array == b.array  # type: ignore[no-any-return]
+    raise TranslationError(f"cannot compare {a!r}")
+
+
+# ---- one step ----------------------------------------------------------------------------
+
+
+@dataclass
+class Branch:
+    """One way the event can go: a declared transition, or a final state absorbing it,
+    or the input check refusing it."""
+
+    label: str
+    index: int  # the declared transition's index; -1 absorbed or refused
+    condition: z3.BoolRef
+    state: State
+    answer: z3.ExprRef
+
+
+@dataclass
+class StepEncoding:
+    """One event as a function of the pre-state and the argument: the branches in
+    priority order, and the merged post-state, answer and fired transition index."""
+
+    universe: Universe
+    event: str
+    pre: State
+    argument: Any
+    parameter: str | None
+    inputs: dict[str, z3.BoolRef]
+    assumptions: list[z3.BoolRef]
+    branches: list[Branch]
+    post: State
+    answer: z3.ExprRef
+    fired: z3.ArithRef
+    obligations: list[Obligation] = field(default_factory=list)
+
+    @property
+    def raised(self) -> z3.BoolRef:
+        return any_of(
+            *(
+                self.answer == self.universe.answer.members[f"raised {e}"]
+                for e in (*_ERRORS, "other")
+            )
+        )
+
+    def label_of(self, index: int) -> str:
+        for branch in self.branches:
+            if branch.index == index:
+                return branch.label
+        return f"#{index}"
+
+
+def fresh_argument(u: Universe, event: str, prefix: str = "arg") -> tuple[str | None, Any]:
+    interface = u.model.interface[event]
+    if interface.parameter is None:
+        return None, Const(None)
+    kind = interface.parameter_type
+    if kind in RECORD_FIELDS:
+        return interface.parameter, fresh_record(u, kind, f"{prefix}:{interface.parameter}")
+    if kind == "str":
+        return interface.parameter, z3.Int(f"{prefix}:{interface.parameter}")
+    raise TranslationError(f"event {event!r}: parameter type {kind!r} has no z3 abstraction")
+
+
+def encode_event(
+    u: Universe,
+    event: str,
+    model_class: type = Run,
+    pre: State | None = None,
+    argument: Any = None,
+    prefix: str = "",
+) -> StepEncoding:
+    """The declared transitions of ``event`` as one functional step relation."""
+    model = u.model
+    translator = Translator(u, model_class)
+    generator = _Generator(model, model_class)
+    if pre is None:
+        pre = fresh_state(u, f"{prefix}pre")
+    parameter, fresh = fresh_argument(u, event, f"{prefix}arg")
+    if argument is None:
+        argument = fresh
+    interface = model.interface[event]
+    env = {} if parameter is None else {parameter: argument}
+    parameters = frozenset(env)
+    mode = pre["_declared_state"]
+    branches: list[Branch] = []
+
+    def run_action(
+        label: str,
+        index: int,
+        action: str,
+        condition: z3.BoolRef,
+        pc: tuple[z3.BoolRef, ...],
+        target: str | None,
+    ) -> None:
+        frame = _Frame(dict(pre), dict(env), pc, label, parameters)
+        wanted = [
+            p for p in inspect.signature(getattr(model_class, action)).parameters if p != "self"
+        ]
+        arguments = [argument] if wanted else []
+        state, answer = translator.call(action, arguments, frame, as_answer=True)
+        if target is not None:
+            state = dict(state)
+            state["_declared_state"] = u.mode_of(target)
+        branches.append(Branch(label, index, condition, state, answer))
+
+    sources = [s for s in model.active_states if model.leaving(s.id, event)]
+    for source in sources:
+        here = mode == u.mode_of(source.id)
+        earlier: list[z3.BoolRef] = []
+        exhaustive = False
+        for transition in model.leaving(source.id, event):
+            pc = (here, *(z3.Not(g) for g in earlier))
+            guard = _guard_term(translator, generator, transition, event, env, pre, pc, parameters)
+            condition = all_of(*pc, guard)
+            target = transition.target if transition.target != transition.source else None
+            run_action(
+                transition.label,
+                transition.index,
+                transition.action,
+                condition,
+                (*pc, guard),
+                target,
+            )
+            if transition.cond == "":
+                exhaustive = True
+                break
+            earlier.append(guard)
+        if not exhaustive:
+            translator.obligations.append(
+                Obligation(
+                    z3.Implies(here, any_of(*earlier)),
+                    f"{source.id} --{event}-->: some declared transition applies",
+                )
+            )
+    stopped = all_of(*(mode != u.mode_of(s.id) for s in sources))
+    run_action(
+        f"{event} in a final state ({interface.when_stopped})",
+        -1,
+        interface.when_stopped,
+        stopped,
+        (stopped,),
+        None,
+    )
+
+    state, answer, fired = branches[-1].state, branches[-1].answer, z3.IntVal(branches[-1].index)
+    for branch in reversed(branches[:-1]):
+        state = translator.merge_states(branch.condition, branch.state, state)
+        answer = z3.If(branch.condition, branch.answer, answer)
+        fired = z3.If(branch.condition, z3.IntVal(branch.index), fired)
+    assumptions = list(u.assumptions)
+    if interface.check is not None:
+        # The input check: refused means the error is raised and nothing changes;
+        # passed means the argument is of the declared shape.
+        accepted = z3.Bool(f"{interface.check}({parameter})")
+        translator.inputs[f"{interface.check}({parameter})"] = accepted
+        if isinstance(argument, Record) and argument.kind == "Observation":
+            assumptions.append(
+                z3.Implies(
+                    accepted,
+                    all_of(
+                        argument.fields["key"] != u.key.members[UNDECLARED],
+                        argument.fields["version"] >= 1,
+                    ),
+                )
+            )
+        refused = u.answer.members["raised InvalidInput"]
+        state = translator.merge_states(accepted, state, pre)
+        answer = z3.If(accepted, answer, refused)
+        fired = z3.If(accepted, fired, z3.IntVal(-1))
+        branches.append(
+            Branch(f"{event} refused by {interface.check}", -1, z3.Not(accepted), pre, refused)
+        )
+        for branch in branches[:-1]:
+            branch.condition = all_of(accepted, branch.condition)
+    return StepEncoding(
+        universe=u,
+        event=event,
+        pre=pre,
+        argument=argument,
+        parameter=parameter,
+        inputs=translator.inputs,
+        assumptions=assumptions,
+        branches=branches,
+        post=state,
+        answer=answer,
+        fired=fired,  # type: ignore[arg-type]
+        obligations=translator.obligations,
+    )
+
+
+def _guard_term(
+    translator: Translator,
+    generator: _Generator,
+    transition: TransitionInfo,
+    event: str,
+    env: dict[str, Any],
+    pre: State,
+    pc: tuple[z3.BoolRef, ...],
+    parameters: frozenset[str],
+) -> z3.BoolRef:
+    """The transition's whole guard, with each named guard's body inlined by the
+    generator (exactly the expression the generated controller evaluates)."""
+    tree = transition.guard_tree
+    if tree is None:
+        return z3.BoolVal(True)
+    try:
+        expression = _inlined_guard(generator.model, generator.model_class, transition.index)
+    except Exception as error:
+        raise TranslationError(
+            f"{transition.label}: the generator cannot inline it: {error}"
+        ) from None
+    frame = _Frame(
+        dict(pre), env, pc, f"guard [{transition.cond}] of {transition.label}", parameters
+    )
+    value = translator.boolean(frame, translator.eval(expression, frame))
+    for name in FIELD_KINDS:
+        if frame.state[name] is not pre[name]:
+            raise TranslationError(f"{transition.label}: guard [{transition.cond}] changes {name}")
+    return value
+
+
+# ---- concrete runs as abstract states ----------------------------------------------------
+
+
+def abstract_value(u: Universe, kind: str, value: object) -> z3.ExprRef | None:
+    """The z3 constant for a concrete value of a field of kind ``kind`` (None when the
+    value has no counterpart, e.g. a malformed argument's field)."""
+    if kind == "int":
+        return z3.IntVal(value) if type(value) is int else None  # type: ignore[arg-type]
+    if kind in ("plan id", "source"):
+        return z3.IntVal(u.intern(value))
+    domain = {
+        "key": u.key,
+        "step": u.step,
+        "resource": u.resource,
+        "evidence": u.evidence,
+        "mode": u.mode,
+    }[kind]
+    if kind in ("key", "step", "resource"):
+        if not isinstance(value, str):
+            return None
+        return _member(domain, value)
+    if kind == "evidence" and not isinstance(value, EvidenceState):
+        return None
+    return domain.const(value)
+
+
+def _member(domain: Domain, value: object) -> z3.ExprRef:
+    found = domain.const(value)
+    return domain.members[UNDECLARED] if found is None else found
+
+
+def abstract_argument(u: Universe, event: str, value: object) -> Any:
+    interface = u.model.interface[event]
+    kind = interface.parameter_type
+    if kind in RECORD_FIELDS:
+        if not isinstance(value, RECORD_TYPES[kind]):
+            return None
+        return Record(
+            kind,
+            {
+                name: abstract_value(u, k, getattr(value, name))
+                for name, k in RECORD_FIELDS[kind].items()
+            },
+        )
+    if kind == "str":
+        return abstract_value(u, "plan id", value)
+    return Const(None)
+
+
+def abstract_run(u: Universe, run: Run, fields: Iterable[str] | None = None) -> State:
+    """A concrete run's fields as z3 constants (the abstraction function); only
+    ``fields`` when given (building every z3 term costs; a formula may need few)."""
+    keys = list(u.policy.keys)
+
+    def ids(values: Iterable[object]) -> IdSet:
+        array = empty_field(u, "id set").array
+        for plan_id in sorted(values, key=repr):
+            array = z3.Store(array, z3.IntVal(u.intern(plan_id)), z3.BoolVal(True))
+        return IdSet(array)
+
+    def contents() -> ContentMap:
+        array = empty_field(u, "contents").array
+        for (key, version), (state, source) in sorted(run._contents.items()):
+            content = CONTENT.some(EVIDENCE.const(state), z3.IntVal(u.intern(source)))
+            array = z3.Store(array, _member(u.key, key), z3.IntVal(version), content)
+        return ContentMap(array)
+
+    def pending() -> Opt:
+        plan = run._pending
+        if plan is None:
+            return Opt(z3.BoolVal(False), _blank_plan(u))
+        abstract = {
+            name: abstract_value(u, kind, getattr(plan, name))
+            for name, kind in RECORD_FIELDS["Plan"].items()
+        }
+        return Opt(z3.BoolVal(True), Record("Plan", abstract))
+
+    unknown = EvidenceState.UNKNOWN
+    builders: dict[str, Callable[[], Any]] = {
+        "_declared_state": lambda: u.mode.const(run._declared_state),
+        "_evidence_revision": lambda: z3.IntVal(run._evidence_revision),
+        "_plan_revision": lambda: z3.IntVal(run._plan_revision),
+        "_steps": lambda: z3.IntVal(run._steps),
+        "_proposals": lambda: z3.IntVal(run._proposals),
+        "_no_progress": lambda: z3.IntVal(run._no_progress),
+        "_pending": pending,
+        "_contents": contents,
+        "_latest_version": lambda: FMap(
+            u.key,
+            {
+                k: Opt(
+                    z3.BoolVal(k in run._latest_version), z3.IntVal(run._latest_version.get(k, 0))
+                )
+                for k in keys
+            },
+        ),
+        "_known": lambda: FMap(
+            u.key,
+            {
+                k: Opt(z3.BoolVal(k in run._known), EVIDENCE.const(run._known.get(k, unknown)))
+                for k in keys
+            },
+        ),
+        "_passed": lambda: FSet(u.key, {k: z3.BoolVal(k in run._passed) for k in keys}),
+        "_accepted": lambda: ids(run._accepted),
+        "_completed": lambda: ids(run._completed),
+    }
+    wanted = FIELD_KINDS if fields is None else fields
+    return {name: builders[name]() for name in wanted}
+
+
+def free_constants(term: z3.ExprRef) -> set[str]:
+    """The names of the uninterpreted constants a term mentions."""
+    seen: set[int] = set()
+    found: set[str] = set()
+    stack = [term]
+    while stack:
+        node = stack.pop()
+        key = node.get_id()
+        if key in seen:
+            continue
+        seen.add(key)
+        if z3.is_const(node) and node.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            found.add(node.decl().name())
+        stack.extend(node.children())
+    return found
+
+
+def mentioned_fields(state: State, term: z3.ExprRef) -> list[str]:
+    """The fields of a fresh state whose variables ``term`` mentions."""
+    names = free_constants(term)
+    wanted = []
+    for name in FIELD_KINDS:
+        variables = {str(v) for v, _ in _variables(state[name])}
+        if variables & names:
+            wanted.append(name)
+    return wanted
+
+
+def _variables(value: Any) -> list[tuple[z3.ExprRef, None]]:
+    if isinstance(value, z3.ExprRef):
+        return [(value, None)]
+    if isinstance(value, Opt):
+        return _variables(value.some) + _variables(value.value)
+    if isinstance(value, Record):
+        return [p for v in value.fields.values() for p in _variables(v)]
+    if isinstance(value, FMap):
+        return [p for v in value.entries.values() for p in _variables(v)]
+    if isinstance(value, FSet):
+        return [p for v in value.members.values() for p in _variables(v)]
+    if isinstance(value, IdSet | ContentMap):
+        return [(value.array, None)]
+    return []
+
+
+def pairs(symbolic: Any, concrete: Any) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    """(variable, constant) pairs matching a fresh symbolic value to a concrete one,
+    for ``z3.substitute`` (a None plan's or absent entry's fields are left out)."""
+    if isinstance(symbolic, dict):
+        return [p for name in concrete for p in pairs(symbolic[name], concrete[name])]
+    if isinstance(symbolic, z3.ExprRef):
+        return [] if concrete is None else [(symbolic, concrete)]
+    if isinstance(symbolic, Opt):
+        found = pairs(symbolic.some, concrete.some)
+        if z3.is_true(concrete.some):
+            found += pairs(symbolic.value, concrete.value)
+        return found
+    if isinstance(symbolic, Record):
+        return [p for n in symbolic.fields for p in pairs(symbolic.fields[n], concrete.fields[n])]
+    if isinstance(symbolic, FMap):
+        return [
+            p for k in symbolic.entries for p in pairs(symbolic.entries[k], concrete.entries[k])
+        ]
+    if isinstance(symbolic, FSet):
+        return [
+            p for k in symbolic.members for p in pairs(symbolic.members[k], concrete.members[k])
+        ]
+    if isinstance(symbolic, IdSet | ContentMap):
+        return [(symbolic.array, concrete.array)]
+    if isinstance(symbolic, Const):
+        return []
+    raise TranslationError(f"cannot pair {symbolic!r}")
+
+
+def stop_reason_mode(u: Universe, reason: StopReason) -> z3.ExprRef:
+    found = u.mode.const(reason)
+    assert found is not None
+    return found
+
+
+# ---- conformance: does a concrete step satisfy the relation? -----------------------------
+
+
+class RelationChecker:
+    """Checks concrete steps of a real controller against the z3 step relation: the
+    abstraction of the state before, the argument and the pinned inputs, with the
+    relation, must admit exactly the answer, the fired transition and the abstraction
+    of the state after that the controller showed."""
+
+    def __init__(self, policy: Policy, model: MachineModel, model_class: type = Run) -> None:
+        self.universe = u = Universe(policy, model)
+        self.model_class = model_class
+        self.encodings = {e: encode_event(u, e, model_class) for e in model.events}
+        self.solvers: dict[str, z3.Solver] = {}
+        #: per event: fresh variables bound to the post-state, answer and fired terms
+        self.outputs: dict[str, tuple[State, z3.ExprRef, z3.ArithRef]] = {}
+        for event, encoding in self.encodings.items():
+            post = fresh_state(u, f"{event}.post")
+            answer = z3.Const(f"{event}.answer", u.answer.sort)
+            fired = z3.Int(f"{event}.fired")
+            solver = z3.Solver()
+            solver.add(*encoding.assumptions)
+            solver.add(same_state(post, encoding.post), answer == encoding.answer)
+            solver.add(fired == encoding.fired)
+            self.solvers[event] = solver
+            self.outputs[event] = (post, answer, fired)
+        self._globals: Mapping[str, Any] = Translator(u, model_class).globals
+        self._checker = model_class(policy)
+
+    def input_values(self, event: str, argument: object) -> dict[str, bool]:
+        """Each free input of the step, evaluated on the real argument."""
+        encoding = self.encodings[event]
+        check = self.universe.model.interface[event].check
+        values = {}
+        for text in encoding.inputs:
+            if check is not None and text == f"{check}({encoding.parameter})":
+                try:
+                    getattr(self._checker, check)(argument)
+                    values[text] = True
+                except ValueError:
+                    values[text] = False
+            else:
+                env = {} if encoding.parameter is None else {encoding.parameter: argument}
+                values[text] = bool(eval(text, dict(self._globals), env))
+        return values
+
+    def check(
+        self,
+        event: str,
+        before: State,
+        argument: object,
+        result: object,
+        after: State,
+        fired: int | None,
+    ) -> str | None:
+        """None when the relation admits the step, else what differs."""
+        u = self.universe
+        encoding = self.encodings[event]
+        solver = self.solvers[event]
+        post, answer, fired_term = self.outputs[event]
+        solver.push()
+        try:
+            solver.add(*(v == c for v, c in pairs(encoding.pre, before)))
+            concrete = abstract_argument(u, event, argument)
+            if concrete is not None:
+                solver.add(*(v == c for v, c in pairs(encoding.argument, concrete)))
+            for text, value in self.input_values(event, argument).items():
+                solver.add(encoding.inputs[text] == value)
+            expected_answer = u.answer_of(result)
+            expected_fired = -1 if fired is None else fired
+            solver.push()
+            solver.add(answer == expected_answer, fired_term == expected_fired)
+            solver.add(*(v == c for v, c in pairs(post, after)))
+            verdict = solver.check()
+            solver.pop()
+            if verdict == z3.sat:
+                return None
+            if solver.check() != z3.sat:
+                return "the relation admits no step from this state and argument"
+            model = solver.model()
+            problems = []
+            predicted = model.eval(answer, model_completion=True)
+            if not predicted.eq(expected_answer):
+                problems.append(f"answer: relation {predicted}, controller {expected_answer}")
+            predicted = model.eval(fired_term, model_completion=True)
+            if not predicted.eq(z3.IntVal(expected_fired)):
+                problems.append(f"fired: relation {predicted}, controller {expected_fired}")
+            for name in FIELD_KINDS:
+                same = model.eval(_same(post[name], after[name]), model_completion=True)
+                if not z3.is_true(same):
+                    problems.append(f"{name} differs after the step")
+            return "; ".join(problems) or "the relation and the controller disagree"
+        finally:
+            solver.pop()
