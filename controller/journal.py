@@ -1,0 +1,446 @@
+"""Where the executor keeps its receipts: an append-only journal behind a small interface.
+
+Owns: the record types (``Intent``, ``Receipt``, ``Entry``), the canonical JSON
+encoding every digest and stored result goes through, the journal interface, and two
+journals: ``InMemoryJournal`` (the default for tests and the benchmark; it lives as
+long as the process) and ``SqliteJournal`` (stdlib ``sqlite3`` in WAL mode, one
+transaction per record, ``synchronous=FULL``), which survives a killed process.
+
+Leaves to ``controller.executor``: *when* to write. The executor writes an intent
+record before it runs an effect and a completion record (the receipt) after the effect
+returned, so after any crash a journal says one of three things about a plan id:
+nothing (the effect never started), an intent without completion (the effect may or
+may not have happened: **in doubt**), or a receipt (it happened, here is its result).
+
+Why append-only: a record, once committed, is never updated or deleted, so "nothing
+recorded is lost" is a property of the storage, not of careful code. The state of a
+plan id is the fold of its records in order (``fold``): an intent opens an entry, a
+completion closes it with a receipt, an abandon record (the owner's word that an
+in-doubt effect did not happen) clears it so the operation may run again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from enum import StrEnum
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple, TypeAlias
+
+from controller.records import InvalidInput
+
+#: What an operation's arguments and an effect's result may be: what JSON carries.
+JSONValue: TypeAlias = (
+    bool | int | float | str | Sequence["JSONValue"] | Mapping[str, "JSONValue"] | None
+)
+
+
+def _where(root: str, path: tuple[object, ...]) -> str:
+    return root + "".join(f"[{step!r}]" for step in path)
+
+
+def check_json(value: object, root: str, path: tuple[object, ...] = ()) -> None:
+    """Raise ``InvalidInput`` naming the path of the first thing JSON cannot carry.
+    (Exact-type tests first: this runs on every operation and every result.)"""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return
+    if kind is dict or kind is list or kind is tuple:
+        pairs = value.items() if kind is dict else enumerate(value)  # type: ignore[attr-defined, arg-type]
+        for key, item in pairs:
+            if kind is dict and type(key) is not str:
+                raise InvalidInput(
+                    f"{_where(root, path)}: key {key!r} is not a string "
+                    "(JSON object keys are strings)"
+                )
+            item_kind = type(item)
+            if not (item_kind is str or item_kind is int or item_kind is bool or item is None):
+                check_json(item, root, (*path, key))
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(
+                f"{_where(root, path)}: {value!r} is not JSON (only finite numbers are)"
+            )
+        return
+    if isinstance(value, str | int):  # subclasses (a StrEnum, an IntEnum) encode as values
+        return
+    raise InvalidInput(
+        f"{_where(root, path)}: {value!r} ({kind.__name__}) is not JSON "
+        "(use None, bool, int, float, str, list or dict with str keys)"
+    )
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def canonical_json(value: object, where: str = "value") -> str:
+    """The one encoding of ``value`` (sorted keys, no spaces, UTF-8 text): equal
+    values encode equally, so a digest over it binds content, not spelling. Raises
+    ``InvalidInput`` naming the path (``where``) of anything JSON cannot carry."""
+    check_json(value, where)
+    return _CANONICAL.encode(value)
+
+
+class RecordKind(StrEnum):
+    """The three records a journal holds."""
+
+    INTENT = "intent"
+    COMPLETION = "completion"
+    ABANDON = "abandon"
+
+
+class Record(NamedTuple):
+    """One line of the journal as stored. ``body`` is canonical JSON: the operation
+    for an intent, the effect's result for a completion, ``null`` for an abandon."""
+
+    seq: int
+    kind: RecordKind
+    plan_id: str
+    digest: str
+    body: str
+    time: float
+
+
+class Intent(NamedTuple):
+    """Written before the effect runs: this operation (digest and canonical encoding)
+    is about to take effect."""
+
+    plan_id: str
+    digest: str
+    operation: str
+    time: float
+
+
+class Receipt(NamedTuple):
+    """Written after the effect returned: the proof that the operation with this
+    digest happened, what it returned, and when."""
+
+    plan_id: str
+    digest: str
+    result: JSONValue
+    time: float
+
+
+class Entry(NamedTuple):
+    """What a journal knows about one plan id: the intent that bound its digest and,
+    once the effect returned, the receipt."""
+
+    intent: Intent
+    receipt: Receipt | None
+
+    @property
+    def in_doubt(self) -> bool:
+        """An intent without a completion: the effect may or may not have happened."""
+        return self.receipt is None
+
+
+class JournalError(ValueError):
+    """A journal that cannot be used (not ours, corrupt, unreadable), or a write that
+    would break the journal's rules. The message names the file or plan id."""
+
+
+def fold(records: Iterable[Record]) -> Entry | None:
+    """The entry that a plan id's records, in order, leave (None: no live entry)."""
+    entry: Entry | None = None
+    for record in records:
+        if record.kind is RecordKind.INTENT:
+            if entry is not None:
+                raise JournalError(
+                    f"plan id {record.plan_id!r}: intent #{record.seq} over a live entry"
+                )
+            entry = Entry(Intent(record.plan_id, record.digest, record.body, record.time), None)
+        elif entry is None or entry.receipt is not None or entry.intent.digest != record.digest:
+            raise JournalError(
+                f"plan id {record.plan_id!r}: {record.kind} #{record.seq} without a matching "
+                "open intent"
+            )
+        elif record.kind is RecordKind.COMPLETION:
+            try:
+                result = json.loads(record.body)
+            except ValueError:
+                raise JournalError(
+                    f"plan id {record.plan_id!r}: completion #{record.seq} holds no JSON result"
+                ) from None
+            receipt = Receipt(record.plan_id, record.digest, result, record.time)
+            entry = Entry(entry.intent, receipt)
+        else:
+            entry = None
+    return entry
+
+
+class Journal(ABC):
+    """The executor's durable memory: an append-only list of records, with the three
+    writes the executor needs. Each write is atomic (one transaction in SQLite) and
+    checks the journal's rules against the records already there, so two executors
+    sharing a journal cannot both claim one plan id."""
+
+    __slots__ = ()
+
+    # ---- storage (what a concrete journal provides) --------------------------------
+
+    @abstractmethod
+    def records(self, plan_id: str | None = None) -> list[Record]:
+        """Every record (or those of ``plan_id``), oldest first."""
+
+    @abstractmethod
+    def _append(self, kind: RecordKind, plan_id: str, digest: str, body: str, time: float) -> None:
+        """Store one record (inside ``_atomic``)."""
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        """A context in which a read followed by an append is atomic."""
+        return nullcontext()
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the storage."""
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ---- the executor's reads and writes -------------------------------------------
+
+    def entry(self, plan_id: str) -> Entry | None:
+        """The live entry of ``plan_id`` (None if it has none)."""
+        return fold(self.records(plan_id))
+
+    def entries(self) -> list[Entry]:
+        """Every live entry, in the order their plan ids first appeared."""
+        by_plan: dict[str, list[Record]] = {}
+        for record in self.records():
+            by_plan.setdefault(record.plan_id, []).append(record)
+        found = (fold(records) for records in by_plan.values())
+        return [entry for entry in found if entry is not None]
+
+    def claim(self, intent: Intent) -> Entry | None:
+        """Atomically: if ``intent.plan_id`` has a live entry, return it and write
+        nothing; otherwise write the intent record and return None (the caller may now
+        run the effect)."""
+        with self._atomic():
+            existing = self.entry(intent.plan_id)
+            if existing is None:
+                self._append(
+                    RecordKind.INTENT, intent.plan_id, intent.digest, intent.operation, intent.time
+                )
+            return existing
+
+    def complete(self, receipt: Receipt, body: str | None = None) -> None:
+        """Write the completion record of an open intent with the same digest
+        (``body``: the result's canonical JSON, when the caller has it already)."""
+        if body is None:
+            body = canonical_json(receipt.result, "result")
+        with self._atomic():
+            entry = self.entry(receipt.plan_id)
+            if entry is None or entry.receipt is not None or entry.intent.digest != receipt.digest:
+                raise JournalError(
+                    f"plan id {receipt.plan_id!r}: no open intent with digest "
+                    f"{receipt.digest[:12]} to complete"
+                )
+            self._append(RecordKind.COMPLETION, receipt.plan_id, receipt.digest, body, receipt.time)
+
+    def abandon(self, plan_id: str, time: float) -> Intent:
+        """Write that the open intent of ``plan_id`` never took effect (the owner
+        checked); the plan id is free again. Returns the abandoned intent."""
+        with self._atomic():
+            entry = self.entry(plan_id)
+            if entry is None or entry.receipt is not None:
+                raise JournalError(f"plan id {plan_id!r}: no open intent to abandon")
+            self._append(RecordKind.ABANDON, plan_id, entry.intent.digest, "null", time)
+            return entry.intent
+
+
+class InMemoryJournal(Journal):
+    """A journal in this process's memory: as strict as the SQLite one, gone with the
+    process. The default for tests and the benchmark."""
+
+    __slots__ = ("_by_plan", "_records")
+
+    def __init__(self) -> None:
+        self._records: list[Record] = []
+        self._by_plan: dict[str, list[Record]] = {}
+
+    def records(self, plan_id: str | None = None) -> list[Record]:
+        if plan_id is None:
+            return list(self._records)
+        return list(self._by_plan.get(plan_id, ()))
+
+    def entry(self, plan_id: str) -> Entry | None:
+        return fold(self._by_plan.get(plan_id, ()))
+
+    def close(self) -> None:
+        """Nothing to release: the records stay readable (a "crash" in the campaign
+        drops the executor, never the journal)."""
+
+    def _append(self, kind: RecordKind, plan_id: str, digest: str, body: str, time: float) -> None:
+        record = Record(len(self._records) + 1, kind, plan_id, digest, body, time)
+        self._records.append(record)
+        self._by_plan.setdefault(plan_id, []).append(record)
+
+
+#: PRAGMA application_id of a replan journal ("RPLJ"): a file without it is not ours.
+APPLICATION_ID = 0x52504C4A
+#: PRAGMA user_version: the layout of the ``records`` table this code reads.
+SCHEMA_VERSION = 1
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA = """
+CREATE TABLE records (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind    TEXT NOT NULL CHECK (kind IN ('intent', 'completion', 'abandon')),
+    plan_id TEXT NOT NULL,
+    digest  TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    time    REAL NOT NULL
+);
+CREATE INDEX records_by_plan ON records (plan_id, seq);
+"""
+_COLUMNS = ("seq", "kind", "plan_id", "digest", "body", "time")
+
+
+def _check_header(path: Path) -> None:
+    """Refuse a file that is not a replan journal by reading its 100-byte SQLite
+    header with plain file I/O: SQLite never opens a foreign file, so it cannot touch
+    it (no WAL recovery, no journal-mode change)."""
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        raise JournalError(
+            f"{path}: not a replan journal (not a SQLite database); refusing to use it. "
+            "Name a new file or the journal this executor wrote."
+        )
+    (application_id,) = struct.unpack(">I", header[68:72])
+    (version,) = struct.unpack(">I", header[60:64])
+    if application_id != APPLICATION_ID:
+        raise JournalError(
+            f"{path}: a SQLite database of another application (application_id "
+            f"{application_id:#010x}, a replan journal has {APPLICATION_ID:#010x}); "
+            "refusing to use it"
+        )
+    if version != SCHEMA_VERSION:
+        raise JournalError(
+            f"{path}: replan journal schema version {version}, this replan reads version "
+            f"{SCHEMA_VERSION}; refusing to use it"
+        )
+
+
+class SqliteJournal(Journal):
+    """A journal in one SQLite file: WAL mode, ``synchronous=FULL``, one transaction
+    per record, so a record is on disk when the write returns and a killed process
+    loses nothing it recorded.
+
+    A new (absent or empty) file is created with the replan ``application_id`` and
+    schema version. An existing file is used only if its header says it is a replan
+    journal of this schema version and SQLite's ``quick_check`` passes; anything else
+    raises ``JournalError`` and the file is left as it was.
+    """
+
+    __slots__ = ("_connection", "path")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        fresh = not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0)
+        if not fresh:
+            if not self.path.is_file():
+                raise JournalError(f"{self.path}: not a file; name a journal file")
+            _check_header(self.path)
+        try:
+            self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+        except sqlite3.Error as error:
+            raise JournalError(f"{self.path}: cannot open: {error}") from None
+        try:
+            if fresh:
+                self._create()
+            else:
+                self._verify()
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA synchronous=FULL")
+        except sqlite3.DatabaseError as error:
+            self._connection.close()
+            raise JournalError(
+                f"{self.path}: corrupt replan journal ({error}); refusing to use it"
+            ) from None
+        except JournalError:
+            self._connection.close()
+            raise
+
+    def _create(self) -> None:
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                connection.execute(statement)
+        connection.execute("COMMIT")
+
+    def _verify(self) -> None:
+        connection = self._connection
+        problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise JournalError(
+                f"{self.path}: corrupt replan journal (quick_check: "
+                f"{' '.join(str(problems[0]).split())}); "
+                "refusing to use it"
+            )
+        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(records)"))
+        if columns != _COLUMNS:
+            raise JournalError(
+                f"{self.path}: replan journal without the expected records table "
+                f"(columns {columns}); refusing to use it"
+            )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    def _atomic(self) -> AbstractContextManager[None]:
+        return self._transaction()
+
+    def records(self, plan_id: str | None = None) -> list[Record]:
+        if plan_id is None:
+            rows = self._connection.execute(
+                "SELECT seq, kind, plan_id, digest, body, time FROM records ORDER BY seq"
+            )
+        else:
+            rows = self._connection.execute(
+                "SELECT seq, kind, plan_id, digest, body, time FROM records "
+                "WHERE plan_id = ? ORDER BY seq",
+                (plan_id,),
+            )
+        return [
+            Record(seq, RecordKind(kind), plan, digest, body, time)
+            for seq, kind, plan, digest, body, time in rows
+        ]
+
+    def _append(self, kind: RecordKind, plan_id: str, digest: str, body: str, time: float) -> None:
+        self._connection.execute(
+            "INSERT INTO records (kind, plan_id, digest, body, time) VALUES (?, ?, ?, ?, ?)",
+            (str(kind), plan_id, digest, body, time),
+        )
+
+    def close(self) -> None:
+        self._connection.close()
