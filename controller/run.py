@@ -43,6 +43,14 @@ INITIAL_STATE = "idle"
 # JSON-ready dict only when read, so tracing costs one tuple per call on the hot path.
 TraceEntry = tuple[str, Any, Any, int, Any, int | None]
 
+#: A run's state as one hashable value (``Run._export_state``): declared state,
+#: evidence_revision, plan_revision, steps, proposals, no_progress, pending plan,
+#: ((key, latest version, state), ...), (((key, version), (state, source)), ...),
+#: accepted ids, completed ids.
+RunState = tuple[Any, ...]
+
+_STOP_REASONS: dict[str, str] = {reason.value: reason for reason in StopReason}
+
 
 def _is_int(value: object) -> bool:
     return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
@@ -401,6 +409,60 @@ class Run:
             "accepted": sorted(self._accepted),
             "completed": sorted(self._completed),
         }
+
+    # ---- the state as one hashable value (the explorer's fast copy and restore) -----
+
+    def _export_state(self) -> RunState:
+        """The run's state as a hashable tuple holding exactly what ``snapshot()``
+        holds, field for field (equal tuples <=> equal snapshots): the declared state,
+        the five counters, the pending plan, ``(key, version, state)`` of each key's
+        latest record, every remembered content, the accepted and completed ids.
+        Containers are sorted tuples, so the value is canonical. The trace is not
+        part of it. ``verification/explore.py`` uses it as a state's identity."""
+        known = self._known
+        return (
+            self._declared_state,
+            self._evidence_revision,
+            self._plan_revision,
+            self._steps,
+            self._proposals,
+            self._no_progress,
+            self._pending,
+            tuple(sorted((k, v, known.get(k, UNKNOWN)) for k, v in self._latest_version.items())),
+            tuple(sorted(self._contents.items())),
+            tuple(sorted(self._accepted)),
+            tuple(sorted(self._completed)),
+        )
+
+    def _import_state(self, state: RunState) -> None:
+        """Put this run in ``state`` (a value of ``_export_state``, or one built from a
+        snapshot); fresh containers, the trace untouched. Strings stand for their
+        ``StopReason``/``EvidenceState`` members."""
+        (
+            declared,
+            self._evidence_revision,
+            self._plan_revision,
+            self._steps,
+            self._proposals,
+            self._no_progress,
+            pending,
+            evidence,
+            contents,
+            accepted,
+            completed,
+        ) = state
+        reason = _STOP_REASONS.get(declared)
+        self._declared_state = declared if reason is None else reason
+        self._pending = None if pending is None else Plan(*pending)
+        self._latest_version = {key: version for key, version, _ in evidence}
+        self._known = {key: EvidenceState(value) for key, _, value in evidence}
+        self._passed = {key for key, _, value in evidence if value == PASSED}
+        self._contents = {
+            (key, version): (EvidenceState(value), source)
+            for (key, version), (value, source) in contents
+        }
+        self._accepted = set(accepted)
+        self._completed = set(completed)
 
     @property
     def trace(self) -> list[dict[str, Any]]:
