@@ -22,6 +22,7 @@ function takes ``model`` (a possibly transformed ``MachineModel``) and ``model_c
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,19 +41,17 @@ from verification.symbolic import (
     UNDECLARED,
     ContentMap,
     FMap,
+    FormulaOnRuns,
     IdSet,
     Opt,
     Record,
     State,
     StepEncoding,
     Universe,
-    abstract_run,
     all_of,
     any_of,
     encode_event,
     initial_state,
-    mentioned_fields,
-    pairs,
 )
 
 PASSED = EVIDENCE.members["Passed"]
@@ -171,29 +170,29 @@ class Gate:
     premise: z3.BoolRef
     opens: z3.BoolRef  # the answer is Executed
     evidence: dict[str, z3.ExprRef]  # state(key) for each policy key
-    _fields: list[str] | None = None
+    _opens: FormulaOnRuns | None = None
+    _ready: FormulaOnRuns | None = None
 
-    def open_for(self, run: Run, plan_id: str) -> bool:
-        """The gate evaluated on a concrete run (the bridge to the real controller):
-        the run's fields, abstracted, substituted into the gate's formula."""
+    def open_for(self, run: Run, plan_id: object) -> bool:
+        """The gate evaluated on a concrete run about to execute ``plan_id`` (the
+        bridge to the real controller): the run's fields, abstracted, substituted into
+        the very formula the equivalence proof uses; the free inputs (``isinstance(
+        plan_id, str)``) are evaluated on the real argument."""
         u = self.universe
-        if self._fields is None:
-            self._fields = mentioned_fields(self.encoding.pre, self.opens)
-        substitution = pairs(self.encoding.pre, abstract_run(u, run, self._fields))
-        substitution.append((self.encoding.argument, z3.IntVal(u.intern(plan_id))))
-        substitution += [(term, z3.BoolVal(True)) for term in self.encoding.inputs.values()]
-        value = z3.simplify(z3.substitute(self.opens, *substitution))
-        if not (z3.is_true(value) or z3.is_false(value)):
-            raise AssertionError(f"the gate does not evaluate to a constant: {value}")
-        return z3.is_true(value)
+        if self._opens is None:
+            self._opens = FormulaOnRuns(u, self.encoding.pre, self.opens)
+        extra: list[tuple[z3.ExprRef, bool | int]] = [(self.encoding.argument, u.intern(plan_id))]
+        env = {self.encoding.parameter: plan_id}
+        for text, term in self.encoding.inputs.items():
+            extra.append((term, bool(eval(text, dict(vars(builtins)), env))))
+        return self._opens(run, extra)
 
     def ready_for(self, run: Run) -> bool:
         """The z3 statement of ``decide == ReadyToCommit`` on a concrete run."""
-        ready = ready_to_commit(self.evidence, self.universe.policy.workflow_keys)
-        value = z3.simplify(
-            z3.substitute(ready, *pairs(self.encoding.pre, abstract_run(self.universe, run)))
-        )
-        return z3.is_true(value)
+        if self._ready is None:
+            ready = ready_to_commit(self.evidence, self.universe.policy.workflow_keys)
+            self._ready = FormulaOnRuns(self.universe, self.encoding.pre, ready)
+        return self._ready(run)
 
 
 def ready_to_commit(evidence: Mapping[str, z3.ExprRef], workflow_keys: Sequence[str]) -> z3.BoolRef:

@@ -1681,6 +1681,48 @@ def abstract_run(u: Universe, run: Run, fields: Iterable[str] | None = None) -> 
     return {name: builders[name]() for name in wanted}
 
 
+def concrete_key(run: Run, name: str) -> object:
+    """A hashable rendering of one field's concrete value: equal keys, equal
+    abstractions (what memoised evaluation of a formula on runs relies on)."""
+    value = getattr(run, name)
+    if isinstance(value, dict):
+        return tuple(sorted(value.items(), key=repr))
+    if isinstance(value, set | frozenset):
+        return tuple(sorted(value, key=repr))
+    return (type(value).__name__, value)
+
+
+class FormulaOnRuns:
+    """A formula over a fresh state's variables (and free inputs), evaluated on
+    concrete runs: the run's abstraction substituted into it, simplified to a
+    constant. Memoised by the concrete values of the fields the formula mentions, of
+    which it is a function, so evaluating thousands of runs stays cheap."""
+
+    def __init__(self, universe: Universe, state: State, formula: z3.BoolRef) -> None:
+        self.universe = universe
+        self.state = state
+        self.formula = formula
+        self.fields = mentioned_fields(state, formula)
+        self._memo: dict[object, bool] = {}
+
+    def __call__(self, run: Run, extra: Iterable[tuple[z3.ExprRef, bool | int]] = ()) -> bool:
+        extra = list(extra)
+        key = (
+            tuple(concrete_key(run, name) for name in self.fields),
+            tuple((str(term), value) for term, value in extra),
+        )
+        if key not in self._memo:
+            substitution = pairs(self.state, abstract_run(self.universe, run, self.fields))
+            for term, value in extra:
+                constant = z3.BoolVal(value) if isinstance(value, bool) else z3.IntVal(value)
+                substitution.append((term, constant))
+            value = z3.simplify(z3.substitute(self.formula, *substitution))
+            if not (z3.is_true(value) or z3.is_false(value)):
+                raise AssertionError(f"the formula does not evaluate to a constant: {value}")
+            self._memo[key] = z3.is_true(value)
+        return self._memo[key]
+
+
 def free_constants(term: z3.ExprRef) -> set[str]:
     """The names of the uninterpreted constants a term mentions."""
     seen: set[int] = set()

@@ -1,0 +1,321 @@
+"""z3 proofs: the commit equivalence, the inductive invariants, broken controllers and
+policies caught with readable counterexamples, and ``replan prove``'s contract."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controller import DEFAULT_POLICY, Controller, EvidenceState
+from controller.policy import Policy, policy_from_dict, policy_to_dict, policy_to_toml
+from controller.records import ExecuteResult
+from controller.run import Run
+from replan.cli import main
+from spec.declaration import Replanning
+from spec.model import MachineModel, extract
+from verification import mutants
+from verification.harness import apply
+from verification.prove import (
+    AUXILIARY,
+    CONTRACT_INVARIANTS,
+    NOT_PASSED,
+    _check,
+    decision_difference,
+    equivalence_operations,
+    prove_all,
+    prove_equivalence,
+    prove_invariants,
+)
+from verification.symbolic import TranslationError, Universe, check_abstraction, encode_event
+
+DECLARATION = extract(Replanning)
+
+#: The six invariants the issue requires at least, by their contract names.
+REQUIRED = (
+    "commit-grounded",
+    "step-bound",
+    "proposal-bound",
+    "pending-current",
+    "stop-absorbing",
+    "revision-honest",
+)
+
+
+def policy(requires: list[str], workflow: list[str], keys: list[str] | None = None) -> Policy:
+    keys = keys or ["parser", "access"]
+    return policy_from_dict(
+        {
+            "evidence": {"keys": keys},
+            "resources": {"allowed": ["input-A"]},
+            "steps": [
+                {"name": "inspect-parser"},
+                {"name": "commit-import", "requires": requires, "completes_run": True},
+            ],
+            "workflow": {"ready_when_passed": workflow},
+        }
+    )
+
+
+ONLY_PARSER = policy(["parser"], ["parser", "access"])
+
+
+def test_default_policy_proves_the_equivalence_and_every_invariant() -> None:
+    report = prove_all(DEFAULT_POLICY)
+    proved = {r.name for r in report.results if r.proved}
+    assert report.ok, report.text()
+    assert "commit-equivalence" in proved
+    assert set(REQUIRED) <= proved
+    assert set(CONTRACT_INVARIANTS) <= proved
+    assert {a.name for a in AUXILIARY} <= proved
+    assert all(r.seconds > 0 for r in report.results)
+
+
+def test_commit_step_requiring_less_than_the_workflow_is_a_minimal_counterexample() -> None:
+    result = prove_equivalence(ONLY_PARSER)
+    assert not result.proved
+    assert result.message.splitlines()[0] == (
+        "parser=Passed, access=Unknown: controller commits, workflow says Inspect"
+    )
+    counterexample = result.counterexample
+    assert counterexample is not None
+    assert counterexample["assignment"] == {"parser": "Passed", "access": "Unknown"}
+    assert counterexample["pattern"] == {"parser": "Passed", "access": NOT_PASSED}
+    assert counterexample["controller"] == "commits"
+    # the saved episode really makes the generated controller commit
+    replay = counterexample["replay"]
+    assert replay["property"] == "commit-equivalence"
+    assert replay["steps"][-1]["result"] == "Executed"
+
+
+def test_commit_step_requiring_more_than_the_workflow_refuses_where_workflow_is_ready() -> None:
+    result = prove_equivalence(policy(["parser", "access"], ["parser"]))
+    assert not result.proved
+    assert result.counterexample is not None
+    assert result.counterexample["assignment"] == {"parser": "Passed", "access": "Unknown"}
+    assert result.counterexample["controller"] == "refuses"
+    assert result.counterexample["workflow"] == "ReadyToCommit"
+    assert result.counterexample["pattern"]["access"] == NOT_PASSED
+
+
+def test_counterexample_is_minimal_among_many_keys() -> None:
+    keys = [f"k{i}" for i in range(12)]
+    result = prove_equivalence(policy(keys[:-1], keys, keys))
+    assert not result.proved and result.counterexample is not None
+    assignment = result.counterexample["assignment"]
+    assert [k for k, v in assignment.items() if v != "Passed"] == ["k11"]
+
+
+def test_equivalence_holds_for_three_hundred_prerequisites() -> None:
+    keys = [f"key{i:03}" for i in range(300)]
+    assert prove_equivalence(policy(keys, keys, keys)).proved
+
+
+def test_equivalence_holds_for_every_commit_step_of_a_policy_with_two() -> None:
+    two = policy_from_dict(
+        {
+            "evidence": {"keys": ["a", "b", "c"]},
+            "resources": {"allowed": ["r"]},
+            "steps": [
+                {"name": "ship", "requires": ["a", "b"], "completes_run": True},
+                {"name": "ship-all", "requires": ["a", "b", "c"], "completes_run": True},
+            ],
+            "workflow": {"ready_when_passed": ["a", "b"]},
+        }
+    )
+    result = prove_equivalence(two)
+    assert not result.proved and result.counterexample is not None
+    assert result.counterexample["step"] == "ship-all"
+    assert result.counterexample["assignment"]["c"] != "Passed"
+
+
+def test_unknown_treated_as_passed_gate_is_caught_by_equivalence_and_commit_grounded() -> None:
+    broken = mutants.UnknownTreatedAsPassed
+    result = prove_equivalence(DEFAULT_POLICY, DECLARATION, broken)
+    assert not result.proved and result.counterexample is not None
+    assert "Unknown" in result.counterexample["assignment"].values()
+    assert result.counterexample["controller"] == "commits"
+    assert result.counterexample["replay"]["steps"][-1]["result"] == "Executed"
+    grounded = next(
+        r
+        for r in prove_invariants(DEFAULT_POLICY, DECLARATION, broken)
+        if r.name == "commit-grounded"
+    )
+    assert not grounded.proved
+    assert grounded.counterexample is not None
+    assert grounded.counterexample["answer"] == "Executed"
+    assert "Unknown" in grounded.counterexample["before"]["evidence"].values()
+
+
+def test_step_limit_off_by_one_is_caught_with_a_counterexample_to_induction() -> None:
+    results = prove_invariants(DEFAULT_POLICY, DECLARATION, mutants.StepLimitOffByOne)
+    bound = next(r for r in results if r.name == "step-bound")
+    assert not bound.proved
+    cti = bound.counterexample
+    assert cti is not None
+    assert cti["event"] == "execute" and cti["answer"] == "Executed"
+    assert cti["before"]["steps"] == cti["limits"]["max_steps"]
+    assert cti["after"]["steps"] == cti["limits"]["max_steps"] + 1
+    assert "counterexample to induction" in bound.message
+    assert [r.name for r in results if not r.proved] == ["step-bound"]
+
+
+def _stale_check_removed() -> MachineModel:
+    return mutants.without(DECLARATION, lambda t: t.cond == "evidence_stale")  # type: ignore[attr-defined]
+
+
+#: mutant name -> (declaration, run class, a property the proofs must refute)
+MUTANT_PROOFS: dict[str, tuple[Callable[[], MachineModel], type[Run], str]] = {
+    "stale-plan-check-removed": (_stale_check_removed, Run, "pending-current"),
+    "renumbered-unknown-is-progress": (
+        lambda: DECLARATION,
+        mutants.RenumberedIsProgress,
+        "revision-honest",
+    ),
+    "step-limit-off-by-one": (lambda: DECLARATION, mutants.StepLimitOffByOne, "step-bound"),
+    "replay-counts-a-step": (lambda: DECLARATION, mutants.ReplayCountsStep, "replay-inert"),
+    "stopped-run-revived": (lambda: DECLARATION, mutants.StoppedRunRevived, "stop-absorbing"),
+    "older-overwrites-newer": (
+        lambda: DECLARATION,
+        mutants.OlderOverwritesNewer,
+        "revision-honest",
+    ),
+    "unknown-treated-as-passed": (
+        lambda: DECLARATION,
+        mutants.UnknownTreatedAsPassed,
+        "commit-grounded",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANT_PROOFS))
+def test_every_mutant_is_refuted_by_a_proof(name: str) -> None:
+    assert name in mutants.MUTANTS
+    build, model_class, expected = MUTANT_PROOFS[name]
+    report = prove_all(DEFAULT_POLICY, build(), model_class)
+    failed = {r.name for r in report.failures}
+    assert expected in failed, report.text()
+    assert all(r.counterexample for r in report.failures)
+
+
+class UnsupportedGuard(Run):
+    __slots__ = ()
+
+    def steps_exhausted(self) -> bool:
+        """Uses something the translator does not model."""
+        return len(self._completed) >= self.policy.max_steps
+
+
+class NewField(Run):
+    __slots__ = ("_budget",)
+
+
+def test_a_guard_body_the_translator_does_not_understand_fails_loudly_naming_it() -> None:
+    universe = Universe(DEFAULT_POLICY, DECLARATION)
+    with pytest.raises(TranslationError, match="steps_exhausted"):
+        encode_event(universe, "execute", UnsupportedGuard)
+
+
+def test_a_run_field_without_an_abstraction_fails_loudly() -> None:
+    with pytest.raises(TranslationError, match="_budget"):
+        check_abstraction(NewField)
+
+
+def test_vacuous_premises_are_a_failure_not_a_proof() -> None:
+    import z3
+
+    universe = Universe(DEFAULT_POLICY, DECLARATION)
+    x = z3.Int("x")
+    result = _check(
+        "toy", "invariant", "x > 0", [("toy", [x > 1, x < 0], x > 0, None, None)], universe
+    )
+    assert not result.proved and "vacuous" in result.message
+
+
+def test_decision_difference_finds_the_evidence_where_two_policies_disagree() -> None:
+    difference = decision_difference(DEFAULT_POLICY, ONLY_PARSER)
+    assert difference is not None
+    assert difference.step == "commit-import"
+    assert difference.assignment["parser"] == "Passed"
+    assert difference.assignment["access"] != "Passed"
+    assert (difference.old_commits, difference.new_commits) == (False, True)
+    # the witness is real: run both controllers on it
+    for chosen, commits in ((DEFAULT_POLICY, False), (ONLY_PARSER, True)):
+        controller = Controller(chosen)
+        operations = equivalence_operations(chosen, difference.step, difference.assignment)
+        results = [apply(controller, op) for op in operations]
+        assert (results[-1] == ExecuteResult.EXECUTED) is commits
+
+
+def test_decision_difference_is_none_when_only_limits_change() -> None:
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["limits"]["max_steps"] = 9
+    document["limits"]["max_proposals"] = 20
+    assert decision_difference(DEFAULT_POLICY, policy_from_dict(document)) is None
+
+
+def test_decision_difference_counts_a_step_that_stops_completing_the_run() -> None:
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["steps"].append({"name": "publish", "requires": [], "completes_run": True})
+    difference = decision_difference(DEFAULT_POLICY, policy_from_dict(document))
+    assert difference is not None
+    assert difference.step == "publish"
+    assert (difference.old_commits, difference.new_commits) == (False, True)
+
+
+# ---- the command line ----------------------------------------------------------------
+
+
+def test_replan_prove_json_exits_0_listing_each_property_with_its_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["prove", "--json", "--out", str(tmp_path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["proved"] is True
+    statuses = {p["name"]: p["status"] for p in document["properties"]}
+    assert statuses["commit-equivalence"] == "proved"
+    assert all(statuses[name] == "proved" for name in REQUIRED)
+    assert all(p["milliseconds"] >= 0 for p in document["properties"])
+    assert json.loads((tmp_path / "prove.json").read_text())["proved"] is True
+    assert not (tmp_path / "prove-counterexample.json").exists()
+
+
+def test_replan_prove_exits_1_with_a_readable_and_saved_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "only-parser.toml"
+    path.write_text(policy_to_toml(ONLY_PARSER), encoding="utf-8")
+    assert main(["prove", "--policy", str(path), "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "parser=Passed, access=Unknown: controller commits, workflow says Inspect" in out
+    assert f"parser=Passed, access={NOT_PASSED}" in out
+    saved = json.loads((tmp_path / "prove-counterexample.json").read_text())
+    assert saved["property"] == "commit-equivalence"
+    assert saved["pattern"] == {"parser": "Passed", "access": NOT_PASSED}
+    assert [s["op"] for s in saved["steps"]] == ["observe", "propose", "execute"]
+
+    assert main(["prove", "--policy", str(path), "--json", "--out", str(tmp_path)]) == 1
+    document = json.loads(capsys.readouterr().out)
+    failed = [p for p in document["properties"] if p["status"] == "failed"]
+    assert [p["name"] for p in failed] == ["commit-equivalence"]
+    assert failed[0]["counterexample"]["pattern"] == {"parser": "Passed", "access": NOT_PASSED}
+
+
+def test_replan_prove_bad_policy_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('[evidence]\nkeys = ["a"]\n', encoding="utf-8")
+    assert main(["prove", "--policy", str(path), "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "bad.toml" in error
+    assert not (tmp_path / "prove.json").exists()
+
+
+def test_the_counterexample_evidence_states_are_the_contracts() -> None:
+    # the enumeration the proofs use is exactly EvidenceState's members
+    from verification.symbolic import EVIDENCE
+
+    assert set(EVIDENCE.members) == {str(s) for s in EvidenceState}
