@@ -18,8 +18,10 @@ Overlays (combine freely; in Mermaid they appear as words in the labels):
                            {label: count}} or {"coverage": {"transitions": {label:
                            count}}} (labels as in the trace, e.g. "idle --cancel-->
                            canceled").
-  --trace cex.json         a counterexample (the shared JSON format), replayed on the
-                           generated controller: its path in bold blue, steps numbered.
+  --trace cex.json         a counterexample (the shared JSON format), replayed under its
+                           own policy on the generated controller: its path in bold
+                           blue, steps numbered (a step a final state absorbed or the
+                           input check refused is noted on that state).
   --diff OLD               OLD is a policy file or a git revision (e.g. HEAD~1, main):
                            added green, removed red, changed guards/limits orange,
                            unchanged grey; a guard whose policy-given meaning changed
