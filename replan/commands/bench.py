@@ -1,0 +1,123 @@
+"""Measure the controller against python-statemachine and a hand-written controller.
+
+The replan-controller workload (a fresh controller, two Passed observations, a
+matching commit proposal, an execution that must answer Executed and stop Completed)
+runs on the generated Controller, on the declaration run by python-statemachine
+(the reference model) and on a controller written by hand, with the samples of all
+three interleaved; ratios are computed sample by sample. Memory is measured in a
+separate tracemalloc pass. The speed figures of the explorer, the campaign, the
+proofs and the executor are added when those tools are installed.
+
+  replan bench                          7 samples x 1000 episodes after 2 warm-ups,
+                                        writes evidence/benchmark-results.json
+  replan bench --quick                  a smoke run of a few seconds (written to
+                                        the temp directory unless -o is given)
+  replan bench --samples 11 --episodes 5000 -o /tmp/bench.json
+  replan bench --json                   the JSON document on stdout, no table
+
+Goals are figures, not checks: the exit code is 0 when every episode completed,
+1 when any episode did not end Executed/Completed, 2 on bad arguments.
+Run it on a quiet machine; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from replan.common import CliError, add_json_option, print_json, write_json
+
+DEFAULT_OUTPUT = Path("evidence") / "benchmark-results.json"
+QUICK_OUTPUT = Path(tempfile.gettempdir()) / "replan-bench-quick.json"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _not_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help=f"where to write the JSON results (default: {DEFAULT_OUTPUT}; "
+        f"with --quick: {QUICK_OUTPUT})",
+    )
+    parser.add_argument(
+        "--samples", type=_positive, help="timed samples per series (default 7; --quick 3)"
+    )
+    parser.add_argument(
+        "--episodes", type=_positive, help="episodes per sample (default 1000; --quick 200)"
+    )
+    parser.add_argument(
+        "--warmups",
+        type=_not_negative,
+        help="warm-up rounds, discarded (default 2; --quick 1)",
+    )
+    parser.add_argument(
+        "--reference-episodes",
+        type=_positive,
+        metavar="N",
+        help="episodes per sample for python-statemachine, ~1000x slower "
+        "(default: episodes / 10; --quick 3)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run of a few seconds (not a measurement)"
+    )
+    parser.add_argument(
+        "--no-tools",
+        action="store_true",
+        help="skip the explorer, campaign, proof and executor figures",
+    )
+    add_json_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from verification.bench import QUICK, Settings, render_table, run_bench
+
+    base = QUICK if args.quick else Settings()
+    settings = Settings(
+        samples=args.samples or base.samples,
+        episodes=args.episodes or base.episodes,
+        warmups=base.warmups if args.warmups is None else args.warmups,
+        reference_episodes=args.reference_episodes or base.reference_episodes,
+        allocation_episodes=base.allocation_episodes,
+        quick=args.quick,
+        tools=not args.no_tools,
+    )
+    output = Path(args.output) if args.output else (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
+    if output.exists() and output.is_dir():
+        raise CliError(f"-o {output}: is a directory; give a file name")
+
+    def progress(message: str) -> None:
+        print(f"replan bench: {message}", file=sys.stderr, flush=True)
+
+    document = run_bench(settings, progress)
+    try:
+        write_json(output, document)
+    except OSError as error:
+        raise CliError(f"-o {output}: cannot write ({error.strerror})") from None
+    if args.json:
+        print_json(document)
+    else:
+        print(render_table(document))
+        print(f"\nwrote {output}")
+    return 0 if document["all_episodes_completed"] else 1

@@ -1,0 +1,200 @@
+"""``replan bench``: the JSON it writes, the checks it makes on every episode, and the
+measuring method (interleaving, per-sample ratios, the memory pass). No timing
+assertions: the figures are measured, never asserted."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import Controller, ExecuteResult, StopReason
+from replan.cli import main
+from verification import bench
+from verification.bench import (
+    GENERATED,
+    HANDWRITTEN,
+    IMPLEMENTATIONS,
+    STATEMACHINE,
+    VARIANTS,
+    WORKLOAD,
+    Settings,
+)
+from verification.handwritten import HandwrittenController
+
+TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)
+NAMES = {"generated", "hand-written", "python-statemachine"}
+
+
+def run_quiet(settings: Settings, implementations: Any = IMPLEMENTATIONS) -> dict[str, Any]:
+    return bench.run_bench(
+        dataclasses.replace(settings, tools=False), bench._quiet, implementations
+    )
+
+
+def test_quick_run_writes_json_with_all_three_implementations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "results.json"
+    assert main(["bench", "--quick", "-o", str(target)]) == 0
+    document = json.loads(target.read_text())
+    assert document["quick"] is True and document["all_episodes_completed"] is True
+    assert set(document["workloads"]) == {variant.name for variant in VARIANTS}
+    for workload in document["workloads"].values():
+        assert set(workload["implementations"]) == NAMES
+        for figures in workload["implementations"].values():
+            assert figures["episodes_run"] > 0
+            assert figures["episodes_completed"] == figures["episodes_run"]
+            assert len(figures["samples_us"]) == document["method"]["samples"]
+            assert figures["min_us"] <= figures["median_us"] <= figures["max_us"]
+            memory = figures["memory"]
+            assert memory["episodes_completed"] == memory["episodes_traced"]
+            assert memory["peak_bytes"] >= memory["retained_bytes"] > 0
+        assert set(workload["ratios"]) == {
+            "python-statemachine/generated",
+            "generated/hand-written",
+            "python-statemachine/hand-written",
+        }
+    for key in ("python", "cpu", "cpus"):
+        assert document["environment"][key]
+    assert document["date"]
+    assert {goal["goal"].split()[0] for goal in document["goals"]} >= {
+        "python-statemachine/generated",
+        "generated/hand-written",
+    }
+    for name, figures in document["tools"].items():
+        assert figures["status"] in {"measured", "absent", "skipped"}, (name, figures)
+    table = capsys.readouterr().out
+    assert "generated/hand-written" in table and str(target) in table
+
+
+def test_json_flag_prints_the_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "results.json"
+    code = main(["bench", "--quick", "--no-tools", "--samples", "1", "-o", str(target), "--json"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(target.read_text())
+    assert all(figures["status"] == "skipped" for figures in printed["tools"].values())
+
+
+class NeverCompletes(HandwrittenController):
+    """Deliberately broken: its commit executes but the run never stops Completed."""
+
+    __slots__ = ()
+
+    def _execute(self, plan_id: str) -> ExecuteResult:
+        result = super()._execute(plan_id)
+        if self._stop_reason is StopReason.COMPLETED:
+            self._stop_reason = None
+        return result
+
+
+def test_an_episode_that_does_not_complete_is_caught() -> None:
+    broken = dataclasses.replace(HANDWRITTEN, override=NeverCompletes)
+    document = run_quiet(TINY, (GENERATED, broken, STATEMACHINE))
+    assert document["all_episodes_completed"] is False
+    assert document["incomplete"] == [f"{v.name}/hand-written" for v in VARIANTS]
+    figures = document["workloads"][WORKLOAD]["implementations"]["hand-written"]
+    assert figures["episodes_completed"] == 0 and figures["episodes_run"] > 0
+
+
+def test_samples_are_interleaved_round_by_round() -> None:
+    """Every round times one sample of every series, in an order rotated per round, so
+    drift on a shared machine hits all series alike."""
+    built: list[str] = []
+
+    def logging(implementation: bench.Implementation) -> bench.Implementation:
+        def make() -> Controller:
+            built.append(implementation.name)
+            return Controller()
+
+        return dataclasses.replace(implementation, override=make)
+
+    settings = Settings(samples=3, episodes=1, warmups=1, reference_episodes=1)
+    series = bench.measure_time(settings, bench._quiet, [logging(i) for i in IMPLEMENTATIONS])
+    per_round = len(VARIANTS) * len(IMPLEMENTATIONS)
+    rounds = [built[i : i + per_round] for i in range(0, len(built), per_round)]
+    assert len(rounds) == settings.warmups + settings.samples
+    first = rounds[0]
+    for index, order in enumerate(rounds):
+        shift = index % per_round
+        assert order == first[shift:] + first[:shift]
+    assert all(len(entry.ns_per_episode) == settings.samples for entry in series)
+
+
+def test_ratios_are_computed_sample_by_sample() -> None:
+    summary = bench._ratio_summary([2.0, 9.0, 4.0], [1.0, 3.0, 1.0])
+    assert summary["per_sample"] == [2.0, 3.0, 4.0]
+    assert summary["median"] == 3.0  # the ratio of the medians would say 4.0
+    assert (summary["min"], summary["max"]) == (2.0, 4.0)
+
+
+class HoardsMemory(Controller):
+    """Allocates 100 kB more per episode than the generated controller."""
+
+    __slots__ = ("_hoard",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hoard = bytearray(100_000)
+
+
+def test_memory_pass_counts_what_an_episode_allocates() -> None:
+    variant = VARIANTS[0]
+    plain = bench.measure_memory(variant, GENERATED, 5)
+    hoarding = bench.measure_memory(
+        variant, dataclasses.replace(GENERATED, override=HoardsMemory), 5
+    )
+    assert plain["episodes_completed"] == 5
+    assert plain["peak_bytes"] >= plain["retained_bytes"] > 500
+    assert hoarding["retained_bytes"] - plain["retained_bytes"] >= 100_000
+
+
+def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def fails(settings: Settings, module: types.ModuleType) -> dict[str, Any]:
+        raise RuntimeError("no such function")
+
+    monkeypatch.setattr(
+        bench,
+        "TOOLS",
+        {
+            "missing": ("verification.no_such_tool_module", fails),
+            "failing": ("verification.handwritten", fails),
+        },
+    )
+    figures = bench.tool_figures(TINY)
+    assert figures["missing"] == {"status": "absent", "module": "verification.no_such_tool_module"}
+    assert figures["failing"]["status"] == "error"
+    assert "no such function" in figures["failing"]["error"]
+
+
+def test_the_table_shows_every_implementation_ratio_and_goal() -> None:
+    document = run_quiet(TINY)
+    table = bench.render_table(document)
+    for name in NAMES:
+        assert name in table
+    assert "python-statemachine/generated" in table and "goal >= 300" in table
+    assert "EPISODES THAT DID NOT COMPLETE" not in table
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--samples", "0"], ["--episodes", "many"], ["--warmups", "-1"]],
+)
+def test_bad_arguments_exit_2(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--quick", *arguments]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_output_that_is_a_directory_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "--quick", "-o", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "is a directory" in error[0]

@@ -1,0 +1,605 @@
+"""The measurement harness behind ``replan bench``: the ``replan-controller`` workload on
+three implementations of the same contract, side by side, plus the speed figures of
+the other verification tools when they are installed.
+
+What is measured, and why this way (the method is also written into the JSON):
+
+- **The workload** follows the .NET reference this project is measured against: one
+  *episode* is a fresh controller, two ``Passed`` observations (the commit step's
+  prerequisites), a matching commit proposal, and an execution that must answer
+  ``Executed`` and stop the run ``Completed``. That outcome is checked on every
+  episode *inside* the timed loop (two identity tests, the same for every
+  implementation); an episode that does not complete is counted and makes the run
+  fail (exit 1), because a fast wrong answer is not a result.
+- **Implementations**: the generated ``controller.Controller``; the reference model
+  ``spec.reference.ReferenceController`` (the declaration run by python-statemachine);
+  and ``verification.handwritten.HandwrittenController``, the honest "what a person
+  would write" baseline.
+- **Records**: the headline figures build the ``Observation`` and ``Plan`` records
+  inside each episode, as the .NET reference did (a caller receives new records every
+  time). A second variant reuses records built once, to show what record
+  construction costs (a ``NamedTuple`` is ~0.5 µs to build on a slow core).
+- **Interleaving**: every round times one sample of every (implementation, variant)
+  series, in an order rotated from round to round, so drift of a shared machine (other
+  processes, frequency changes) hits all series alike. The first ``warmups`` rounds are
+  discarded. Ratios are computed *sample by sample* within a round (ratio_i =
+  a_i / b_i), then summarised by their median and range: a ratio of two numbers
+  measured milliseconds apart is far steadier than a ratio of two medians.
+- **Time** is ``time.perf_counter_ns`` around a loop of N episodes, divided by N. The
+  garbage collector stays enabled (its cost is part of running the code) and
+  ``gc.collect()`` runs before every sample so no series pays for another's garbage.
+  The reference model is ~1000x slower, so it runs fewer episodes per sample
+  (``reference_episodes``, default episodes // 10); figures are per episode either way.
+- **Memory** is measured in a separate pass, never while timing: ``tracemalloc``
+  traces one episode at a time (after warm episodes), and for each we take the *peak*
+  traced bytes above the level before the episode (the high-water mark of everything
+  the episode allocated and still held at one moment: the controller, its records,
+  transient tuples) and the *retained* bytes (what is still allocated after the
+  episode while its controller is referenced). CPython frees most temporaries at once
+  by reference counting and tracemalloc sees only live blocks, so the .NET figure
+  "bytes allocated per operation" (a cumulative count) has no exact counterpart here;
+  the peak is the closest honest one, and it is a lower bound of the cumulative count.
+
+Figures of the other tools (explorer, campaign, proofs, executor) are taken from their
+own modules when those exist and recorded as ``absent`` otherwise.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.policy import DEFAULT_POLICY
+from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+
+WORKLOAD = "replan-controller"
+
+# The episode, derived from the default policy: its run-completing step and that
+# step's two prerequisites.
+_COMMIT = next(step for step in DEFAULT_POLICY.steps if step.completes_run)
+KEY_A, KEY_B = _COMMIT.requires
+COMMIT_STEP = _COMMIT.name
+RESOURCE = DEFAULT_POLICY.resources[0]
+SOURCE = "ci"
+PLAN_ID = "commit-1"
+#: After two meaningful observations the evidence revision is 1 + 2.
+EVIDENCE_REVISION = 3
+
+#: Records of the "records built once" variant.
+OBSERVATION_A = Observation(KEY_A, 1, EvidenceState.PASSED, SOURCE)
+OBSERVATION_B = Observation(KEY_B, 1, EvidenceState.PASSED, SOURCE)
+COMMIT_PLAN = Plan(PLAN_ID, 1, EVIDENCE_REVISION, COMMIT_STEP, RESOURCE)
+
+Factory = Callable[[], Any]
+#: Runs ``count`` episodes; returns (episodes completed, the last controller).
+EpisodeLoop = Callable[[Factory, int], tuple[int, Any]]
+
+
+def episodes_building_records(factory: Factory, count: int) -> tuple[int, Any]:
+    """``count`` episodes, each building its own records (the headline variant)."""
+    # Everything the loop needs is bound to locals first, so the loop measures the
+    # controller and not global lookups; the same loop drives every implementation.
+    observation, plan = Observation, Plan
+    key_a, key_b, passed, source = KEY_A, KEY_B, EvidenceState.PASSED, SOURCE
+    plan_id, evidence_revision, step, resource = PLAN_ID, EVIDENCE_REVISION, COMMIT_STEP, RESOURCE
+    executed, completed_reason = ExecuteResult.EXECUTED, StopReason.COMPLETED
+    completed = 0
+    controller = None
+    for _ in range(count):
+        controller = factory()
+        controller.observe(observation(key_a, 1, passed, source))
+        controller.observe(observation(key_b, 1, passed, source))
+        controller.propose(plan(plan_id, 1, evidence_revision, step, resource))
+        if controller.execute(plan_id) is executed and controller.stop_reason is completed_reason:
+            completed += 1
+    return completed, controller
+
+
+def episodes_reusing_records(factory: Factory, count: int) -> tuple[int, Any]:
+    """``count`` episodes over records built once (isolates the controller's cost)."""
+    observation_a, observation_b, commit_plan = OBSERVATION_A, OBSERVATION_B, COMMIT_PLAN
+    plan_id = PLAN_ID
+    executed, completed_reason = ExecuteResult.EXECUTED, StopReason.COMPLETED
+    completed = 0
+    controller = None
+    for _ in range(count):
+        controller = factory()
+        controller.observe(observation_a)
+        controller.observe(observation_b)
+        controller.propose(commit_plan)
+        if controller.execute(plan_id) is executed and controller.stop_reason is completed_reason:
+            completed += 1
+    return completed, controller
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation of the contract under measurement."""
+
+    name: str
+    target: str  # "module:Class"
+    summary: str
+    #: The reference model runs ``reference_episodes`` per sample instead of ``episodes``.
+    slow: bool = False
+    #: A class to use instead of ``target`` (tests measure deliberately broken ones).
+    override: Factory | None = field(default=None, compare=False)
+
+    def factory(self) -> Factory:
+        if self.override is not None:
+            return self.override
+        module_name, _, class_name = self.target.partition(":")
+        cls: Factory = getattr(importlib.import_module(module_name), class_name)
+        return cls
+
+
+GENERATED = Implementation(
+    "generated", "controller:Controller", "generated from the declaration (what applications run)"
+)
+HANDWRITTEN = Implementation(
+    "hand-written",
+    "verification.handwritten:HandwrittenController",
+    "written by hand from CONTRACT.md (the baseline)",
+)
+STATEMACHINE = Implementation(
+    "python-statemachine",
+    "spec.reference:ReferenceController",
+    "the declaration run by python-statemachine (the reference model)",
+    slow=True,
+)
+IMPLEMENTATIONS = (GENERATED, HANDWRITTEN, STATEMACHINE)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How an episode gets its records."""
+
+    name: str
+    records: str
+    loop: EpisodeLoop
+
+
+VARIANTS = (
+    Variant(
+        WORKLOAD, "built in every episode (as the .NET reference did)", episodes_building_records
+    ),
+    Variant(
+        f"{WORKLOAD}/records-reused",
+        "built once, reused by every episode",
+        episodes_reusing_records,
+    ),
+)
+
+#: (numerator, denominator, what the ratio says, goal) — ratios of time per episode.
+RATIOS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "python-statemachine",
+        "generated",
+        "times faster the generated controller is than python-statemachine",
+        ">= 300",
+    ),
+    (
+        "generated",
+        "hand-written",
+        "times slower the generated controller is than the hand-written one",
+        "<= 1.25",
+    ),
+    (
+        "python-statemachine",
+        "hand-written",
+        "times faster the hand-written controller is than python-statemachine",
+        "",
+    ),
+)
+
+#: Absolute goals for the generated controller on the headline workload.
+GOAL_MEDIAN_US = 4.0
+GOAL_PEAK_BYTES = 2048
+DOTNET_REFERENCE = {"median_us": 2.181, "allocated_bytes": 1424}
+
+
+@dataclass(frozen=True)
+class Settings:
+    samples: int = 7
+    episodes: int = 1000
+    warmups: int = 2
+    #: Episodes per sample for the reference model (None: episodes // 10, at least 1).
+    reference_episodes: int | None = None
+    #: Episodes traced one by one in the memory pass (the reference model: a tenth).
+    allocation_episodes: int = 200
+    quick: bool = False
+    tools: bool = True
+
+    def episodes_for(self, implementation: Implementation) -> int:
+        if not implementation.slow:
+            return self.episodes
+        if self.reference_episodes is not None:
+            return self.reference_episodes
+        return max(1, self.episodes // 10)
+
+
+QUICK = Settings(samples=3, episodes=200, warmups=1, reference_episodes=3, allocation_episodes=20)
+
+
+@dataclass
+class Series:
+    """The samples of one (variant, implementation) pair."""
+
+    variant: Variant
+    implementation: Implementation
+    episodes: int
+    ns_per_episode: list[float] = field(default_factory=list)
+    episodes_run: int = 0
+    episodes_completed: int = 0
+
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def measure_time(
+    settings: Settings,
+    progress: Progress = _quiet,
+    implementations: Sequence[Implementation] = IMPLEMENTATIONS,
+) -> list[Series]:
+    """Time every series, interleaved round by round (see the module docstring)."""
+    series = [
+        Series(variant, implementation, settings.episodes_for(implementation))
+        for variant in VARIANTS
+        for implementation in implementations
+    ]
+    factories = {i.name: i.factory() for i in implementations}
+    rounds = settings.warmups + settings.samples
+    for round_index in range(rounds):
+        warmup = round_index < settings.warmups
+        progress(f"round {round_index + 1}/{rounds}" + (" (warm-up, discarded)" if warmup else ""))
+        shift = round_index % len(series)
+        for entry in series[shift:] + series[:shift]:
+            factory = factories[entry.implementation.name]
+            gc.collect()
+            start = time.perf_counter_ns()
+            completed, _ = entry.variant.loop(factory, entry.episodes)
+            elapsed = time.perf_counter_ns() - start
+            entry.episodes_run += entry.episodes
+            entry.episodes_completed += completed
+            if not warmup:
+                entry.ns_per_episode.append(elapsed / entry.episodes)
+    return series
+
+
+def measure_memory(
+    variant: Variant, implementation: Implementation, episodes: int
+) -> dict[str, Any]:
+    """Peak and retained traced bytes of one episode, median over ``episodes`` traced
+    one at a time (after a few untraced warm episodes)."""
+    factory = implementation.factory()
+    variant.loop(factory, 3)
+    peaks: list[int] = []
+    retained: list[int] = []
+    completed = 0
+    tracemalloc.start()
+    try:
+        for _ in range(episodes):
+            # A full collection also empties CPython's free lists (of tuples, dicts,
+            # lists...); without it the episode would reuse the previous episode's
+            # freed objects, which tracemalloc never sees, and under-count by half.
+            gc.collect()
+            before, _peak = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            done, controller = variant.loop(factory, 1)
+            after, peak = tracemalloc.get_traced_memory()
+            completed += done
+            peaks.append(peak - before)
+            retained.append(after - before)
+            del controller
+    finally:
+        tracemalloc.stop()
+    return {
+        "peak_bytes": int(statistics.median(peaks)),
+        "peak_bytes_min": min(peaks),
+        "peak_bytes_max": max(peaks),
+        "retained_bytes": int(statistics.median(retained)),
+        "episodes_traced": episodes,
+        "episodes_completed": completed,
+    }
+
+
+def _ratio_summary(numerator: Sequence[float], denominator: Sequence[float]) -> dict[str, Any]:
+    per_sample = [a / b for a, b in zip(numerator, denominator, strict=True)]
+    return {
+        "per_sample": [round(r, 4) for r in per_sample],
+        "median": round(statistics.median(per_sample), 4),
+        "min": round(min(per_sample), 4),
+        "max": round(max(per_sample), 4),
+    }
+
+
+def _goal_met(value: float, goal: str) -> bool:
+    operator, _, target = goal.partition(" ")
+    return value >= float(target) if operator == ">=" else value <= float(target)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "python_build": sys.version.replace("\n", " "),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_1_5_15min": _load_average(),
+    }
+
+
+def method(settings: Settings) -> dict[str, Any]:
+    return {
+        "samples": settings.samples,
+        "episodes_per_sample": settings.episodes,
+        "reference_episodes_per_sample": settings.episodes_for(STATEMACHINE),
+        "warmups": settings.warmups,
+        "episode": (
+            f"fresh controller (default policy); observe {KEY_A} and {KEY_B} Passed "
+            f"(version 1); propose plan {PLAN_ID!r} revision 1 evidence revision "
+            f"{EVIDENCE_REVISION} step {COMMIT_STEP!r} resource {RESOURCE!r}; execute it; "
+            "the answer must be Executed and the stop reason Completed (checked in the "
+            "timed loop, every episode)"
+        ),
+        "timer": "time.perf_counter_ns around N episodes, divided by N",
+        "interleaving": (
+            "each round times one sample of every series, order rotated per round; "
+            "warm-up rounds discarded; ratios computed sample by sample within a round"
+        ),
+        "gc": "enabled while timing; gc.collect() before every sample",
+        "memory": (
+            "separate pass with tracemalloc, one episode at a time: peak = high-water "
+            "traced bytes above the level before the episode; retained = traced bytes "
+            "still held after it while its controller is referenced; medians reported. "
+            "tracemalloc sees live blocks only, so the peak is a lower bound of the "
+            "cumulative bytes allocated per episode (the .NET figure)"
+        ),
+    }
+
+
+def measure_controller(
+    settings: Settings,
+    progress: Progress = _quiet,
+    implementations: Sequence[Implementation] = IMPLEMENTATIONS,
+) -> dict[str, Any]:
+    """The ``replan-controller`` workloads: timing, then memory, then ratios."""
+    series = measure_time(settings, progress, implementations)
+    progress("memory pass (tracemalloc)")
+    workloads: dict[str, Any] = {}
+    for variant in VARIANTS:
+        measured: dict[str, Any] = {}
+        times: dict[str, list[float]] = {}
+        for entry in (s for s in series if s.variant is variant):
+            implementation = entry.implementation
+            traced = settings.allocation_episodes
+            if implementation.slow:
+                traced = max(3, traced // 10)
+            us = [ns / 1000 for ns in entry.ns_per_episode]
+            times[implementation.name] = us
+            measured[implementation.name] = {
+                "class": implementation.target,
+                "what": implementation.summary,
+                "episodes_per_sample": entry.episodes,
+                "samples_us": [round(x, 4) for x in us],
+                "median_us": round(statistics.median(us), 4),
+                "min_us": round(min(us), 4),
+                "max_us": round(max(us), 4),
+                "episodes_run": entry.episodes_run,
+                "episodes_completed": entry.episodes_completed,
+                "memory": measure_memory(variant, implementation, traced),
+            }
+        ratios = {
+            f"{a}/{b}": {"meaning": meaning, "goal": goal or None}
+            | _ratio_summary(times[a], times[b])
+            for a, b, meaning, goal in RATIOS
+        }
+        workloads[variant.name] = {
+            "records": variant.records,
+            "implementations": measured,
+            "ratios": ratios,
+        }
+    return workloads
+
+
+def goals(workloads: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's goals, judged on the headline workload (figures, not asserts)."""
+    headline = workloads[WORKLOAD]
+    generated = headline["implementations"]["generated"]
+    found = []
+    for a, b, _meaning, goal in RATIOS:
+        if goal:
+            value = headline["ratios"][f"{a}/{b}"]["median"]
+            found.append(
+                {"goal": f"{a}/{b} {goal}", "measured": value, "met": _goal_met(value, goal)}
+            )
+    found.append(
+        {
+            "goal": f"generated median <= {GOAL_MEDIAN_US} us per episode",
+            "measured": generated["median_us"],
+            "met": generated["median_us"] <= GOAL_MEDIAN_US,
+        }
+    )
+    found.append(
+        {
+            "goal": f"generated peak <= {GOAL_PEAK_BYTES} bytes per episode",
+            "measured": generated["memory"]["peak_bytes"],
+            "met": generated["memory"]["peak_bytes"] <= GOAL_PEAK_BYTES,
+        }
+    )
+    return found
+
+
+# ---- the other tools' figures (present when their modules are) -----------------------
+
+
+def _absent(module: str) -> dict[str, Any]:
+    return {"status": "absent", "module": module}
+
+
+def _module(name: str) -> Any:
+    """The module, or None when it does not exist (yet). Errors inside an existing
+    module propagate: a broken tool is not an absent one."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name == name:
+            return None
+        raise
+
+
+#: name -> (module, function measuring it). Each function takes the settings and the
+#: imported module and returns the figures.
+ToolFigure = Callable[[Settings, Any], dict[str, Any]]
+TOOLS: dict[str, tuple[str, ToolFigure]] = {}
+
+
+def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, Any]:
+    """Every other tool's figure: measured, ``absent``, ``skipped`` or ``error``."""
+    figures: dict[str, Any] = {}
+    for name, (module_name, measure) in TOOLS.items():
+        if not settings.tools:
+            figures[name] = {"status": "skipped", "module": module_name}
+            continue
+        try:
+            module = _module(module_name)
+        except Exception as error:  # a tool that fails to import is reported, not fatal
+            figures[name] = {"status": "error", "module": module_name, "error": repr(error)}
+            continue
+        if module is None:
+            figures[name] = _absent(module_name)
+            continue
+        progress(f"tool figure: {name}")
+        try:
+            figures[name] = {"status": "measured", "module": module_name} | measure(
+                settings, module
+            )
+        except Exception as error:  # reported in the JSON; the controller figures stand
+            figures[name] = {"status": "error", "module": module_name, "error": repr(error)}
+    return figures
+
+
+# ---- the whole run -------------------------------------------------------------------
+
+
+def run_bench(
+    settings: Settings,
+    progress: Progress = _quiet,
+    implementations: Sequence[Implementation] = IMPLEMENTATIONS,
+) -> dict[str, Any]:
+    """Measure everything and return the JSON document ``replan bench`` writes.
+    ``implementations`` must keep the three names (generated, hand-written,
+    python-statemachine) the ratios and goals refer to."""
+    started = datetime.now(UTC)
+    env = environment()
+    workloads = measure_controller(settings, progress, implementations)
+    tools = tool_figures(settings, progress)
+    env["load_average_after"] = _load_average()
+    incomplete = [
+        f"{name}/{impl}"
+        for name, workload in workloads.items()
+        for impl, figures in workload["implementations"].items()
+        if figures["episodes_completed"] != figures["episodes_run"]
+        or figures["memory"]["episodes_completed"] != figures["memory"]["episodes_traced"]
+    ]
+    return {
+        "tool": "replan bench",
+        "date": started.isoformat(timespec="seconds"),
+        "quick": settings.quick,
+        "environment": env,
+        "method": method(settings),
+        "dotnet_reference": DOTNET_REFERENCE,
+        "workloads": workloads,
+        "goals": goals(workloads),
+        "all_episodes_completed": not incomplete,
+        "incomplete": incomplete,
+        "tools": tools,
+        "seconds": round((datetime.now(UTC) - started).total_seconds(), 2),
+    }
+
+
+# ---- the readable table ----------------------------------------------------------------
+
+
+def _bytes(value: int) -> str:
+    return f"{value:,}"
+
+
+def render_table(document: dict[str, Any]) -> str:
+    """The stdout report: environment, one table per workload, ratios, goals, tools."""
+    env = document["environment"]
+    settings = document["method"]
+    lines = [
+        f"replan bench  {document['date']}  {env['python']}  {env['cpu']} "
+        f"({env['cpus']} cpus, load {env['load_average_1_5_15min']})"
+        + ("  [--quick: smoke run, not a measurement]" if document["quick"] else ""),
+        f"{settings['samples']} samples x {settings['episodes_per_sample']} episodes "
+        f"(python-statemachine: {settings['reference_episodes_per_sample']}) after "
+        f"{settings['warmups']} warm-up round(s), interleaved",
+    ]
+    for name, workload in document["workloads"].items():
+        lines += ["", f"{name}: records {workload['records']}"]
+        header = (
+            f"  {'implementation':<20} {'median us':>10} {'min-max us':>21} "
+            f"{'peak B':>8} {'kept B':>8} {'completed':>17}"
+        )
+        lines.append(header)
+        for impl, figures in workload["implementations"].items():
+            span = f"{figures['min_us']:.2f}-{figures['max_us']:.2f}"
+            done = f"{figures['episodes_completed']}/{figures['episodes_run']}"
+            lines.append(
+                f"  {impl:<20} {figures['median_us']:>10.2f} {span:>21} "
+                f"{_bytes(figures['memory']['peak_bytes']):>8} "
+                f"{_bytes(figures['memory']['retained_bytes']):>8} {done:>17}"
+            )
+        for pair, ratio in workload["ratios"].items():
+            goal = f"  (goal {ratio['goal']})" if ratio["goal"] else ""
+            lines.append(
+                f"  {pair:<34} median {ratio['median']:>9.2f}  "
+                f"[{ratio['min']:.2f}-{ratio['max']:.2f}]{goal}"
+            )
+    lines += ["", "goals (figures, not asserts):"]
+    for goal in document["goals"]:
+        lines.append(
+            f"  {'met   ' if goal['met'] else 'MISSED'}  {goal['goal']}: {goal['measured']}"
+        )
+    lines += ["", "other tools:"]
+    for name, figures in document["tools"].items():
+        shown = {k: v for k, v in figures.items() if k not in ("status", "module")}
+        detail = ", ".join(f"{k}={v}" for k, v in shown.items())
+        lines.append(f"  {name:<24} {figures['status']}{': ' + detail if detail else ''}")
+    if not document["all_episodes_completed"]:
+        lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
+    return "\n".join(lines)
