@@ -271,13 +271,13 @@ class Executor:
         return self._answer_recorded(operation, entry)
 
     def check(self, operation: Operation, grant: Grant) -> Execution | None:
-        """The refusal ``run`` would give without running anything (Denied, or a
-        ContentMismatch against the journal), or None. Writes nothing."""
+        """The refusal ``run`` would give without running anything (Denied; a
+        ContentMismatch or InDoubt from the journal), or None. Writes nothing."""
         denied = self._denied(operation, grant)
         if denied is not None:
             return denied
         entry = self.journal.entry(operation.plan_id)
-        if entry is not None and entry.intent.digest != operation.digest():
+        if entry is not None and (entry.intent.digest != operation.digest() or entry.in_doubt):
             return self._answer_recorded(operation, entry)
         return None
 
@@ -388,8 +388,9 @@ def perform(
     """Carry out ``operation`` for the controller's plan ``operation.plan_id``.
 
     1. The executor's refusals come first (``Denied``; ``ContentMismatch`` against the
-       journal or against the pending plan's step and resource): the controller is not
-       asked, so a refused operation consumes no step.
+       journal or against the pending plan's step and resource; ``InDoubt`` until the
+       owner settles it): the controller is not asked, so a refused operation consumes
+       no step.
     2. The controller decides. ``Executed``: the executor runs the effect (or, if its
        journal already completed this content, replays the receipt). ``Replayed``: the
        executor answers from its journal and the effect is not called. Anything else:

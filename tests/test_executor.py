@@ -368,3 +368,23 @@ def test_a_controller_replay_without_a_journal_record_is_in_doubt_not_run() -> N
         0,
     )
     assert "holds no record" in done.execution.reason  # type: ignore[union-attr]
+
+
+def test_perform_leaves_an_in_doubt_operation_to_the_owner_without_using_a_step() -> None:
+    journal = InMemoryJournal()
+    controller, plan = ready_controller_with()
+    operation = Operation.for_plan(plan, {"rows": 3})
+    with pytest.raises(OSError):
+        perform(controller, Executor(journal), operation, GRANT, Effect(error=OSError()))
+    restarted, plan = ready_controller_with()
+    effect = Effect()
+    done = perform(restarted, Executor(journal), operation, GRANT, effect)
+    assert (done.answer, done.outcome, effect.calls) == (None, Outcome.IN_DOUBT, 0)
+    assert restarted.steps == 0 and restarted.pending == plan
+    Executor(journal).resolve(plan.id, {"imported": 3})
+    done = perform(restarted, Executor(journal), operation, GRANT, effect)
+    assert (done.answer, done.outcome, effect.calls) == (
+        ExecuteResult.EXECUTED,
+        Outcome.REPLAYED,
+        0,
+    )
