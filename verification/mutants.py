@@ -160,3 +160,19 @@ MUTANTS: dict[str, Mutant] = {
 def mutant_controller(name: str) -> type[Run]:
     """The broken controller class named ``name`` (see ``MUTANTS``)."""
     return MUTANTS[name].build()
+
+
+def importable_name(name: str) -> str:
+    """The attribute of this module that is the mutant ``name``'s controller class, so
+    a mutant can be named as ``verification.mutants:<attribute>`` wherever an
+    implementation is given as "module:Class" (a saved counterexample, its pytest
+    file, ``replan replay --implementation``)."""
+    return name.replace("-", "_")
+
+
+def __getattr__(attribute: str) -> type[Run]:
+    """``from verification.mutants import step_limit_off_by_one`` builds that mutant."""
+    name = attribute.replace("_", "-")
+    if name in MUTANTS:
+        return mutant_controller(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

@@ -1,0 +1,231 @@
+"""Hypothesis model-based campaign: drive a controller and the reference model in
+lockstep through observe / propose / execute / cancel / replay interleavings, check
+every named invariant after every operation, and measure coverage of the declared
+transitions, ExecuteResults and StopReasons.
+
+  replan campaign --profile ci              the CI budget (200 examples x 60 steps)
+  replan campaign --seed 7 --json           reproducible; JSON summary on stdout
+  replan campaign --policy my-policy.toml   under another policy
+  replan campaign --mutant step-limit-off-by-one
+                                            show that it catches a broken controller
+  replan campaign --implementation mypkg.fast:Controller
+                                            test another implementation (module:Class)
+  replan campaign --junit out/campaign.xml  also write a JUnit XML report
+
+Profiles: ci (200 x 60), default (600 x 80), thorough (3000 x 100) examples x steps;
+--examples/--steps override them. The same --seed gives the same operations and
+coverage (a random seed is chosen and printed otherwise). Failures found once are
+kept in Hypothesis' example database (.hypothesis/examples) and retried first.
+
+On a failure the shrunk operation sequence is printed, saved as counterexample JSON
+and as a pytest regression test in --out (default evidence/counterexamples/); re-run
+it with `replan replay FILE`. Exit 0 all held, 1 a property failed (or coverage was
+incomplete with --require-full-coverage), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from spec.invariants import INVARIANTS
+from verification.campaign import (
+    DEFAULT_DATABASE,
+    DEFAULT_IMPLEMENTATION,
+    DEFAULT_OUT_DIR,
+    DIVERGENCE,
+    PROFILES,
+    CampaignResult,
+    ImplementationError,
+    Progress,
+    mutant_implementation,
+    program,
+    resolve_implementation,
+    run_campaign,
+)
+from verification.mutants import MUTANTS
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policy_option(parser)
+    parser.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        default="default",
+        help="budget: "
+        + "; ".join(f"{p.name} {p.examples} x {p.steps}" for p in PROFILES.values()),
+    )
+    parser.add_argument("--examples", type=_positive, metavar="N", help="Hypothesis examples")
+    parser.add_argument("--steps", type=_positive, metavar="N", help="operations per example")
+    parser.add_argument("--seed", type=_seed, metavar="S", help="random seed (printed if omitted)")
+    add_json_option(parser)
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=str(DEFAULT_OUT_DIR),
+        help=f"where a counterexample's JSON and pytest file go (default {DEFAULT_OUT_DIR})",
+    )
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument(
+        "--implementation",
+        metavar="MODULE:CLASS",
+        help=f"the implementation under test (default {DEFAULT_IMPLEMENTATION})",
+    )
+    chosen.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="test a deliberately broken controller: " + ", ".join(MUTANTS),
+    )
+    parser.add_argument(
+        "--no-database",
+        action="store_true",
+        help=f"do not read or write Hypothesis' example database ({DEFAULT_DATABASE})",
+    )
+    parser.add_argument(
+        "--require-full-coverage",
+        action="store_true",
+        help="exit 1 when a live declared transition, ExecuteResult or StopReason was missed",
+    )
+
+
+def _progress_printer() -> tuple[object, list[bool]]:
+    """A progress callback drawing a bar on stderr (a line per quarter when stderr
+    is not a terminal)."""
+    interactive = sys.stderr.isatty()
+    drawn = [False]
+    quarters: set[int] = set()
+
+    def show(progress: Progress) -> None:
+        fraction = min(progress.examples / progress.budget, 1.0) if progress.budget else 1.0
+        phase = "shrinking a failure" if progress.failing else "exploring"
+        text = (
+            f"[{'#' * int(fraction * 30):<30}] {progress.examples}/{progress.budget} examples, "
+            f"{progress.operations} operations, {progress.seconds:.0f} s, {phase}"
+        )
+        if interactive:
+            sys.stderr.write("\r" + text)
+            drawn[0] = True
+        else:
+            quarter = int(fraction * 4)
+            if quarter not in quarters and quarter > 0:
+                quarters.add(quarter)
+                sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    return show, drawn
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = policy_from_args(args)
+    try:
+        if args.mutant is not None:
+            implementation = mutant_implementation(args.mutant)
+        else:
+            implementation = args.implementation or DEFAULT_IMPLEMENTATION
+        resolve_implementation(implementation)
+    except ImplementationError as error:
+        raise CliError(str(error)) from None
+    show, drawn = _progress_printer()
+    result = run_campaign(
+        policy,
+        args.profile,
+        seed=args.seed,
+        examples=args.examples,
+        steps=args.steps,
+        implementation=implementation,
+        out_dir=Path(args.out),
+        database=None if args.no_database else DEFAULT_DATABASE,
+        progress=show,  # type: ignore[arg-type]
+        collect_visited=True,
+    )
+    if drawn[0]:
+        sys.stderr.write("\n")
+    coverage_failed = args.require_full_coverage and not result.coverage.complete
+    if args.junit:
+        write_junit(Path(args.junit), result)
+    if args.json:
+        document = result.to_json()
+        document["exit_code"] = 1 if (result.finding or coverage_failed) else 0
+        print_json(document)
+    else:
+        print("\n".join(result.summary_lines()))
+        if result.finding is not None:
+            print_failure(result)
+        elif coverage_failed:
+            print("coverage incomplete (--require-full-coverage): see MISSED above")
+    return 1 if (result.finding is not None or coverage_failed) else 0
+
+
+def print_failure(result: CampaignResult) -> None:
+    finding = result.finding
+    assert finding is not None
+    print()
+    print(f"FAILED: {finding.property} - {finding.message}")
+    print(f"shrunk to {len(finding.operations)} operation(s) on a fresh run:")
+    print(program(finding.operations, finding.results))
+    if not result.replayed:
+        print("warning: replaying these operations through the harness did not fail again")
+    for path in result.saved:
+        print(f"saved: {path}")
+    if result.saved:
+        print(f"replay: replan replay {result.saved[0]}")
+        print(f"test:   python -m pytest {result.saved[1]}")
+
+
+def write_junit(path: Path, result: CampaignResult) -> None:
+    """One test case per invariant, one for the lockstep comparison with the
+    reference model and one for coverage; the failing property carries the
+    counterexample."""
+    finding = result.finding
+    cases = [*INVARIANTS, DIVERGENCE, "coverage"]
+    suite = ET.Element(
+        "testsuite",
+        name="replan campaign",
+        tests=str(len(cases)),
+        failures=str(int(finding is not None) + int(not result.coverage.complete)),
+        errors="0",
+        time=f"{result.seconds:.3f}",
+    )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("implementation", result.implementation),
+        ("profile", result.profile),
+        ("seed", str(result.seed)),
+        ("operations", str(result.operations)),
+        ("examples", str(result.examples)),
+    ):
+        ET.SubElement(properties, "property", name=name, value=value)
+    for name in cases:
+        case = ET.SubElement(suite, "testcase", classname="replan.campaign", name=name)
+        if finding is not None and finding.property == name:
+            failure = ET.SubElement(case, "failure", message=finding.message)
+            failure.text = program(finding.operations, finding.results)
+        elif name == "coverage" and not result.coverage.complete:
+            failure = ET.SubElement(case, "failure", message="coverage incomplete")
+            failure.text = "\n".join(result.coverage.lines())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

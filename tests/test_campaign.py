@@ -1,0 +1,192 @@
+"""The model-based campaign on correct controllers: it passes at the ``ci`` profile on
+the default policy and on two others, reaches every declared transition that can
+fire, says what it missed when it did not, and is deterministic for a seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from replan.cli import main
+from spec.invariants import INVARIANTS
+from verification.campaign import CampaignResult, canonical_snapshot, run_campaign
+from verification.coverage import dead_transitions, declared_model, targets_for
+
+THREE_PREREQUISITES_TWO_STEPS = policy_from_dict(
+    {
+        "limits": {"max_steps": 2},
+        "evidence": {"keys": ["parser", "access", "schema"]},
+        "resources": {"allowed": ["input-A"]},
+        "steps": [
+            {"name": "inspect-parser"},
+            {
+                "name": "commit-import",
+                "requires": ["parser", "access", "schema"],
+                "completes_run": True,
+            },
+        ],
+        "workflow": {"ready_when_passed": ["parser", "access", "schema"]},
+    }
+)
+
+UNCOUNTED_DUPLICATES_TWO_RESOURCES = policy_from_dict(
+    {
+        "limits": {"count_duplicate_deliveries": False},
+        "evidence": {"keys": ["parser", "access"]},
+        "resources": {"allowed": ["input-A", "input-B"]},
+        "steps": [
+            {"name": "inspect-parser"},
+            {"name": "inspect-access"},
+            {"name": "commit-import", "requires": ["parser", "access"], "completes_run": True},
+        ],
+        "workflow": {"ready_when_passed": ["parser", "access"]},
+    }
+)
+
+
+def ci_campaign(policy: Policy, tmp_path: Path, seed: int = 1) -> CampaignResult:
+    return run_campaign(policy, "ci", seed=seed, out_dir=tmp_path / "out", database=None)
+
+
+def test_ci_campaign_on_the_default_policy_holds_and_reaches_every_live_target(
+    tmp_path: Path,
+) -> None:
+    result = ci_campaign(DEFAULT_POLICY, tmp_path)
+    assert result.passed, result.finding and result.finding.message
+    coverage = result.coverage
+    assert coverage.missed_transitions == []
+    assert coverage.missed_execute_results == []
+    assert coverage.missed_stop_reasons == []
+    assert coverage.complete
+    # only the two transitions the policy makes impossible are not targets
+    assert len(coverage.targets.live_transitions) == len(declared_model().transitions) - 2
+    (line,) = [line for line in result.summary_lines() if line.startswith("coverage:")]
+    assert line.count("(100.0%)") == 3, line
+    assert result.invariants_checked == result.operations * len(INVARIANTS)
+    assert not list((tmp_path / "out").glob("*")), "nothing is written when all holds"
+
+
+def test_visited_states_and_transitions_are_exposed_for_the_explorer(tmp_path: Path) -> None:
+    result = run_campaign(DEFAULT_POLICY, "ci", seed=3, examples=10, steps=20, database=None)
+    assert canonical_snapshot(_initial_snapshot()) in result.visited_snapshots
+    labels = {t.label for t in declared_model().transitions}
+    assert result.visited_transitions
+    for before, label in result.visited_transitions:
+        assert before in result.visited_snapshots
+        assert label in labels
+    document = result.to_json()
+    assert document["distinct_states_visited"] == len(result.visited_snapshots)
+    json.dumps(document)  # the summary is JSON
+
+
+def _initial_snapshot() -> dict[str, object]:
+    from controller import Controller
+
+    return Controller().snapshot()
+
+
+def test_ci_campaign_holds_with_three_prerequisites_and_two_steps(tmp_path: Path) -> None:
+    result = ci_campaign(THREE_PREREQUISITES_TWO_STEPS, tmp_path)
+    assert result.passed, result.finding and result.finding.message
+    assert result.coverage.stop_reasons["StepLimit"] > 0
+    assert result.coverage.stop_reasons["Completed"] > 0
+
+
+def test_ci_campaign_holds_without_counting_duplicates_and_with_two_resources(
+    tmp_path: Path,
+) -> None:
+    result = ci_campaign(UNCOUNTED_DUPLICATES_TWO_RESOURCES, tmp_path)
+    assert result.passed, result.finding and result.finding.message
+    # the duplicate transitions that are dead under the default policy fire here
+    assert result.coverage.transitions["idle --observe[duplicate_delivery]--> idle"] > 0
+    assert result.coverage.transitions["pending --observe[duplicate_delivery]--> pending"] > 0
+
+
+def test_dead_transitions_are_derived_from_the_policy() -> None:
+    default_dead = dead_transitions(DEFAULT_POLICY)
+    assert set(default_dead) == {
+        "idle --observe[duplicate_delivery]--> idle",
+        "pending --observe[duplicate_delivery]--> pending",
+    }
+    assert all("counts_duplicates is True" in why for why in default_dead.values())
+    uncounted = dead_transitions(UNCOUNTED_DUPLICATES_TWO_RESOURCES)
+    assert set(uncounted) == {
+        label
+        for label in targets_for(DEFAULT_POLICY).transitions
+        if "duplicate_delivery and counts_duplicates" in label
+    }
+    assert len(uncounted) == 4
+
+
+def test_a_short_campaign_names_what_it_missed() -> None:
+    result = run_campaign(DEFAULT_POLICY, "ci", seed=5, examples=2, steps=3, database=None)
+    assert result.passed
+    assert not result.coverage.complete
+    missed = result.coverage.missed_transitions
+    assert missed
+    text = "\n".join(result.summary_lines())
+    assert all(f"MISSED transition: {label}" in text for label in missed)
+    assert result.to_json()["coverage"]["transitions"]["missed"] == missed
+
+
+def _campaign_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+    code = main(["campaign", "--json", "--no-database", *extra])
+    output = capsys.readouterr().out
+    assert code == 0, output
+    document: dict[str, object] = json.loads(output)
+    return document
+
+
+def test_the_same_seed_gives_the_same_operations_and_coverage(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    budget = ("--profile", "ci", "--examples", "15", "--steps", "20", "--out", str(tmp_path))
+    first = _campaign_json(capsys, "--seed", "7", *budget)
+    second = _campaign_json(capsys, "--seed", "7", *budget)
+    other = _campaign_json(capsys, "--seed", "8", *budget)
+    for name in ("seed", "examples", "runs", "operations", "coverage", "invariants_checked"):
+        assert first[name] == second[name], name
+    assert first["distinct_states_visited"] == second["distinct_states_visited"]
+    assert (first["operations"], first["coverage"]) != (other["operations"], other["coverage"])
+
+
+def test_the_command_writes_a_junit_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "campaign.xml"
+    budget = ("--profile", "ci", "--examples", "3", "--steps", "5", "--seed", "2")
+    code = main(["campaign", "--no-database", "--junit", str(report), *budget])
+    output = capsys.readouterr().out
+    assert code == 0
+    assert "examples:" in output and "operations/s" in output and "seed 2" in output
+    text = report.read_text(encoding="utf-8")
+    assert all(f'name="{name}"' in text for name in INVARIANTS)
+    assert 'name="divergence"' in text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--mutant", "no-such-mutant"], "is not a mutant"),
+        (["--implementation", "no_such_module:Controller"], "cannot import"),
+        (["--implementation", "controller"], "expected module:Class"),
+        (["--implementation", "controller:NoSuchClass"], "has no"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    assert main(["campaign", "--no-database", *arguments]) == 2
+    error = capsys.readouterr().err
+    assert message in error
+    assert len(error.strip().splitlines()) == 1
+
+
+def test_a_bad_policy_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    policy = tmp_path / "bad.toml"
+    policy.write_text('[evidence]\nkeys = ["parser"]\n', encoding="utf-8")
+    assert main(["campaign", "--policy", str(policy), "--no-database"]) == 2
+    assert "missing table" in capsys.readouterr().err

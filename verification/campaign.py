@@ -1,0 +1,881 @@
+"""The model-based campaign: Hypothesis drives an implementation and the reference
+model in lockstep through interleavings of observe, propose, execute, cancel and
+replay, checking every named invariant after every operation.
+
+Owns: the ``RuleBasedStateMachine`` (``build_machine``: one class per policy and
+implementation), the input strategies, the profiles (budgets), running Hypothesis
+programmatically with a seed and an example database (``run_campaign``), turning the
+shrunk failure into a ``harness.Finding`` with its JSON and pytest files, and the
+``CampaignResult`` that ``replan campaign`` prints and ``replan verify`` consumes.
+
+Leaves to others: what an operation, a failure and a counterexample are
+(``verification.harness``), what the invariants say (``spec.invariants``), what the
+coverage targets are (``verification.coverage``, from the declaration).
+
+How inputs are drawn (why): a real run stresses the controller with inputs *near*
+the current state, so every rule builds its input relative to the last snapshot:
+the current evidence and plan revisions and their neighbours, versions just below,
+at and above a key's latest, redeliveries of recorded contents (identical or
+conflicting), plan ids that were completed, invalidated or never seen (a
+``Bundle``), plus unknown keys, steps and resources and malformed records. There is
+one rule per *kind* of input, so Hypothesis' built-in swarm testing (it switches
+rules off per example) yields runs that only propose and execute, or never cancel:
+that is how step and plan limits and ``Completed`` after replans are reached.
+
+One example drives several runs: once a run has stopped and absorbed
+``ABSORBED_CALLS`` further calls (which checks ``stop-absorbing`` with whatever came
+next), the machine starts a fresh run. A counterexample is always the operations of
+one run from its start, so it replays on a fresh controller.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from controller.records import EvidenceState, Observation, Plan
+from spec.invariants import INVARIANTS, Call, violated
+from spec.reference import ReferenceController
+from verification import mutants
+from verification.coverage import Coverage, targets_for
+from verification.harness import (
+    Finding,
+    Implementation,
+    Operation,
+    apply,
+    pytest_source,
+    result_text,
+    run_sequence,
+    same_outcome,
+)
+
+Factory = Callable[[Policy], Implementation]
+
+#: The implementation tested when none is named: the generated controller.
+DEFAULT_IMPLEMENTATION = "controller:Controller"
+#: Where a failure's JSON and pytest file go when no directory is named.
+DEFAULT_OUT_DIR = Path("evidence") / "counterexamples"
+#: Hypothesis' example database (a failure found once is retried first next time).
+DEFAULT_DATABASE = Path(".hypothesis") / "examples"
+#: Calls a stopped run absorbs (each checked) before the machine starts a fresh run.
+ABSORBED_CALLS = 3
+#: Labels of the two ways a run can fail that are not invariants.
+DIVERGENCE = "divergence"
+
+SOURCES = ("ci", "owner")
+STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A budget: Hypothesis examples, and operations (steps) per example."""
+
+    name: str
+    examples: int
+    steps: int
+    description: str
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("ci", 200, 60, "the test suite and CI: full coverage on the default policy"),
+        Profile("default", 600, 80, "a local check after a change"),
+        Profile("thorough", 3000, 100, "before a release"),
+    )
+}
+
+
+def canonical_snapshot(snapshot: dict[str, Any]) -> str:
+    """A snapshot as one canonical string (the identity of a state, shared with the
+    explorer so their visited sets can be compared)."""
+    return json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
+
+
+_ENUM_REPR = re.compile(r"<(EvidenceState|ExecuteResult|StopReason)\.(\w+): '[^']*'>")
+
+
+def readable(operation: Operation) -> str:
+    """An operation as a line of Python a person can read and paste
+    (``EvidenceState.PASSED`` rather than its angle-bracket repr)."""
+    return _ENUM_REPR.sub(r"\1.\2", str(operation))
+
+
+def program(operations: Sequence[Operation], results: Sequence[Any]) -> str:
+    """Numbered operations with their outcomes, one per line."""
+    return "\n".join(
+        f"{number:3}. {readable(operation)}  ->  {result_text(result)}"
+        for number, (operation, result) in enumerate(zip(operations, results, strict=True), 1)
+    )
+
+
+# ---- naming implementations ----------------------------------------------------------
+
+
+class ImplementationError(ValueError):
+    """An implementation named as "module:Class" that cannot be loaded."""
+
+
+def resolve_implementation(path: str) -> type[Any]:
+    """Load the class named ``module:Class`` (e.g. ``controller:Controller``,
+    ``verification.mutants:step_limit_off_by_one``)."""
+    module_name, colon, class_name = path.partition(":")
+    if not colon or not module_name or not class_name:
+        raise ImplementationError(f"{path!r}: expected module:Class, e.g. {DEFAULT_IMPLEMENTATION}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImplementationError(f"{path!r}: cannot import {module_name!r} ({error})") from None
+    try:
+        found = getattr(module, class_name)
+    except AttributeError:
+        raise ImplementationError(f"{path!r}: {module_name} has no {class_name!r}") from None
+    if not callable(found):
+        raise ImplementationError(f"{path!r}: {class_name!r} is not a class")
+    return found  # type: ignore[no-any-return]
+
+
+def mutant_implementation(name: str) -> str:
+    """The "module:Class" path of the broken controller ``name`` (see
+    ``verification.mutants.MUTANTS``)."""
+    if name not in mutants.MUTANTS:
+        raise ImplementationError(
+            f"{name!r} is not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
+        )
+    return f"verification.mutants:{mutants.importable_name(name)}"
+
+
+# ---- the failure a rule raises ------------------------------------------------------------
+
+
+class PropertyFailure(AssertionError):
+    """An invariant broke, or the implementation and the reference diverged. Carries
+    the operations of the run so far, so the shrunk example's are at hand."""
+
+    def __init__(
+        self, property_name: str, detail: str, operations: list[Operation], results: list[Any]
+    ) -> None:
+        super().__init__(f"{property_name}: {detail}")
+        self.property = property_name
+        self.detail = detail
+        self.operations = list(operations)
+        self.results = list(results)
+
+
+# ---- what one campaign accumulates across examples --------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What a progress display shows (the CLI draws it on stderr)."""
+
+    examples: int
+    budget: int
+    operations: int
+    seconds: float
+    failing: bool  # a failure was found; Hypothesis is shrinking it
+
+
+@dataclass
+class Recorder:
+    """Counts across every example Hypothesis runs (generation and shrinking)."""
+
+    coverage: Coverage
+    budget: int
+    collect_visited: bool = True
+    progress: Callable[[Progress], None] | None = None
+    examples: int = 0
+    runs: int = 0
+    operations: int = 0
+    failures: int = 0  # failing runs seen (the first, then each one while shrinking)
+    first_failure_at: int | None = None  # the example in which the first was seen
+    visited_snapshots: set[str] = field(default_factory=set)
+    visited_transitions: set[tuple[str, str]] = field(default_factory=set)
+    started: float = field(default_factory=time.perf_counter)
+    _last_report: float = 0.0
+
+    def example_started(self) -> None:
+        self.examples += 1
+        if self.progress is not None:
+            now = time.perf_counter()
+            if now - self._last_report >= 0.2:
+                self._last_report = now
+                self.progress(
+                    Progress(
+                        self.examples,
+                        self.budget,
+                        self.operations,
+                        now - self.started,
+                        self.failures > 0,
+                    )
+                )
+
+
+# ---- the machine ----------------------------------------------------------------------
+
+
+def _other(options: Sequence[str], taken: Sequence[str], stem: str) -> str:
+    """A name not in ``taken`` (an unknown key, step or resource for this policy)."""
+    candidate, number = stem, 1
+    while candidate in taken or candidate in options:
+        number += 1
+        candidate = f"{stem}-{number}"
+    return candidate
+
+
+class CampaignMachine(RuleBasedStateMachine):
+    """Lockstep: every rule is one operation, applied to the implementation and the
+    reference; after it, same outcome, equal snapshots, every invariant holds.
+
+    Subclasses (``build_machine``) fix the policy, the implementation and the
+    recorder; the rules below read only those and the last snapshot."""
+
+    policy: ClassVar[Policy] = DEFAULT_POLICY
+    implementation: ClassVar[Factory]
+    reference: ClassVar[Factory] = ReferenceController
+    recorder: ClassVar[Recorder]
+    unknown_key: ClassVar[str] = "unknown-key"
+    unknown_step: ClassVar[str] = "unknown-step"
+    disallowed_resource: ClassVar[str] = "resource-not-allowed"
+
+    plan_ids = Bundle("plan_ids")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorder.example_started()
+        self._fresh = 0
+        self._integers: dict[int, st.SearchStrategy[int]] = {}
+        self._new_run()
+
+    # ---- running one operation on both, and checking it ---------------------------------
+
+    def _new_run(self) -> None:
+        self.subject = self.implementation(self.policy)
+        self.twin = self.reference(self.policy)
+        self.operations: list[Operation] = []
+        self.results: list[Any] = []
+        #: per call: (canonical snapshot before, op, outcome, stop reason it caused);
+        #: joined with the trace's transition labels when the run ends (``_tally``).
+        self.calls: list[tuple[str, str, Any, str | None]] = []
+        self.absorbed = 0
+        self.last: dict[str, Any] = self.subject.snapshot()
+        self.last_key = canonical_snapshot(self.last)
+        self.recorder.runs += 1
+        if self.last != self.twin.snapshot():
+            self._fail(DIVERGENCE, "a fresh run's snapshot differs from the reference model's")
+        if self.recorder.collect_visited:
+            self.recorder.visited_snapshots.add(self.last_key)
+
+    def _tally(self) -> None:
+        """Count what the run's calls fired, by the transition label each trace record
+        names (the implementation's trace; the reference's if it keeps none). Done
+        once per run: reading a trace renders all of it."""
+        labels: list[str | None] = []
+        for implementation in (self.subject, self.twin):
+            trace = getattr(implementation, "trace", None)
+            if isinstance(trace, list) and len(trace) >= len(self.calls):
+                labels = [record.get("transition") for record in trace[: len(self.calls)]]
+                break
+        labels += [None] * (len(self.calls) - len(labels))
+        recorder = self.recorder
+        for (before_key, op, result, stopped_now), label in zip(self.calls, labels, strict=True):
+            recorder.coverage.record(label, op, result, stopped_now)
+            if recorder.collect_visited and label is not None and " absorbs " not in label:
+                recorder.visited_transitions.add((before_key, label))
+        self.calls = []
+
+    def teardown(self) -> None:
+        self._tally()
+
+    def _fail(self, property_name: str, detail: str) -> NoReturn:
+        self.recorder.failures += 1
+        if self.recorder.first_failure_at is None:
+            self.recorder.first_failure_at = self.recorder.examples
+        raise PropertyFailure(property_name, detail, self.operations, self.results)
+
+    def _do(self, op: str, argument: Any = None) -> Any:
+        operation = Operation(op, argument)
+        before = self.last
+        result = apply(self.subject, operation)
+        after = self.subject.snapshot()
+        self.operations.append(operation)
+        self.results.append(result)
+        recorder = self.recorder
+        recorder.operations += 1
+        stopped_now = after["stop_reason"] if before["stop_reason"] is None else None
+        self.calls.append((self.last_key, op, result, stopped_now))
+        if recorder.collect_visited:
+            self.last_key = canonical_snapshot(after)
+            recorder.visited_snapshots.add(self.last_key)
+        broken = violated(Call(self.policy, before, op, argument, result, after))
+        if broken:
+            self._fail(
+                broken[0], f"{operation} -> {result_text(result)} breaks {', '.join(broken)}"
+            )
+        expected = apply(self.twin, operation)
+        if not same_outcome(result, expected):
+            self._fail(
+                DIVERGENCE,
+                f"{operation}: implementation answered {result_text(result)}, "
+                f"the reference model {result_text(expected)}",
+            )
+        reference_after = self.twin.snapshot()
+        if after != reference_after:
+            differing = sorted(k for k in after if after[k] != reference_after.get(k))
+            self._fail(
+                DIVERGENCE,
+                f"{operation}: same answer but the snapshots differ in {', '.join(differing)}",
+            )
+        self.last = after
+        if before["stop_reason"] is not None:
+            self.absorbed += 1
+            if self.absorbed >= ABSORBED_CALLS:
+                self._tally()
+                self._new_run()
+        return result
+
+    # ---- drawing relative to the current state -----------------------------------------
+
+    def _index(self, data: st.DataObject, size: int) -> int:
+        strategy = self._integers.get(size)
+        if strategy is None:
+            strategy = self._integers[size] = st.integers(0, size - 1)
+        return data.draw(strategy)
+
+    def _pick(self, data: st.DataObject, options: Sequence[Any]) -> Any:
+        """One of ``options``; shrinks toward the first."""
+        return options[self._index(data, len(options))] if len(options) > 1 else options[0]
+
+    def _latest(self, key: str) -> int:
+        entry = self.last["evidence"].get(key)
+        return 0 if entry is None else int(entry["version"])
+
+    def _state(self, key: str) -> EvidenceState:
+        entry = self.last["evidence"].get(key)
+        return EvidenceState.UNKNOWN if entry is None else EvidenceState(entry["state"])
+
+    def _fresh_id(self) -> str:
+        self._fresh += 1
+        return f"p{self._fresh}"
+
+    def _older_gaps(self) -> list[tuple[str, int]]:
+        seen = {(k, v) for k, v, _, _ in self.last["contents"]}
+        return [
+            (key, version)
+            for key in self.policy.keys
+            for version in range(1, self._latest(key))
+            if (key, version) not in seen
+        ]
+
+    # ---- observe ---------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def observe_change(self, data: st.DataObject) -> None:
+        """A newer version with another state: meaningful evidence."""
+        key = self._pick(data, self.policy.keys)
+        state = self._pick(data, [s for s in STATES if s != self._state(key)])
+        version = self._latest(key) + self._pick(data, (2, 1, 3))
+        self._do("observe", Observation(key, version, state, self._pick(data, SOURCES)))
+
+    @precondition(lambda self: bool(self._not_passed()))
+    @rule(data=st.data())
+    def observe_pass(self, data: st.DataObject) -> None:
+        """A prerequisite that was not Passed now is (the evidence a run needs to
+        reach Completed, as its own rule so that swarm testing can favour it)."""
+        key = self._pick(data, self._not_passed())
+        version = self._latest(key) + self._pick(data, (2, 1))
+        self._do("observe", Observation(key, version, EvidenceState.PASSED, SOURCES[0]))
+
+    def _not_passed(self) -> list[str]:
+        required = {key for step in self.policy.steps for key in step.requires}
+        return [
+            key
+            for key in self.policy.keys
+            if key in required and self._state(key) != EvidenceState.PASSED
+        ]
+
+    @rule(data=st.data())
+    def observe_no_progress(self, data: st.DataObject) -> None:
+        """One to three observations that teach nothing, as a stalled evidence source
+        sends them: a newer version with the same state (Unknown for a key never
+        observed), a version below the key's latest never seen, or an identical
+        redelivery. (A burst, so that the no-progress limit is reached in any state.)"""
+        for _ in range(self._pick(data, (1, 2, 3))):
+            if self.last["stop_reason"] is not None:
+                break
+            gaps = self._older_gaps()
+            how = self._pick(data, ("renumbered", "older", "redelivered"))
+            if how == "older" and gaps:
+                key, version = self._pick(data, gaps)
+                state, source = self._pick(data, STATES), self._pick(data, SOURCES)
+            elif how == "redelivered" and self.last["contents"]:
+                key, version, state, source = self._pick(data, self.last["contents"])
+            else:
+                key = self._pick(data, self.policy.keys)
+                version = self._latest(key) + self._pick(data, (1, 2))
+                state, source = self._state(key), self._pick(data, SOURCES)
+            self._do("observe", Observation(key, version, EvidenceState(state), source))
+
+    @precondition(lambda self: bool(self.last["contents"]))
+    @rule(data=st.data())
+    def observe_redelivery(self, data: st.DataObject) -> None:
+        """A recorded (key, version) again: identical, or with other content."""
+        key, version, state, source = self._pick(data, self.last["contents"])
+        how = self._pick(data, ("identical", "other state", "other source"))
+        if how == "other state":
+            state = self._pick(data, [s for s in STATES if s != state])
+        elif how == "other source":
+            source = next(s for s in (*SOURCES, "replayer") if s != source)
+        self._do("observe", Observation(key, version, EvidenceState(state), source))
+
+    @rule(data=st.data())
+    def observe_near(self, data: st.DataObject) -> None:
+        """Any field near the current state: declared or unknown key, version below,
+        at or above the latest (or not valid), any state, a source or an empty one;
+        now and then a host bug (not an Observation, a field of the wrong type)."""
+        if self._pick(data, (False, False, False, True)):
+            self._do("observe", self._pick(data, self._malformed_observations()))
+            return
+        key = self._pick(data, (*self.policy.keys, self.unknown_key))
+        latest = self._latest(key) if key in self.policy.key_set else 1
+        version = self._pick(data, (latest + 1, latest, latest - 1, 1, 0))
+        state = self._pick(data, STATES)
+        source = self._pick(data, (*SOURCES, ""))
+        self._do("observe", Observation(key, version, state, source))
+
+    def _malformed_observations(self) -> list[Any]:
+        key = self.policy.keys[0]
+        version = self._latest(key) + 1
+        return [
+            None,
+            (key, version, "Passed", "ci"),
+            Observation(key, True, EvidenceState.PASSED, "ci"),
+            Observation(key, str(version), EvidenceState.PASSED, "ci"),
+            Observation(key, version, "Passed", "ci"),
+            Observation(key, version, EvidenceState.PASSED, None),
+            Observation(None, version, EvidenceState.PASSED, "ci"),
+        ]
+
+    # ---- propose ---------------------------------------------------------------------
+
+    def _current_plan(self, data: st.DataObject, plan_id: str) -> Plan:
+        return Plan(
+            plan_id,
+            self.last["plan_revision"] + self._pick(data, (1, 2)),
+            self.last["evidence_revision"],
+            self._pick(data, [s.name for s in self.policy.steps]),
+            self._pick(data, self.policy.resources),
+        )
+
+    @rule(target=plan_ids, data=st.data())
+    def propose_current(self, data: st.DataObject) -> str:
+        """A plan citing the current revisions, a declared step, an allowed resource
+        and a fresh id: accepted on an active run with slots left (superseding a
+        pending one)."""
+        plan = self._current_plan(data, self._fresh_id())
+        self._do("propose", plan)
+        return plan.id
+
+    @rule(target=plan_ids, data=st.data())
+    def propose_near(self, data: st.DataObject) -> str:
+        """A current plan with one or two fields moved to a neighbour: a revision
+        -1, +-0 or +1 off, an unknown step, a resource not allowed, an id once
+        accepted or completed; or not a well-formed plan at all."""
+        last = self.last
+        fields = {
+            "id": self._fresh_id(),
+            "revision": last["plan_revision"] + 1,
+            "evidence_revision": last["evidence_revision"],
+            "step": self._pick(data, [s.name for s in self.policy.steps]),
+            "resource": self._pick(data, self.policy.resources),
+        }
+        for _ in range(self._pick(data, (1, 1, 1, 2))):
+            how = self._pick(data, ("revision", "evidence", "step", "resource", "id", "malformed"))
+            if how == "revision":
+                fields["revision"] = last["plan_revision"] + self._pick(data, (0, -1))
+            elif how == "evidence":
+                fields["evidence_revision"] = last["evidence_revision"] + self._pick(data, (-1, 1))
+            elif how == "step":
+                fields["step"] = self.unknown_step
+            elif how == "resource":
+                fields["resource"] = self.disallowed_resource
+            elif how == "id" and (last["accepted"] or last["completed"]):
+                fields["id"] = self._pick(data, (*last["completed"], *last["accepted"]))
+            elif how == "malformed":
+                plan_id = str(fields["id"])
+                self._do("propose", self._pick(data, self._malformed_plans(plan_id)))
+                return plan_id
+        plan = Plan(**fields)
+        self._do("propose", plan)
+        return plan.id
+
+    def _malformed_plans(self, plan_id: str) -> list[Any]:
+        revision = self.last["plan_revision"] + 1
+        evidence = self.last["evidence_revision"]
+        step = self.policy.steps[0].name
+        resource = self.policy.resources[0]
+        return [
+            None,
+            "commit everything",
+            Plan("", revision, evidence, step, resource),
+            Plan(7, revision, evidence, step, resource),
+            Plan(plan_id, True, evidence, step, resource),
+            Plan(plan_id, float(revision), evidence, step, resource),
+            Plan(plan_id, revision, str(evidence), step, resource),
+            Plan(plan_id, revision, evidence, None, resource),
+            Plan(plan_id, revision, evidence, step, None),
+        ]
+
+    @precondition(lambda self: bool(self.last["completed"]))
+    @rule(data=st.data())
+    def propose_completed(self, data: st.DataObject) -> None:
+        """A current, otherwise valid plan reusing a completed id."""
+        self._do("propose", self._current_plan(data, self._pick(data, self.last["completed"])))
+
+    # ---- execute, replay, cancel ---------------------------------------------------------
+
+    @precondition(lambda self: self.last["pending"] is not None)
+    @rule()
+    def execute_pending(self) -> None:
+        """Execute the pending plan, whether or not its prerequisites are Passed."""
+        self._do("execute", self.last["pending"]["id"])
+
+    @rule(target=plan_ids, data=st.data())
+    def advance(self, data: st.DataObject) -> Any:
+        """Move the run forward as a cooperative model would, for one or several
+        operations: execute the pending plan when its prerequisites are Passed,
+        otherwise propose a current plan for a step that may run now. (The happy
+        path as its own rule, several operations at a time, so that runs get deep:
+        that is how step limits and Completed after replans are reached.)"""
+        proposed = []
+        for _ in range(self._pick(data, (1, 2, 3, 5, 8))):
+            if self.last["stop_reason"] is not None:
+                break
+            pending = self.last["pending"]
+            if pending is not None and self._may_run(pending["step"]):
+                self._do("execute", pending["id"])
+                continue
+            # a cooperative planner commits as soon as it may: run-completing steps first
+            ordered = sorted(self.policy.steps, key=lambda s: not s.completes_run)
+            runnable = [s.name for s in ordered if self._may_run(s.name)]
+            plan = Plan(
+                self._fresh_id(),
+                self.last["plan_revision"] + 1,
+                self.last["evidence_revision"],
+                self._pick(data, runnable or [s.name for s in self.policy.steps]),
+                self._pick(data, self.policy.resources),
+            )
+            self._do("propose", plan)
+            proposed.append(plan.id)
+        return multiple(*proposed)
+
+    def _may_run(self, step: str) -> bool:
+        requires = self.policy.requirements.get(step, ())
+        return all(self._state(key) == EvidenceState.PASSED for key in requires)
+
+    @rule(plan_id=plan_ids, data=st.data())
+    def execute_id(self, plan_id: str, data: st.DataObject) -> None:
+        """Execute an id proposed earlier in the example (pending, completed,
+        invalidated, superseded, rejected, or from an earlier run: never seen here),
+        or one never proposed or not a non-empty string (UnknownPlan, never raises)."""
+        if self._pick(data, (False, False, False, True)):
+            plan_id = self._pick(data, ("never-seen", "", None, 7))
+        self._do("execute", plan_id)
+
+    @precondition(lambda self: bool(self._stale_ids()))
+    @rule(data=st.data())
+    def execute_stale(self, data: st.DataObject) -> None:
+        """Execute an id that was accepted and has since been invalidated by new
+        evidence or superseded by another plan: StalePlan."""
+        self._do("execute", self._pick(data, self._stale_ids()))
+
+    def _stale_ids(self) -> list[str]:
+        pending = self.last["pending"]
+        current = None if pending is None else pending["id"]
+        completed = set(self.last["completed"])
+        return [i for i in self.last["accepted"] if i != current and i not in completed]
+
+    @precondition(lambda self: bool(self.last["completed"]))
+    @rule(data=st.data())
+    def replay(self, data: st.DataObject) -> None:
+        """Execute a completed id again: Replayed, nothing changes."""
+        self._do("execute", self._pick(data, self.last["completed"]))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """The host cancels the run (rarely: a cancel ends the run, and deep states
+        need long runs; a skipped cancel is no operation)."""
+        if self._pick(data, (False, False, True)):
+            self._do("cancel")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text).strip("_")
+
+
+def build_machine(
+    policy: Policy,
+    implementation: Factory,
+    recorder: Recorder,
+    *,
+    identity: str,
+    reference: Factory = ReferenceController,
+) -> type[CampaignMachine]:
+    """A machine class for this policy and implementation. ``identity`` names the
+    pair in the example database, so a failure saved for one implementation or
+    policy is retried first for the same one."""
+    keys = policy.keys
+    steps = [s.name for s in policy.steps]
+    attributes: dict[str, Any] = {
+        "policy": policy,
+        "implementation": staticmethod(implementation),
+        "reference": staticmethod(reference),
+        "recorder": recorder,
+        "unknown_key": _other(keys, (), "unknown-key"),
+        "unknown_step": _other(steps, (), "unknown-step"),
+        "disallowed_resource": _other(policy.resources, (), "resource-not-allowed"),
+        # function_digest(machine) hashes this in: the example database's key.
+        "_hypothesis_internal_add_digest": identity.encode(),
+    }
+    return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)
+
+
+# ---- running a campaign ---------------------------------------------------------------
+
+
+@dataclass
+class CampaignResult:
+    """What a campaign did and found. ``visited_snapshots`` (canonical snapshots, see
+    ``canonical_snapshot``) and ``visited_transitions`` ((canonical snapshot before
+    the call, declared transition label)) are what the explorer compares against."""
+
+    policy: Policy
+    profile: str
+    seed: int
+    implementation: str
+    examples: int
+    runs: int
+    operations: int
+    seconds: float
+    coverage: Coverage
+    finding: Finding | None = None
+    replayed: bool = True  # the finding reproduced when replayed by the harness
+    saved: list[Path] = field(default_factory=list)
+    visited_snapshots: set[str] = field(default_factory=set)
+    visited_transitions: set[tuple[str, str]] = field(default_factory=set)
+    budget: tuple[int, int] = (0, 0)  # (examples, steps per example)
+    #: the example (1-based, in the order Hypothesis ran them) that first failed: 1
+    #: when the example database handed back a failure found before
+    found_at_example: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.finding is None
+
+    @property
+    def operations_per_second(self) -> float:
+        return round(self.operations / self.seconds, 1) if self.seconds > 0 else 0.0
+
+    @property
+    def invariants_checked(self) -> int:
+        """Invariant evaluations: every invariant after every operation."""
+        return self.operations * len(INVARIANTS)
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "passed": self.passed,
+            "profile": self.profile,
+            "seed": self.seed,
+            "implementation": self.implementation,
+            "budget": {"examples": self.budget[0], "steps_per_example": self.budget[1]},
+            "examples": self.examples,
+            "runs": self.runs,
+            "operations": self.operations,
+            "seconds": round(self.seconds, 2),
+            "operations_per_second": self.operations_per_second,
+            "invariants": list(INVARIANTS),
+            "invariants_checked": self.invariants_checked,
+            "distinct_states_visited": len(self.visited_snapshots),
+            "distinct_state_transitions_visited": len(self.visited_transitions),
+            "coverage": self.coverage.to_json(),
+            "policy": policy_to_dict(self.policy),
+            "finding": None,
+        }
+        if self.finding is not None:
+            document["finding"] = {
+                **self.finding.to_json(),
+                "reproduced_by_replay": self.replayed,
+                "found_at_example": self.found_at_example,
+                "saved": [str(path) for path in self.saved],
+            }
+        return document
+
+    def summary_lines(self) -> list[str]:
+        lines = [
+            f"campaign: {'PASSED' if self.passed else 'FAILED'} - {self.implementation} "
+            f"against the reference model, profile {self.profile}, seed {self.seed}",
+            f"examples: {self.examples} ({self.runs} runs), operations: {self.operations}, "
+            f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
+            f"invariants checked: {self.invariants_checked} "
+            f"({len(INVARIANTS)} invariants after every operation, plus lockstep with the "
+            "reference model)",
+        ]
+        if self.visited_snapshots:
+            lines.append(f"distinct states visited: {len(self.visited_snapshots)}")
+        lines += self.coverage.lines()
+        return lines
+
+
+def _database(location: str | Path | None) -> ExampleDatabase | None:
+    return None if location is None else DirectoryBasedExampleDatabase(str(location))
+
+
+def run_campaign(
+    policy: Policy | None = None,
+    profile: str = "ci",
+    *,
+    seed: int | None = None,
+    examples: int | None = None,
+    steps: int | None = None,
+    implementation: str | type[Any] | None = None,
+    reference: Factory = ReferenceController,
+    out_dir: str | Path | None = DEFAULT_OUT_DIR,
+    database: str | Path | None = DEFAULT_DATABASE,
+    progress: Callable[[Progress], None] | None = None,
+    collect_visited: bool = True,
+) -> CampaignResult:
+    """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
+    generated controller) against ``reference`` under ``policy`` with the profile's
+    budget (``examples``/``steps`` override it). Deterministic for a ``seed``
+    (a random one is chosen and reported when None). On a failure, the shrunk
+    counterexample is replayed through the harness and, when ``out_dir`` is given,
+    saved there as JSON and as a pytest file."""
+    policy = policy or DEFAULT_POLICY
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
+    budget = PROFILES[profile]
+    examples = budget.examples if examples is None else examples
+    steps = budget.steps if steps is None else steps
+    if examples < 1 or steps < 1:
+        raise ValueError("examples and steps must be at least 1")
+    if seed is None:
+        seed = random.SystemRandom().randrange(1_000_000)
+    if implementation is None:
+        implementation = DEFAULT_IMPLEMENTATION
+    if isinstance(implementation, str):
+        path, implementation_class = implementation, resolve_implementation(implementation)
+    else:
+        implementation_class = implementation
+        path = f"{implementation.__module__}:{implementation.__qualname__}"
+
+    recorder = Recorder(
+        Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
+    )
+    identity = json.dumps([path, policy_to_dict(policy)], sort_keys=True)
+    machine = build_machine(
+        policy, implementation_class, recorder, identity=identity, reference=reference
+    )
+    machine = hypothesis_seed(seed)(machine)
+    hypothesis_settings = settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=_database(database),
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        derandomize=False,
+    )
+    failure: PropertyFailure | None = None
+    try:
+        run_state_machine_as_test(machine, settings=hypothesis_settings)
+    except PropertyFailure as caught:  # Hypothesis replayed its minimal example
+        failure = caught
+    seconds = time.perf_counter() - recorder.started
+
+    result = CampaignResult(
+        policy=policy,
+        profile=profile,
+        seed=seed,
+        implementation=path,
+        examples=recorder.examples,
+        runs=recorder.runs,
+        operations=recorder.operations,
+        seconds=seconds,
+        coverage=recorder.coverage,
+        visited_snapshots=recorder.visited_snapshots,
+        visited_transitions=recorder.visited_transitions,
+        budget=(examples, steps),
+        found_at_example=recorder.first_failure_at,
+    )
+    if failure is not None:
+        _record_failure(result, failure, implementation_class, reference, out_dir)
+    return result
+
+
+def _record_failure(
+    result: CampaignResult,
+    failure: PropertyFailure,
+    implementation: Factory,
+    reference: Factory,
+    out_dir: str | Path | None,
+) -> None:
+    """Confirm the shrunk failure through the harness (the same code ``replan replay``
+    runs), then keep it as a Finding and, with ``out_dir``, as JSON and pytest."""
+    report = run_sequence(result.policy, failure.operations, implementation, reference)
+    result.replayed = report.failure is not None
+    if report.failure is not None:
+        failed_at = report.failed_at if report.failed_at is not None else len(report.results) - 1
+        operations = list(failure.operations[: failed_at + 1])
+        results, property_name, detail = report.results, report.failure, report.detail
+    else:  # kept as found; the report says it did not reproduce
+        operations, results = failure.operations, failure.results
+        property_name, detail = failure.property, failure.detail
+    result.finding = Finding(
+        property=property_name,
+        policy=result.policy,
+        operations=operations,
+        results=results,
+        message=detail,
+        source="campaign",
+        extra={"implementation": result.implementation, "seed": result.seed},
+    )
+    if out_dir is not None:
+        directory = Path(out_dir)
+        stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(property_name)}"
+        json_path = result.finding.save(directory / f"campaign_{stem}.json")
+        test_path = directory / f"test_campaign_{stem}.py"
+        test_path.write_text(
+            pytest_source(
+                result.policy,
+                property_name,
+                operations,
+                name=f"campaign_{stem}",
+                implementation=result.implementation,
+            ),
+            encoding="utf-8",
+        )
+        result.saved = [json_path, test_path]

@@ -1,0 +1,292 @@
+"""What a campaign reached, measured against what the declaration says can happen.
+
+Owns: the coverage targets of a run (every declared transition of
+``spec.model.extract``, every ``ExecuteResult``, every ``StopReason``), the analysis
+of which declared transitions *cannot* fire under a given policy, and the counting
+of what fired. Targets are derived from the declaration and the records, never
+restated: adding a transition to the declaration adds a target here.
+
+Why a policy can make a transition dead: some guards read only the policy (e.g.
+``counts_duplicates`` is ``policy.count_duplicate_deliveries``). Under the default
+policy that guard is always true, so ``idle --observe[duplicate_delivery]--> idle``
+is shadowed by the transition before it and can never fire. Such a transition is not
+a coverage target for that policy; the report names it and why, instead of either
+hiding it or demanding the impossible. The analysis is sound in one direction only:
+guards that read run state are treated as free booleans, so a transition declared
+dead here is dead for certain, while an unreached live one is simply reported
+missed.
+
+Leaves to others: running operations (``verification.campaign``), deciding what a
+failure is (``spec.invariants``, ``verification.harness``).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import textwrap
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from controller.policy import Policy
+from controller.records import ExecuteResult, StopReason
+from controller.run import Run
+from spec.declaration import Replanning
+from spec.model import MachineModel, TransitionInfo, extract
+
+
+@cache
+def declared_model() -> MachineModel:
+    """The declaration's model (extracted once)."""
+    return extract(Replanning)
+
+
+# ---- which guards are facts about the policy alone ------------------------------------
+
+
+def _policy_constants(model: MachineModel, policy: Policy) -> dict[str, bool]:
+    """Guard name -> its value under ``policy``, for the guards that read only the
+    policy."""
+    names = {name for t in model.transitions for name in t.guard_names}
+    probe = Run(policy)
+    constants: dict[str, bool] = {}
+    for name in sorted(names):
+        method = getattr(Run, name, None)
+        if method is not None and _has_only_policy_reads(method):
+            constants[name] = bool(getattr(probe, name)())
+    return constants
+
+
+def _has_only_policy_reads(method: Any) -> bool:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = tree.body[0]
+    if not isinstance(function, ast.FunctionDef) or len(function.args.args) != 1:
+        return False
+    statements = [
+        node
+        for node in function.body
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+    ]
+    if len(statements) != 1 or not isinstance(statements[0], ast.Return):
+        return False
+    expression = statements[0].value
+    if expression is None:
+        return False
+    self_attributes = [
+        node
+        for node in ast.walk(expression)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ]
+    self_names = [
+        node for node in ast.walk(expression) if isinstance(node, ast.Name) and node.id == "self"
+    ]
+    calls = [node for node in ast.walk(expression) if isinstance(node, ast.Call)]
+    return (
+        bool(self_attributes)
+        and len(self_names) == len(self_attributes)  # self only as `self.<attr>`
+        and all(node.attr == "policy" for node in self_attributes)
+        and not calls
+    )
+
+
+def _evaluate(tree: ast.expr | None, values: Mapping[str, bool]) -> bool:
+    if tree is None:
+        return True
+    if isinstance(tree, ast.Name):
+        return values[tree.id]
+    if isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not):
+        return not _evaluate(tree.operand, values)
+    if isinstance(tree, ast.BoolOp):
+        parts = (_evaluate(value, values) for value in tree.values)
+        return all(parts) if isinstance(tree.op, ast.And) else any(parts)
+    if isinstance(tree, ast.Constant):
+        return bool(tree.value)
+    raise ValueError(f"unexpected guard node {ast.dump(tree)}")
+
+
+def dead_transitions(policy: Policy, model: MachineModel | None = None) -> dict[str, str]:
+    """Declared transitions that can never fire under ``policy``: label -> why.
+
+    A transition fires when its guard holds and no earlier transition of the same
+    state and event fires. With the policy-only guards fixed and every other guard a
+    free boolean, if no assignment makes it fire, no run can."""
+    model = model or declared_model()
+    constants = _policy_constants(model, policy)
+    groups: dict[tuple[str, str], list[TransitionInfo]] = {}
+    for transition in model.transitions:
+        groups.setdefault((transition.source, transition.event), []).append(transition)
+    dead: dict[str, str] = {}
+    for group in groups.values():
+        names = sorted({n for t in group for n in t.guard_names} - constants.keys())
+        involved = sorted({n for t in group for n in t.guard_names} & constants.keys())
+        for position, transition in enumerate(group):
+            earlier = group[:position]
+            holds = fires = False
+            for bits in itertools.product((False, True), repeat=len(names)):
+                values = {**constants, **dict(zip(names, bits, strict=True))}
+                if _evaluate(transition.guard_tree, values):
+                    holds = True
+                    if not any(_evaluate(e.guard_tree, values) for e in earlier):
+                        fires = True
+                        break
+            if not fires:
+                why = (
+                    "an earlier transition of the same state and event always fires first"
+                    if holds
+                    else "its guard never holds"
+                )
+                facts = ", ".join(f"{n} is {constants[n]}" for n in involved)
+                dead[transition.label] = f"{why} ({facts})" if facts else why
+    return dead
+
+
+# ---- targets and counts --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What a campaign under one policy should reach."""
+
+    transitions: tuple[str, ...]  # every declared transition label, declaration order
+    dead: Mapping[str, str]  # label -> why it cannot fire under this policy
+    execute_results: tuple[str, ...]
+    stop_reasons: tuple[str, ...]
+
+    @property
+    def live_transitions(self) -> tuple[str, ...]:
+        return tuple(label for label in self.transitions if label not in self.dead)
+
+
+def targets_for(policy: Policy, model: MachineModel | None = None) -> Targets:
+    model = model or declared_model()
+    return Targets(
+        transitions=tuple(t.label for t in model.transitions),
+        dead=dead_transitions(policy, model),
+        execute_results=tuple(str(result) for result in ExecuteResult),
+        stop_reasons=tuple(str(reason) for reason in StopReason),
+    )
+
+
+@dataclass
+class Coverage:
+    """Counts of what fired, against ``targets``."""
+
+    targets: Targets
+    transitions: Counter[str] = field(default_factory=Counter)
+    execute_results: Counter[str] = field(default_factory=Counter)
+    stop_reasons: Counter[str] = field(default_factory=Counter)
+    absorbed: Counter[str] = field(default_factory=Counter)  # "<StopReason> absorbs <op>"
+    refused: int = 0  # calls the input check refused before any transition
+
+    def record(self, label: str | None, op: str, result: Any, stopped_now: str | None) -> None:
+        """One call: the transition label its trace record named, the operation, its
+        outcome, and the stop reason it caused (None if it did not stop the run)."""
+        if label is None:
+            self.refused += 1
+        elif " absorbs " in label:
+            self.absorbed[label] += 1
+        else:
+            self.transitions[label] += 1
+        if op == "execute" and isinstance(result, ExecuteResult):
+            self.execute_results[str(result)] += 1
+        if stopped_now is not None:
+            self.stop_reasons[stopped_now] += 1
+
+    @property
+    def missed_transitions(self) -> list[str]:
+        return [label for label in self.targets.live_transitions if not self.transitions[label]]
+
+    @property
+    def missed_execute_results(self) -> list[str]:
+        return [name for name in self.targets.execute_results if not self.execute_results[name]]
+
+    @property
+    def missed_stop_reasons(self) -> list[str]:
+        return [name for name in self.targets.stop_reasons if not self.stop_reasons[name]]
+
+    @property
+    def complete(self) -> bool:
+        return not (
+            self.missed_transitions or self.missed_execute_results or self.missed_stop_reasons
+        )
+
+    @staticmethod
+    def _percent(reached: int, total: int) -> float:
+        return round(100.0 * reached / total, 1) if total else 100.0
+
+    def figures(self) -> dict[str, tuple[int, int, float]]:
+        """name -> (reached, target count, percent)."""
+        live = len(self.targets.live_transitions)
+        results = len(self.targets.execute_results)
+        reasons = len(self.targets.stop_reasons)
+        reached = (
+            live - len(self.missed_transitions),
+            results - len(self.missed_execute_results),
+            reasons - len(self.missed_stop_reasons),
+        )
+        return {
+            "transitions": (reached[0], live, self._percent(reached[0], live)),
+            "execute_results": (reached[1], results, self._percent(reached[1], results)),
+            "stop_reasons": (reached[2], reasons, self._percent(reached[2], reasons)),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        figures = self.figures()
+        return {
+            "complete": self.complete,
+            "transitions": {
+                "declared": len(self.targets.transitions),
+                "live": figures["transitions"][1],
+                "reached": figures["transitions"][0],
+                "percent": figures["transitions"][2],
+                "missed": self.missed_transitions,
+                "dead_under_policy": dict(self.targets.dead),
+                "fired": {label: self.transitions[label] for label in self.targets.transitions},
+            },
+            "execute_results": {
+                "reached": figures["execute_results"][0],
+                "of": figures["execute_results"][1],
+                "percent": figures["execute_results"][2],
+                "missed": self.missed_execute_results,
+                "counts": {n: self.execute_results[n] for n in self.targets.execute_results},
+            },
+            "stop_reasons": {
+                "reached": figures["stop_reasons"][0],
+                "of": figures["stop_reasons"][1],
+                "percent": figures["stop_reasons"][2],
+                "missed": self.missed_stop_reasons,
+                "counts": {n: self.stop_reasons[n] for n in self.targets.stop_reasons},
+            },
+            "absorbed_in_final_states": dict(sorted(self.absorbed.items())),
+            "refused_by_input_check": self.refused,
+        }
+
+    def lines(self) -> list[str]:
+        """The human summary: percentages, then what was missed or cannot fire."""
+        figures = self.figures()
+        t, r, s = figures["transitions"], figures["execute_results"], figures["stop_reasons"]
+        declared = len(self.targets.transitions)
+        dead = len(self.targets.dead)
+        out = [
+            f"coverage: transitions {t[0]}/{t[1]} ({t[2]}%)"
+            + (f" of {declared} declared; {dead} cannot fire under this policy" if dead else "")
+            + f", ExecuteResults {r[0]}/{r[1]} ({r[2]}%), StopReasons {s[0]}/{s[1]} ({s[2]}%)"
+        ]
+        for label, why in self.targets.dead.items():
+            out.append(f"  not a target: {label}  ({why})")
+        for label in self.missed_transitions:
+            out.append(f"  MISSED transition: {label}")
+        for name in self.missed_execute_results:
+            out.append(f"  MISSED ExecuteResult: {name}")
+        for name in self.missed_stop_reasons:
+            out.append(f"  MISSED StopReason: {name}")
+        return out
