@@ -180,7 +180,7 @@ MUTANT_PROOFS: dict[str, tuple[Callable[[], MachineModel], type[Run], str]] = {
     "older-overwrites-newer": (
         lambda: DECLARATION,
         mutants.OlderOverwritesNewer,
-        "revision-honest",
+        "latest-is-newest",
     ),
     "unknown-treated-as-passed": (
         lambda: DECLARATION,

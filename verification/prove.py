@@ -305,7 +305,18 @@ def prove_equivalence(
         gate = commit_gate(policy, step, model, model_class)
         ready = ready_to_commit(gate.evidence, policy.workflow_keys)
         solver = z3.Solver()
-        solver.add(gate.premise, gate.opens != ready)
+        solver.add(gate.premise)
+        if _solve(solver) == z3.unsat:  # never a proof: the premise describes no state
+            return PropertyResult(
+                "commit-equivalence",
+                "equivalence",
+                False,
+                time.perf_counter() - started,
+                statement,
+                f"{step}: vacuous (no state satisfies the premise)",
+                {"step": step, "vacuous": True},
+            )
+        solver.add(gate.opens != ready)
         if _solve(solver) == z3.unsat:
             continue
         constraints = [gate.premise, gate.opens != ready]
@@ -374,7 +385,6 @@ def equivalence_finding(
 ) -> Any:
     """The counterexample as the shared ``Finding`` (replayable), with the results the
     generated controller really gives."""
-    from spec.generator import load_controller
     from verification.harness import Finding, apply
 
     model = model or _declaration()
@@ -383,7 +393,6 @@ def equivalence_finding(
     operations = equivalence_operations(policy, step, assignment)
     results = [apply(controller, operation) for operation in operations]
     decision = decide({k: EvidenceState(v) for k, v in assignment.items()}, policy)
-    del load_controller
     return Finding(
         "commit-equivalence",
         policy,
@@ -475,6 +484,9 @@ class StateInvariant:
     name: str
     meaning: str
     holds: Callable[[Universe, State], z3.BoolRef]
+    #: assumed before the step by every other proof (mutual induction); one stated for
+    #: an arbitrary value of a free constant is not (it would assume it for one value)
+    shared: bool = True
 
 
 @dataclass(frozen=True)
@@ -610,7 +622,32 @@ AUXILIARY: tuple[StateInvariant, ...] = (
     ),
 )
 
+
 #: CONTRACT.md's state invariants, in z3.
+def _latest_is_newest(u: Universe, state: State) -> z3.BoolRef:
+    """For each key: a remembered version is at most the latest recorded one, and the
+    latest recorded version is remembered (so it is the highest seen).
+
+    "Every remembered version" is a quantifier; it is stated for one arbitrary
+    version ``any_version``, a free constant, instead. Proving ``P(s, v) ∧ Step ⇒
+    P(s', v)`` for a free ``v`` is sound for ``∀v. P`` (the premise is the quantified
+    one instantiated at ``v``, so weaker) and keeps every query quantifier-free: z3
+    then always answers, and a counterexample names the offending version."""
+    from verification.symbolic import CONTENT
+
+    contents: ContentMap = state["_contents"]
+    version = z3.Int("any_version")
+    parts = []
+    for key in u.policy.keys:
+        latest = state["_latest_version"].entries[key]
+        member = u.key.members[key]
+        remembered = CONTENT.is_some(z3.Select(contents.array, member, version))
+        newest = CONTENT.is_some(z3.Select(contents.array, member, latest.value))
+        parts.append(z3.Implies(remembered, z3.And(latest.some, version <= latest.value)))
+        parts.append(z3.Implies(latest.some, newest))
+    return all_of(*parts)
+
+
 STATE_INVARIANTS: tuple[StateInvariant, ...] = (
     StateInvariant(
         "step-bound", "steps <= max_steps", lambda u, s: s["_steps"] <= u.limits["max_steps"]
@@ -626,6 +663,12 @@ STATE_INVARIANTS: tuple[StateInvariant, ...] = (
         lambda u, s: z3.Implies(
             _plan(s).some, _plan(s).value.fields["evidence_revision"] == s["_evidence_revision"]
         ),
+    ),
+    StateInvariant(
+        "latest-is-newest",
+        "the latest record of a key has the highest version seen for it",
+        _latest_is_newest,
+        shared=False,
     ),
 )
 
@@ -768,6 +811,10 @@ def describe_state(model: z3.ModelRef, u: Universe, state: State) -> dict[str, A
         "no_progress": _value(model, state["_no_progress"], u),
         "pending": pending,
         "evidence": {k: _value(model, u.evidence_state(state, k), u) for k in u.policy.keys},
+        "latest_version": {
+            k: _value(model, e.value, u) if _value(model, e.some, u) else None
+            for k, e in state["_latest_version"].entries.items()
+        },
         "passed": [k for k in u.policy.keys if _value(model, state["_passed"].members[k], u)],
     }
 
@@ -788,8 +835,14 @@ def _describe_argument(model: z3.ModelRef, step: StepEncoding) -> Any:
 def describe_step(model: z3.ModelRef, step: StepEncoding) -> dict[str, Any]:
     u = step.universe
     fired = _value(model, step.fired, u)
+    free = {d.name(): d for d in model.decls()}
     return {
         "limits": {name: _value(model, term, u) for name, term in u.limits.items()},
+        **(
+            {"any_version": _value(model, z3.Int("any_version"), u)}
+            if "any_version" in free
+            else {}
+        ),
         "before": describe_state(model, u, step.pre),
         "event": step.event,
         "argument": _describe_argument(model, step),
@@ -807,7 +860,11 @@ def _state_line(state: Mapping[str, Any]) -> str:
         if pending is None
         else f"{pending['id']} {pending['step']} (evidence_revision {pending['evidence_revision']})"
     )
-    evidence = ", ".join(f"{k}={v}" for k, v in state["evidence"].items())
+    versions = state.get("latest_version", {})
+    evidence = ", ".join(
+        f"{k}={v}" + (f"@v{versions[k]}" if versions.get(k) is not None else "")
+        for k, v in state["evidence"].items()
+    )
     return (
         f"{state['state']}; evidence_revision={state['evidence_revision']} "
         f"steps={state['steps']} proposals={state['proposals']} "
@@ -817,6 +874,8 @@ def _state_line(state: Mapping[str, Any]) -> str:
 
 def step_text(description: Mapping[str, Any]) -> str:
     limits = ", ".join(f"{k}={v}" for k, v in description["limits"].items())
+    if "any_version" in description:
+        limits += f"; the offending version: {description['any_version']}"
     return "\n".join(
         [
             f"limits: {limits}",
@@ -845,7 +904,13 @@ def _check(
     for label, premises, goal, step, state in queries:
         solver = _solver()
         solver.add(*premises)
-        if _solve(solver) == z3.unsat:
+        verdict = solver.check()
+        if verdict == z3.sat:
+            solver.add(z3.Not(goal))
+            verdict = solver.check()
+            if verdict == z3.unsat:
+                continue
+        elif verdict == z3.unsat:
             return PropertyResult(
                 name,
                 kind,
@@ -855,9 +920,16 @@ def _check(
                 f"{label}: vacuous (its premises contradict each other)",
                 {"obligation": label, "vacuous": True},
             )
-        solver.add(z3.Not(goal))
-        if _solve(solver) == z3.unsat:
-            continue
+        if verdict == z3.unknown:
+            return PropertyResult(
+                name,
+                kind,
+                False,
+                time.perf_counter() - started,
+                statement,
+                f"{label}: z3 could not decide ({solver.reason_unknown()})",
+                {"obligation": label, "unknown": solver.reason_unknown()},
+            )
         model = solver.model()
         if step is not None:
             description = describe_step(model, step)
@@ -891,7 +963,7 @@ def prove_invariants(
     def aux(state: State) -> list[z3.BoolRef]:
         # Mutual induction: every state invariant may assume all of them before the
         # step (sound once each is proved: their conjunction is then inductive).
-        return [inv.holds(u, state) for inv in (*AUXILIARY, *STATE_INVARIANTS)]
+        return [inv.holds(u, state) for inv in (*AUXILIARY, *STATE_INVARIANTS) if inv.shared]
 
     results = []
     for inv in (*AUXILIARY, *STATE_INVARIANTS):

@@ -1718,9 +1718,20 @@ class FormulaOnRuns:
                 substitution.append((term, constant))
             value = z3.simplify(z3.substitute(self.formula, *substitution))
             if not (z3.is_true(value) or z3.is_false(value)):
-                raise AssertionError(f"the formula does not evaluate to a constant: {value}")
+                value = _decide_closed(value)  # free variables: valid for all values?
             self._memo[key] = z3.is_true(value)
         return self._memo[key]
+
+
+def _decide_closed(formula: z3.BoolRef) -> z3.BoolRef:
+    """Whether a formula over constants and free variables (``any_version``) holds
+    for every value of the free variables, decided by the solver."""
+    solver = z3.Solver()
+    solver.add(z3.Not(formula))
+    verdict = solver.check()
+    if verdict == z3.unknown:
+        raise AssertionError(f"z3 cannot decide {formula} ({solver.reason_unknown()})")
+    return z3.BoolVal(verdict == z3.unsat)
 
 
 def free_constants(term: z3.ExprRef) -> set[str]:
