@@ -319,3 +319,17 @@ def test_the_counterexample_evidence_states_are_the_contracts() -> None:
     from verification.symbolic import EVIDENCE
 
     assert set(EVIDENCE.members) == {str(s) for s in EvidenceState}
+
+
+def test_the_saved_equivalence_counterexample_is_a_replayable_episode(tmp_path: Path) -> None:
+    from verification.harness import load_counterexample
+
+    result = prove_equivalence(ONLY_PARSER)
+    assert result.counterexample is not None
+    path = tmp_path / "counterexample.json"
+    path.write_text(json.dumps(result.counterexample["replay"]), encoding="utf-8")
+    loaded_policy, name, operations, recorded = load_counterexample(path)
+    assert (loaded_policy, name) == (ONLY_PARSER, "commit-equivalence")
+    controller = Controller(loaded_policy)
+    assert [apply(controller, op) for op in operations] == recorded
+    assert recorded[-1] == "Executed"

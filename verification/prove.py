@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import z3
+import z3  # type: ignore[import-untyped]
 
 from controller.policy import Policy, policy_to_dict
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
@@ -182,7 +182,7 @@ class Gate:
         if self._opens is None:
             self._opens = FormulaOnRuns(u, self.encoding.pre, self.opens)
         extra: list[tuple[z3.ExprRef, bool | int]] = [(self.encoding.argument, u.intern(plan_id))]
-        env = {self.encoding.parameter: plan_id}
+        env = {str(self.encoding.parameter): plan_id}
         for text, term in self.encoding.inputs.items():
             extra.append((term, bool(eval(text, dict(vars(builtins)), env))))
         return self._opens(run, extra)
@@ -391,7 +391,7 @@ def equivalence_finding(
     controller_class = _controller_class(model, model_class)
     controller = controller_class(policy)
     operations = equivalence_operations(policy, step, assignment)
-    results = [apply(controller, operation) for operation in operations]
+    results = [apply(controller, operation) for operation in operations]  # type: ignore[arg-type]
     decision = decide({k: EvidenceState(v) for k, v in assignment.items()}, policy)
     return Finding(
         "commit-equivalence",
@@ -500,7 +500,7 @@ class StepInvariant:
 
 
 def _mode(state: State) -> z3.ExprRef:
-    return state["_declared_state"]  # type: ignore[no-any-return]
+    return state["_declared_state"]
 
 
 def _stopped(u: Universe, state: State) -> z3.BoolRef:
@@ -508,7 +508,8 @@ def _stopped(u: Universe, state: State) -> z3.BoolRef:
 
 
 def _plan(state: State) -> Opt:
-    return state["_pending"]  # type: ignore[no-any-return]
+    plan: Opt = state["_pending"]
+    return plan
 
 
 def _answer_is(step: StepEncoding, *values: object) -> z3.BoolRef:
@@ -778,7 +779,10 @@ STEP_INVARIANTS: tuple[StepInvariant, ...] = (
     ),
 )
 
-CONTRACT_INVARIANTS = tuple(i.name for i in (*STATE_INVARIANTS, *STEP_INVARIANTS))
+CONTRACT_INVARIANTS: tuple[str, ...] = (
+    *(i.name for i in STATE_INVARIANTS),
+    *(i.name for i in STEP_INVARIANTS),
+)
 
 
 # ---- describing counterexamples ------------------------------------------------------------

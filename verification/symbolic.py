@@ -41,13 +41,13 @@ import builtins
 import inspect
 import textwrap
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any
 
-import z3
+import z3  # type: ignore[import-untyped]
 
 from controller.policy import Policy
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
@@ -278,7 +278,7 @@ class Universe:
             return cached[1]
         term = self.evidence_state(state, key) == self.evidence.members["Passed"]
         self._passed[(id(known), key)] = (known, term)
-        return term  # type: ignore[no-any-return]
+        return term
 
     def answer_of(self, value: object) -> z3.ExprRef:
         return self.answer.members[answer_key(value)]
@@ -328,7 +328,31 @@ class FMap:
     """A dict over a finite domain (the policy's keys): one optional entry each."""
 
     domain: Domain
-    entries: dict[str, Opt]
+    entries: Mapping[str, Opt]
+
+
+class LazyEntries(Mapping[str, Any]):
+    """A fresh map's entries, each made on first use: a step that never reads a
+    field of a policy with hundreds of keys never pays for its variables."""
+
+    def __init__(self, keys: Iterable[str], make: Callable[[str], Any]) -> None:
+        self._keys = tuple(keys)
+        self._known = frozenset(self._keys)
+        self._make = make
+        self._made: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._made:
+            if key not in self._known:
+                raise KeyError(key)
+            self._made[key] = self._make(key)
+        return self._made[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 @dataclass(frozen=True)
@@ -477,7 +501,7 @@ class Translator:
         if isinstance(value, z3.BoolRef):
             return value
         if isinstance(value, Choice):
-            return self.lift(frame, value, lambda v: self.boolean(frame, v))  # type: ignore[no-any-return]
+            return self.lift(frame, value, lambda v: self.boolean(frame, v))
         raise self.fail(frame, frame.where, f"{value!r} is not a boolean")
 
     def merge(self, condition: z3.BoolRef, a: Any, b: Any) -> Any:
@@ -542,7 +566,7 @@ class Translator:
             return z3.IntVal(item)
         domain = self.u.domain_of(sort)
         if domain is not None and domain.const(item) is not None:
-            return domain.const(item)  # type: ignore[return-value]
+            return domain.const(item)
         raise TranslationError(f"cannot use {item!r} where a {sort} is expected")
 
     def lift(self, frame: _Frame, value: Any, function: Callable[[Any], Any]) -> Any:
@@ -561,7 +585,7 @@ class Translator:
         if isinstance(a, Choice) or isinstance(b, Choice):
             return self.lift(
                 frame, a, lambda x: self.lift(frame, b, lambda y: self.equal(frame, x, y))
-            )  # type: ignore[no-any-return]
+            )
         if isinstance(a, Const) and isinstance(b, Const):
             return z3.BoolVal(bool(a.value == b.value))
         if isinstance(b, Opt | ContentEntry):
@@ -598,7 +622,7 @@ class Translator:
                 return self._equal_const(frame, left, b)
             if left.sort() != right.sort():
                 raise self.fail(frame, frame.where, f"comparing {left.sort()} with {right.sort()}")
-            return left == right  # type: ignore[return-value]
+            return left == right
         raise self.fail(frame, frame.where, f"cannot compare {a!r} with {b!r}")
 
     def _equal_const(self, frame: _Frame, term: z3.ExprRef, value: Any) -> z3.BoolRef:
@@ -607,12 +631,12 @@ class Translator:
         domain = self.u.domain_of(term.sort())
         if domain is not None:
             found = domain.const(value.value)
-            return z3.BoolVal(False) if found is None else term == found  # type: ignore[return-value]
-        return term == self.term(frame, value, term.sort())  # type: ignore[return-value]
+            return z3.BoolVal(False) if found is None else term == found
+        return term == self.term(frame, value, term.sort())
 
     def contains(self, frame: _Frame, container: Any, item: Any) -> z3.BoolRef:
         if isinstance(container, Choice):
-            return self.lift(frame, container, lambda c: self.contains(frame, c, item))  # type: ignore[no-any-return]
+            return self.lift(frame, container, lambda c: self.contains(frame, c, item))
         if isinstance(container, Const):
             collection = container.value
             if isinstance(item, Const):
@@ -633,9 +657,9 @@ class Translator:
                 )
             )
         if isinstance(container, IdSet):
-            return z3.Select(container.array, self.term(frame, item, z3.IntSort()))  # type: ignore[return-value]
+            return z3.Select(container.array, self.term(frame, item, z3.IntSort()))
         if isinstance(container, ContentMap):
-            return CONTENT.is_some(self.content_entry(frame, container, item).term)  # type: ignore[no-any-return]
+            return CONTENT.is_some(self.content_entry(frame, container, item).term)
         raise self.fail(frame, frame.where, f"membership in {container!r}")
 
     def content_entry(self, frame: _Frame, container: ContentMap, index: Any) -> ContentEntry:
@@ -643,7 +667,7 @@ class Translator:
             raise self.fail(frame, frame.where, "_contents is indexed by (key, version)")
         key = self.term(frame, index.items[0], self.u.key.sort)
         version = self.term(frame, index.items[1], z3.IntSort())
-        return ContentEntry(z3.Select(container.array, key, version))  # type: ignore[arg-type]
+        return ContentEntry(z3.Select(container.array, key, version))
 
     def map_get(self, frame: _Frame, container: FMap, key: Any, default: Any) -> Any:
         """``container.get(key[, default])``: an ``Opt`` without a default."""
@@ -758,13 +782,13 @@ class Translator:
         left = self.term(frame, a, z3.IntSort())
         right = self.term(frame, b, z3.IntSort())
         if isinstance(op, ast.Lt):
-            return left < right  # type: ignore[operator,no-any-return]
+            return left < right
         if isinstance(op, ast.LtE):
-            return left <= right  # type: ignore[operator,no-any-return]
+            return left <= right
         if isinstance(op, ast.Gt):
-            return left > right  # type: ignore[operator,no-any-return]
+            return left > right
         if isinstance(op, ast.GtE):
-            return left >= right  # type: ignore[operator,no-any-return]
+            return left >= right
         raise self.fail(frame, node, "comparison not understood")
 
     def _eval_BoolOp(self, node: ast.BoolOp, frame: _Frame) -> Any:
@@ -788,7 +812,7 @@ class Translator:
         if isinstance(node.op, ast.USub):
             if isinstance(operand, Const):
                 return Const(-operand.value)
-            return -self.term(frame, operand, z3.IntSort())  # type: ignore[operator]
+            return -self.term(frame, operand, z3.IntSort())
         raise self.fail(frame, node, "operator not understood")
 
     def _eval_BinOp(self, node: ast.BinOp, frame: _Frame) -> Any:
@@ -799,9 +823,9 @@ class Translator:
         a = self.term(frame, left, z3.IntSort())
         b = self.term(frame, right, z3.IntSort())
         if isinstance(node.op, ast.Add):
-            return a + b  # type: ignore[operator]
+            return a + b
         if isinstance(node.op, ast.Sub):
-            return a - b  # type: ignore[operator]
+            return a - b
         raise self.fail(frame, node, "arithmetic other than + and - is not understood")
 
     def _eval_IfExp(self, node: ast.IfExp, frame: _Frame) -> Any:
@@ -895,13 +919,14 @@ class Translator:
         if not isinstance(clause.target, ast.Name):
             raise self.fail(frame, node, "the loop variable must be a name")
         iterable = self.eval(clause.iter, frame)
+        variable = clause.target.id
 
         def unroll(collection: Any) -> z3.BoolRef:
             if not isinstance(collection, Const):
                 raise self.fail(frame, node, "iteration over a symbolic collection")
             parts = []
             for element in collection.value:
-                env = {**frame.env, clause.target.id: Const(element)}  # type: ignore[union-attr]
+                env = {**frame.env, variable: Const(element)}
                 inner = _Frame(frame.state, env, frame.pc, frame.where, frame.parameters)
                 conditions = [self.boolean(inner, self.eval(c, inner)) for c in clause.ifs]
                 value = self.boolean(inner, self.eval(generator.elt, inner))
@@ -1051,7 +1076,7 @@ class Translator:
                     raise self.fail(frame, statement, "only `self.<field> += / -=` is understood")
                 current = self.term(frame, frame.state[name], z3.IntSort())
                 step = self.term(frame, value, z3.IntSort())
-                value = current + step if isinstance(statement.op, ast.Add) else current - step  # type: ignore[operator]
+                value = current + step if isinstance(statement.op, ast.Add) else current - step
             if name is not None:
                 self.assign_field(frame, statement, name, value)
             elif isinstance(target, ast.Name):
@@ -1100,7 +1125,7 @@ class Translator:
                 self.term(frame, value.items[0], EVIDENCE.sort),
                 self.term(frame, value.items[1], z3.IntSort()),
             )
-            return ContentMap(z3.Store(container.array, key, version, content))  # type: ignore[arg-type]
+            return ContentMap(z3.Store(container.array, key, version, content))
         raise self.fail(frame, node, "store into a value the translator does not model")
 
     def merge_states(self, condition: z3.BoolRef, a: State, b: State) -> State:
@@ -1258,6 +1283,13 @@ def empty_field(u: Universe, kind: str) -> Any:
 # ---- states ------------------------------------------------------------------------------
 
 
+def _fresh_entry(label: str, sort: z3.SortRef) -> Callable[[str], Opt]:
+    def make(key: str) -> Opt:
+        return Opt(z3.Bool(f"{label}[{key}]?"), z3.Const(f"{label}[{key}]", sort))
+
+    return make
+
+
 def fresh_record(u: Universe, kind: str, prefix: str) -> Record:
     return Record(
         kind,
@@ -1280,15 +1312,13 @@ def fresh_state(u: Universe, prefix: str) -> State:
             state[name] = Opt(z3.Bool(f"{label}?"), fresh_record(u, "Plan", label))
         elif kind == "key->int":
             state[name] = FMap(
-                u.key, {k: Opt(z3.Bool(f"{label}[{k}]?"), z3.Int(f"{label}[{k}]")) for k in keys}
+                u.key,
+                LazyEntries(keys, _fresh_entry(label, z3.IntSort())),
             )
         elif kind == "key->evidence":
             state[name] = FMap(
                 u.key,
-                {
-                    k: Opt(z3.Bool(f"{label}[{k}]?"), z3.Const(f"{label}[{k}]", EVIDENCE.sort))
-                    for k in keys
-                },
+                LazyEntries(keys, _fresh_entry(label, EVIDENCE.sort)),
             )
         elif kind == "key set":
             state[name] = FSet(u.key, {k: z3.Bool(f"{label}[{k}]") for k in keys})
@@ -1337,7 +1367,7 @@ def same_state(a: State, b: State) -> z3.BoolRef:
 
 def _same(a: Any, b: Any) -> z3.BoolRef:
     if isinstance(a, z3.ExprRef):
-        return a == b  # type: ignore[no-any-return]
+        return a == b
     if isinstance(a, Opt):
         return all_of(a.some == b.some, z3.Implies(a.some, _same(a.value, b.value)))
     if isinstance(a, Record):
@@ -1347,7 +1377,7 @@ def _same(a: Any, b: Any) -> z3.BoolRef:
     if isinstance(a, FSet):
         return all_of(*(a.members[k] == b.members[k] for k in a.members))
     if isinstance(a, IdSet | ContentMap):
-        return a.array == b.array  # type: ignore[no-any-return]
+        return a.array == b.array
     raise TranslationError(f"cannot compare {a!r}")
 
 
@@ -1534,7 +1564,7 @@ def encode_event(
         branches=branches,
         post=state,
         answer=answer,
-        fired=fired,  # type: ignore[arg-type]
+        fired=fired,
         obligations=translator.obligations,
     )
 
@@ -1577,7 +1607,7 @@ def abstract_value(u: Universe, kind: str, value: object) -> z3.ExprRef | None:
     """The z3 constant for a concrete value of a field of kind ``kind`` (None when the
     value has no counterpart, e.g. a malformed argument's field)."""
     if kind == "int":
-        return z3.IntVal(value) if type(value) is int else None  # type: ignore[arg-type]
+        return z3.IntVal(value) if type(value) is int else None
     if kind in ("plan id", "source"):
         return z3.IntVal(u.intern(value))
     domain = {
