@@ -1,0 +1,409 @@
+"""Check a policy end to end and write the evidence: the project's main job.
+
+"I changed the policy (or the declaration): is the controller still safe, and what
+exactly changed?" One command runs every check, in order, and stops at nothing:
+
+  1. policy         the file validates (else exit 2)
+  2. drift          controller/_generated.py matches the declaration
+  3. proofs         z3: commit equivalence with the fixed workflow, inductive invariants
+  4. explorer       every reachable state within the stated bounds, every invariant
+  5. campaign       Hypothesis lockstep campaign, coverage against the explorer
+  6. diagram        the machine drawn from the declaration (SVG + Mermaid)
+  7. episode        (default policy) the SDK trace and the fixed-workflow table
+
+  replan verify                                   the default policy -> evidence/
+  replan verify --policy my.toml                  your policy -> out/verify/my/
+  replan verify --policy new.toml --against old.toml
+                                                  also: what changed (z3 witnesses where
+                                                  the commit decision differs, behaviours
+                                                  only one version has, the diagram diff)
+  replan verify --against HEAD~1                  against an earlier declaration
+  replan verify --profile thorough --junit out/junit.xml --json
+
+Profiles set the campaign's budget: ci (fast), default, thorough. The campaign seed is
+fixed (--seed), so a verify run is reproducible apart from timings.
+
+Writes to --evidence DIR: verify-report.md (the reviewer's page), verify.json (the
+same for machines), machine.svg (and diff.svg with --against), counterexamples/, and
+for the default policy replan-trace.json and fixed-workflow.json.
+
+Exit 0 when every check held, 1 when any property failed (the report names the check
+and its counterexample, with the replay command), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from controller.policy import DEFAULT_POLICY, Policy, load_policy
+from controller.records import PolicyError
+from replan.common import CliError, add_json_option, print_json, write_json
+from verification.report import CheckResult, VerifyReport, write_junit, write_markdown
+
+PROFILES = ("ci", "default", "thorough")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy", metavar="FILE", help="policy TOML file (default: spec/policy.toml)"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="OLD",
+        help="an older policy file or a git revision of the declaration: report what changed",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="default",
+        help="the campaign's budget (default: default)",
+    )
+    parser.add_argument(
+        "--evidence",
+        metavar="DIR",
+        help="where to write the report (default: evidence/ for the default policy, "
+        "out/verify/<policy name>/ otherwise)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the campaign's seed (default: 0, reproducible)"
+    )
+    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
+    add_json_option(parser)
+
+
+def _progress(text: str) -> None:
+    print(f"replan verify: {text}", file=sys.stderr, flush=True)
+
+
+class Pipeline:
+    """Runs the checks in order, recording each one's result even when it fails."""
+
+    def __init__(self, policy: Policy, evidence: Path, profile: str, seed: int) -> None:
+        self.policy = policy
+        self.evidence = evidence
+        self.profile = profile
+        self.seed = seed
+        self.report = VerifyReport(policy=policy, profile=profile, evidence=str(evidence))
+        self.explored: Any = None  # the explorer's result, kept for the campaign's coverage
+        self.total = 0
+
+    def run(self, number: int, name: str, check: Callable[[], CheckResult]) -> CheckResult:
+        _progress(f"[{number}/{self.total}] {name} ...")
+        started = time.perf_counter()
+        try:
+            result = check()
+        except Exception as error:  # a crashed check is reported, the others still run
+            result = CheckResult(
+                name,
+                "error",
+                f"{type(error).__name__}: {error}",
+                details={"traceback": traceback.format_exc()},
+            )
+        result.seconds = time.perf_counter() - started
+        self.report.checks.append(result)
+        _progress(
+            f"[{number}/{self.total}] {name}: {result.status} - {result.summary} "
+            f"({result.seconds:.1f} s)"
+        )
+        return result
+
+    # ---- the checks -------------------------------------------------------------------
+
+    def drift(self) -> CheckResult:
+        from spec.generator import check_generated
+        from verification.diagram import readme_mermaid
+        from verification.diagram.readme import is_fresh
+
+        generated = check_generated()
+        readme = Path(__file__).resolve().parents[2] / "README.md"
+        diagram_fresh = is_fresh(readme, readme_mermaid()) if readme.is_file() else True
+        problems = []
+        if not generated:
+            problems.append("controller/_generated.py is stale (run `replan generate`)")
+        if not diagram_fresh:
+            problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
+        return CheckResult(
+            "drift",
+            "passed" if not problems else "failed",
+            "; ".join(problems) or "generated code and README diagram match the declaration",
+            details={"generated_fresh": generated, "readme_diagram_fresh": diagram_fresh},
+        )
+
+    def proofs(self) -> CheckResult:
+        from replan.commands.prove import counterexample_document
+        from verification.prove import prove_all
+
+        report = prove_all(self.policy)
+        document = report.to_json()
+        result = CheckResult(
+            "proofs",
+            "passed" if report.ok else "failed",
+            f"{sum(1 for r in report.results if r.proved)} of {len(report.results)} "
+            "properties proved",
+            details=document,
+        )
+        if not report.ok:
+            counterexample = counterexample_document(report)
+            path = write_json(self.evidence / "counterexamples" / "prove.json", counterexample)
+            result.counterexamples.append(str(path))
+            failure = report.failures[0]
+            result.failure_text = failure.message
+            if counterexample.get("steps"):
+                result.replay.append(f"replan replay {path}")
+        return result
+
+    def explorer(self) -> CheckResult:
+        from verification.explore import explore, save_findings
+
+        result = explore(self.policy, keep_graph=True, stop_at_first=False)
+        self.explored = result
+        document = result.to_json()
+        problems = [] if result.ok else [f.property for f in result.findings]
+        status = "passed" if result.ok and result.complete else "failed"
+        summary = (
+            f"{result.states:,} states, {result.transitions:,} transitions, depth "
+            f"{result.depth}; {len(result.fired)}/{len(result.labels)} declared transitions "
+            f"reached; stop reasons reached: "
+            f"{', '.join(k for k, v in result.stop_reasons.items() if v) or 'none'}"
+        )
+        if problems:
+            summary = f"invariants broken: {', '.join(problems)}; " + summary
+        elif not result.complete:
+            summary = f"incomplete ({result.stopped_by}); " + summary
+        check = CheckResult("explorer", status, summary, details=document)
+        check.warnings.extend(result.warnings)
+        if result.findings:
+            directory = self.evidence / "counterexamples"
+            for path in save_findings(result, directory):
+                check.counterexamples.append(str(path))
+                if path.suffix == ".json":
+                    check.replay.append(f"replan replay {path}")
+            first = result.findings[0]
+            check.failure_text = f"{first.property}: {first.message}\n{first.program()}"
+        return check
+
+    def campaign(self) -> CheckResult:
+        from verification.campaign import run_campaign
+
+        result = run_campaign(
+            self.policy,
+            self.profile,
+            seed=self.seed,
+            out_dir=self.evidence / "counterexamples",
+            database=None,  # reproducible: no examples carried over from other runs
+        )
+        document = result.to_json()
+        coverage = result.coverage.to_json()
+        summary = (
+            f"{result.operations:,} operations in {result.examples} examples, "
+            f"{result.operations_per_second:,.0f} ops/s; " + "; ".join(result.coverage.lines()[:1])
+        )
+        if self.explored is not None and self.explored.graph is not None:
+            from verification.explore import coverage as explorer_coverage
+
+            against = explorer_coverage(
+                self.explored, result.visited_snapshots, result.visited_transitions
+            )
+            document["coverage_vs_explorer"] = against.to_json()
+            summary += f"; vs explorer: {against.line()}"
+        status = "passed" if result.passed else "failed"
+        check = CheckResult("campaign", status, summary, details=document)
+        check.details["coverage"] = coverage
+        if result.finding is not None:
+            check.failure_text = (
+                f"{result.finding.property}: {result.finding.message}\n" + result.finding.program()
+            )
+            for path in result.saved:
+                check.counterexamples.append(str(path))
+                if path.suffix == ".json":
+                    check.replay.append(f"replan replay {path}")
+        return check
+
+    def diagram(self) -> CheckResult:
+        from verification.diagram import machine_diagram, render
+        from verification.diagram.dot import dot_available
+
+        diagram = machine_diagram(self.policy)
+        mermaid = render(diagram, "mermaid").decode()
+        self.report.mermaid = mermaid
+        written = []
+        if dot_available():
+            target = self.evidence / "machine.svg"
+            target.write_bytes(render(diagram, "svg"))
+            written.append(str(target))
+        summary = f"{len(diagram.edges)} transitions drawn"
+        summary += (
+            f"; wrote {', '.join(written)}" if written else "; Graphviz missing: Mermaid only"
+        )
+        return CheckResult("diagram", "passed", summary, details={"files": written})
+
+    def episode(self) -> CheckResult:
+        from verification.episode import run_reference_episode
+        from verification.fixed_workflow import fixed_workflow_table
+
+        record = run_reference_episode()
+        write_json(self.evidence / "replan-trace.json", record)
+        table = fixed_workflow_table(self.policy)
+        write_json(self.evidence / "fixed-workflow.json", table)
+        rows = table.get("rows", [])
+        agree = sum(1 for row in rows if row.get("agree"))
+        holds = bool(record.get("holds")) and agree == len(rows)
+        totals = record.get("totals", {})
+        summary = (
+            f"reference episode through the SDK (scripted provider): "
+            f"{totals.get('executed_steps')} steps, {totals.get('proposals_considered')} "
+            f"proposals, stop {record.get('final', {}).get('stop_reason')}; "
+            f"fixed workflow {agree}/{len(rows)} agree"
+        )
+        check = CheckResult("episode", "passed" if holds else "failed", summary)
+        check.details = {"totals": totals, "facts": record.get("facts"), "agree": agree}
+        if not holds:
+            from verification.episode import failing_facts
+
+            check.failure_text = "\n".join(failing_facts(record))
+        return check
+
+    def against(self, old: str) -> CheckResult:
+        """What changed between OLD (a policy file or git revision) and this policy."""
+        from spec.declaration import Replanning
+        from spec.model import extract
+        from verification.diagram import render
+        from verification.diagram.dot import dot_available
+        from verification.diagram.graph import diff
+        from verification.diagram.overlays import load_old, repository_root
+        from verification.explore import explore
+        from verification.prove import decision_difference
+
+        current = extract(Replanning)
+        old_machine = load_old(old, repository_root(), current)
+        witness = decision_difference(old_machine.policy, self.policy)
+        details: dict[str, Any] = {
+            "old": old_machine.name,
+            "commit_decision": None if witness is None else witness.to_json(),
+        }
+        lines = [
+            "commit decisions: identical for every evidence assignment (z3)"
+            if witness is None
+            else f"commit decisions differ: {witness.text()}"
+        ]
+        # Behaviours only one version has: declared transitions and stop reasons the
+        # explorer reaches under the old machine and policy versus the new.
+        from spec.generator import load_controller
+
+        old_controller = load_controller(old_machine.model, old_machine.model_class, "old")
+        old_result = explore(old_machine.policy, implementation=old_controller)
+        new_result = self.explored or explore(self.policy)
+        old_fired, new_fired = set(old_result.fired), set(new_result.fired)
+        old_stops = {k for k, v in old_result.stop_reasons.items() if v}
+        new_stops = {k for k, v in new_result.stop_reasons.items() if v}
+        behaviour = {
+            "transitions_only_old": sorted(old_fired - new_fired),
+            "transitions_only_new": sorted(new_fired - old_fired),
+            "stop_reasons_only_old": sorted(old_stops - new_stops),
+            "stop_reasons_only_new": sorted(new_stops - old_stops),
+            "states": {"old": old_result.states, "new": new_result.states},
+        }
+        details["behaviour"] = behaviour
+        for key, text in (
+            ("transitions_only_new", "new reachable transitions"),
+            ("transitions_only_old", "lost transitions"),
+            ("stop_reasons_only_new", "new stop paths"),
+            ("stop_reasons_only_old", "lost stop paths"),
+        ):
+            if behaviour[key]:
+                lines.append(f"{text}: {', '.join(behaviour[key])}")
+        lines.append(f"reachable states: {old_result.states:,} -> {new_result.states:,}")
+        diagram = diff(
+            old_machine.model,
+            old_machine.policy,
+            current,
+            self.policy,
+            old_machine.name,
+            old_machine.model_class,
+        )
+        self.report.diff_mermaid = render(diagram, "mermaid").decode()
+        if dot_available():
+            target = self.evidence / "diff.svg"
+            target.write_bytes(render(diagram, "svg"))
+            details["diagram"] = str(target)
+        self.report.against_lines = lines
+        # A change is information, not a failure: the checks above judge safety.
+        return CheckResult("against", "passed", "; ".join(lines[:2]), details=details)
+
+
+def _evidence_dir(args: argparse.Namespace) -> Path:
+    if args.evidence:
+        return Path(args.evidence)
+    if args.policy is None:
+        return Path("evidence")
+    return Path("out") / "verify" / Path(args.policy).stem
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    policy = DEFAULT_POLICY
+    if args.policy is not None:
+        try:
+            policy = load_policy(args.policy)
+        except PolicyError as error:
+            raise CliError(str(error)) from None
+    if args.against is not None:
+        _check_against(args.against)
+    evidence = _evidence_dir(args)
+    try:
+        (evidence / "counterexamples").mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"--evidence {evidence}: cannot write ({error.strerror or error})") from None
+
+    pipeline = Pipeline(policy, evidence, args.profile, args.seed)
+    steps: list[tuple[str, Callable[[], CheckResult]]] = [
+        ("drift", pipeline.drift),
+        ("proofs", pipeline.proofs),
+        ("explorer", pipeline.explorer),
+        ("campaign", pipeline.campaign),
+        ("diagram", pipeline.diagram),
+    ]
+    if policy == DEFAULT_POLICY:
+        steps.append(("episode", pipeline.episode))
+    if args.against is not None:
+        old = args.against
+        steps.append(("against", lambda: pipeline.against(old)))
+    pipeline.total = len(steps) + 1
+    pipeline.report.checks.append(
+        CheckResult("policy", "passed", f"{args.policy or 'spec/policy.toml'} is valid")
+    )
+    _progress(f"[1/{pipeline.total}] policy: passed")
+    for number, (name, check) in enumerate(steps, start=2):
+        pipeline.run(number, name, check)
+
+    report = pipeline.report
+    report.seconds = time.perf_counter() - started
+    document = report.to_json()
+    write_json(evidence / "verify.json", document)
+    write_markdown(report, evidence / "verify-report.md")
+    if args.junit:
+        write_junit(report, Path(args.junit))
+    if args.json:
+        print_json(document)
+    else:
+        for line in report.summary_lines():
+            print(line)
+    return 0 if report.ok else 1
+
+
+def _check_against(old: str) -> None:
+    """Bad --against input is a usage error (exit 2), found before any check runs."""
+    from spec.declaration import Replanning
+    from spec.model import extract
+    from verification.diagram.overlays import OverlayError, load_old, repository_root
+
+    try:
+        load_old(old, repository_root(), extract(Replanning))
+    except (OverlayError, PolicyError) as error:
+        raise CliError(f"--against {old}: {error}") from None

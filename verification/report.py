@@ -1,0 +1,243 @@
+"""The verify report: one record per check, rendered for reviewers and machines.
+
+Owns the shapes ``replan verify`` writes (``verify.json``, ``verify-report.md``,
+JUnit XML) and nothing else: it reads check results, it runs no check. Timings,
+dates and package versions are kept apart (``seconds`` fields and the ``run``
+section) so that a report is reproducible apart from them.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from controller.policy import Policy, policy_to_dict
+
+#: Keys whose values change from run to run without the result changing.
+VOLATILE_KEYS = frozenset(
+    {
+        "seconds",
+        "generated_at",
+        "versions",
+        "run",
+        "operations_per_second",
+        "states_per_second",
+        "transitions_per_second",
+        "solver_ms",
+        "milliseconds",
+        "ms",
+        "time",
+    }
+)
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # passed | failed | error
+    summary: str
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    counterexamples: list[str] = field(default_factory=list)
+    replay: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    failure_text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "seconds": round(self.seconds, 2),
+            "counterexamples": self.counterexamples,
+            "replay": self.replay,
+            "warnings": self.warnings,
+            "failure": self.failure_text,
+            "details": self.details,
+        }
+
+
+@dataclass
+class VerifyReport:
+    policy: Policy
+    profile: str
+    evidence: str
+    checks: list[CheckResult] = field(default_factory=list)
+    seconds: float = 0.0
+    mermaid: str = ""
+    diff_mermaid: str = ""
+    against_lines: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "profile": self.profile,
+            "policy": policy_to_dict(self.policy),
+            "checks": [check.to_json() for check in self.checks],
+            "failed": [check.name for check in self.checks if not check.ok],
+            "against": self.against_lines,
+            "run": {
+                "seconds": round(self.seconds, 1),
+                "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "versions": _versions(),
+            },
+        }
+
+    def summary_lines(self) -> list[str]:
+        lines = []
+        for check in self.checks:
+            mark = {"passed": "ok  ", "failed": "FAIL", "error": "ERR "}.get(check.status, "?   ")
+            lines.append(f"{mark} {check.name:<9} {check.summary}  ({check.seconds:.1f} s)")
+            if not check.ok and check.failure_text:
+                lines += [f"       {line}" for line in check.failure_text.splitlines()[:12]]
+            for command in check.replay:
+                lines.append(f"       replay: {command}")
+        lines += [f"     change: {line}" for line in self.against_lines]
+        verdict = (
+            "all checks hold"
+            if self.ok
+            else ("FAILED: " + ", ".join(c.name for c in self.checks if not c.ok))
+        )
+        lines.append(
+            f"replan verify: {verdict} ({self.seconds:.0f} s); report in "
+            f"{Path(self.evidence) / 'verify-report.md'}"
+        )
+        return lines
+
+
+def _versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for package in ("python-statemachine", "hypothesis", "z3-solver", "agent-framework-core"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "absent"
+    return versions
+
+
+def stable(document: Any) -> Any:
+    """``document`` without the values that vary between identical runs (timings,
+    dates, versions): what a reproducibility check compares."""
+    if isinstance(document, dict):
+        return {k: stable(v) for k, v in document.items() if k not in VOLATILE_KEYS}
+    if isinstance(document, list):
+        return [stable(item) for item in document]
+    if isinstance(document, str) and " s)" in document:
+        return _strip_timing(document)
+    return document
+
+
+def _strip_timing(text: str) -> str:
+    import re
+
+    return re.sub(r"[\d.,]+ (?:s|ms|ops/s)\b", "<t>", text)
+
+
+def write_markdown(report: VerifyReport, path: Path) -> Path:
+    policy = report.policy
+    failed = ", ".join(c.name for c in report.checks if not c.ok)
+    lines = [
+        "# replan verify",
+        "",
+        f"**{'All checks hold.' if report.ok else 'FAILED: ' + failed}**"
+        f" Profile `{report.profile}`; policy: keys {', '.join(policy.keys) or 'none'}; "
+        f"limits max_steps={policy.max_steps}, max_proposals={policy.max_proposals}, "
+        f"no_progress_limit={policy.no_progress_limit}.",
+        "",
+        "| check | status | figures | time |",
+        "|---|---|---|---|",
+    ]
+    for check in report.checks:
+        status = {"passed": "✅ passed", "failed": "❌ failed", "error": "⚠️ error"}[check.status]
+        lines.append(
+            f"| {check.name} | {status} | {check.summary.replace('|', '/')} | "
+            f"{check.seconds:.1f} s |"
+        )
+    failures = [c for c in report.checks if not c.ok]
+    if failures:
+        lines += ["", "## Counterexamples", ""]
+        for check in failures:
+            lines += [
+                f"### {check.name}",
+                "",
+                "```",
+                check.failure_text.strip() or check.summary,
+                "```",
+                "",
+            ]
+            for path in check.counterexamples:
+                lines.append(f"- saved: `{path}`")
+            for command in check.replay:
+                lines.append(f"- replay: `{command}`")
+            lines.append("")
+    if report.against_lines:
+        lines += ["", "## What changed", ""]
+        lines += [f"- {line}" for line in report.against_lines]
+        if report.diff_mermaid:
+            lines += [
+                "",
+                "Green: added, red: removed, orange: changed, grey: unchanged.",
+                "",
+                "```mermaid",
+                report.diff_mermaid.rstrip(),
+                "```",
+            ]
+    campaign = next((c for c in report.checks if c.name == "campaign"), None)
+    if campaign is not None and campaign.details.get("coverage"):
+        lines += ["", "## Coverage", "", "```", campaign.summary, "```"]
+    warnings = [(c.name, w) for c in report.checks for w in c.warnings]
+    if warnings:
+        lines += ["", "## Warnings", ""] + [f"- {name}: {w}" for name, w in warnings]
+    if report.mermaid:
+        lines += ["", "## The machine", "", "```mermaid", report.mermaid.rstrip(), "```"]
+    lines += ["", f"Written by `replan verify` in {report.seconds:.0f} s.", ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def write_junit(report: VerifyReport, path: Path) -> Path:
+    """JUnit XML, one test case per check (CI systems show it natively)."""
+    failures = sum(1 for c in report.checks if c.status == "failed")
+    errors = sum(1 for c in report.checks if c.status == "error")
+    suite = ET.Element(
+        "testsuite",
+        name="replan verify",
+        tests=str(len(report.checks)),
+        failures=str(failures),
+        errors=str(errors),
+        time=f"{report.seconds:.2f}",
+    )
+    for check in report.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="replan.verify",
+            name=check.name,
+            time=f"{check.seconds:.2f}",
+        )
+        if check.status == "failed":
+            failure = ET.SubElement(case, "failure", message=check.summary)
+            failure.text = "\n".join([check.failure_text, *check.replay])
+        elif check.status == "error":
+            error = ET.SubElement(case, "error", message=check.summary)
+            error.text = json.dumps(check.details.get("traceback", ""))
+        ET.SubElement(case, "system-out").text = check.summary
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return path
