@@ -58,6 +58,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -600,13 +601,16 @@ def _prove(settings: Settings, module: Any) -> dict[str, Any]:
     figures["prove_all_seconds"] = round(time.perf_counter() - started, 3)
     figures["prove_all_proved"] = report.ok
     figures["properties"] = len(report.results)
-    started = time.perf_counter()
-    command = subprocess.run(
-        [sys.executable, "-m", "replan", "prove", "--json"],
-        capture_output=True,
-        check=False,
-    )
-    figures["replan_prove_command_seconds"] = round(time.perf_counter() - started, 3)
+    # The command writes prove.json into --out: a scratch directory, so the bench
+    # never rewrites the committed evidence/prove.json.
+    with tempfile.TemporaryDirectory(prefix="replan-bench-prove-") as scratch:
+        started = time.perf_counter()
+        command = subprocess.run(
+            [sys.executable, "-m", "replan", "prove", "--json", "--out", scratch],
+            capture_output=True,
+            check=False,
+        )
+        figures["replan_prove_command_seconds"] = round(time.perf_counter() - started, 3)
     figures["replan_prove_exit_code"] = command.returncode
     return figures
 
