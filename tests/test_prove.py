@@ -333,3 +333,13 @@ def test_the_saved_equivalence_counterexample_is_a_replayable_episode(tmp_path: 
     controller = Controller(loaded_policy)
     assert [apply(controller, op) for op in operations] == recorded
     assert recorded[-1] == "Executed"
+
+
+def test_decision_difference_compares_old_and_new_bodies_under_one_policy() -> None:
+    difference = decision_difference(
+        DEFAULT_POLICY, DEFAULT_POLICY, old_model_class=mutants.UnknownTreatedAsPassed
+    )
+    assert difference is not None
+    assert "Unknown" in difference.assignment.values()
+    assert (difference.old_commits, difference.new_commits) == (True, False)
+    assert decision_difference(DEFAULT_POLICY, DEFAULT_POLICY) is None

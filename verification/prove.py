@@ -441,11 +441,21 @@ def decision_difference(
     new: Policy,
     model: MachineModel | None = None,
     model_class: type = Run,
+    *,
+    old_model: MachineModel | None = None,
+    old_model_class: type | None = None,
 ) -> DecisionDifference | None:
     """A (minimal) evidence assignment on which the old and the new policy's controller
     decide a commit plan differently, or None when z3 proves they never do. A step
-    that is not a ``completes_run`` step of a policy is never committed under it."""
+    that is not a ``completes_run`` step of a policy is never committed under it.
+    ``model``/``model_class`` build the new controller's gate, ``old_model``/
+    ``old_model_class`` the old one's (default: the same), so an older declaration or
+    older bodies can be compared too."""
     model = model or _declaration()
+    builds = {
+        "old": (old_model or model, old_model_class or model_class),
+        "new": (model, model_class),
+    }
     keys = list(dict.fromkeys([*old.keys, *new.keys]))
     shared = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in keys}
     steps = list(dict.fromkeys(s.name for p in (old, new) for s in p.steps if s.completes_run))
@@ -454,7 +464,8 @@ def decision_difference(
         decisions: list[z3.BoolRef] = []
         for label, policy in (("old", old), ("new", new)):
             if step in policy.terminal_steps:
-                gate = commit_gate(policy, step, model, model_class, prefix=f"{label}.{step}.")
+                declaration, bodies = builds[label]
+                gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
                 constraints.append(gate.premise)
                 constraints += [gate.evidence[k] == shared[k] for k in policy.keys]
                 decisions.append(gate.opens)

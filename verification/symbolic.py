@@ -1480,8 +1480,15 @@ def encode_event(
         arguments = [argument] if wanted else []
         state, answer = translator.call(action, arguments, frame, as_answer=True)
         if target is not None:
+            # The generated dispatch sets the target after the action returns: an
+            # action that raises leaves the declared state as the action left it.
+            raised = any_of(
+                *(answer == u.answer.members[f"raised {e}"] for e in (*_ERRORS, "other"))
+            )
             state = dict(state)
-            state["_declared_state"] = u.mode_of(target)
+            state["_declared_state"] = z3.simplify(
+                z3.If(raised, state["_declared_state"], u.mode_of(target))
+            )
         branches.append(Branch(label, index, condition, state, answer))
 
     sources = [s for s in model.active_states if model.leaving(s.id, event)]
