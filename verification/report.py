@@ -179,8 +179,8 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
                 "```",
                 "",
             ]
-            for path in check.counterexamples:
-                lines.append(f"- saved: `{path}`")
+            for saved in check.counterexamples:
+                lines.append(f"- saved: `{saved}`")
             for command in check.replay:
                 lines.append(f"- replay: `{command}`")
             lines.append("")
