@@ -33,8 +33,9 @@ SHORTEST: dict[str, tuple[int, str]] = {
 }
 SLACK = 2
 
-#: A small budget is enough to find each of them; small examples also shrink fast.
-BUDGET = ("--profile", "ci", "--examples", "40", "--steps", "12", "--seed", "3")
+#: Short examples (12 steps) shrink fast; each mutant is found well within 150 examples
+#: (generation stops at the first failure, so the budget costs nothing once found).
+BUDGET = ("--profile", "ci", "--examples", "150", "--steps", "12", "--seed", "3")
 
 
 def test_every_mutant_has_an_expected_length() -> None:

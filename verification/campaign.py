@@ -19,8 +19,15 @@ at and above a key's latest, redeliveries of recorded contents (identical or
 conflicting), plan ids that were completed, invalidated or never seen (a
 ``Bundle``), plus unknown keys, steps and resources and malformed records. There is
 one rule per *kind* of input, so Hypothesis' built-in swarm testing (it switches
-rules off per example) yields runs that only propose and execute, or never cancel:
-that is how step and plan limits and ``Completed`` after replans are reached.
+rules off per example) yields runs that, say, only propose and execute, or never
+cancel. Two rules act in bursts because the deep targets need runs of a certain
+shape: ``advance`` (1-8 operations of a cooperative model: propose a runnable step,
+execute it) reaches step limits and ``Completed`` after replans, and
+``observe_no_progress`` (1-3 observations that teach nothing) reaches the
+no-progress limit from either active state. ``target()`` was tried for depth and
+dropped: it spent the budget deepening a few runs and cost breadth elsewhere.
+Choices shrink toward the first option, and Hypothesis draws the first option more
+often, so the first option of every choice is the common, valid case.
 
 One example drives several runs: once a run has stopped and absorbed
 ``ABSORBED_CALLS`` further calls (which checks ``stop-absorbing`` with whatever came
@@ -235,6 +242,11 @@ class Recorder:
 # ---- the machine ----------------------------------------------------------------------
 
 
+def ill_typed(record: Callable[..., Any], *fields: Any) -> Any:
+    """A record built with fields of the wrong type, on purpose (malformed input)."""
+    return record(*fields)
+
+
 def _other(options: Sequence[str], taken: Sequence[str], stem: str) -> str:
     """A name not in ``taken`` (an unknown key, step or resource for this policy)."""
     candidate, number = stem, 1
@@ -245,19 +257,20 @@ def _other(options: Sequence[str], taken: Sequence[str], stem: str) -> str:
 
 
 class CampaignMachine(RuleBasedStateMachine):
-    """Lockstep: every rule is one operation, applied to the implementation and the
-    reference; after it, same outcome, equal snapshots, every invariant holds.
+    """Lockstep: every operation a rule makes is applied to the implementation and
+    to the reference; after it, same outcome, equal snapshots, every invariant holds.
 
     Subclasses (``build_machine``) fix the policy, the implementation and the
     recorder; the rules below read only those and the last snapshot."""
 
     policy: ClassVar[Policy] = DEFAULT_POLICY
-    implementation: ClassVar[Factory]
-    reference: ClassVar[Factory] = ReferenceController
+    implementation: ClassVar[Any]  # a Factory: called with the policy, one run
+    reference: ClassVar[Any] = ReferenceController
     recorder: ClassVar[Recorder]
     unknown_key: ClassVar[str] = "unknown-key"
     unknown_step: ClassVar[str] = "unknown-step"
     disallowed_resource: ClassVar[str] = "resource-not-allowed"
+    commit_first: ClassVar[tuple[str, ...]] = ()  # step names, run-completing first
 
     plan_ids = Bundle("plan_ids")
 
@@ -401,11 +414,15 @@ class CampaignMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._not_passed()))
     @rule(data=st.data())
     def observe_pass(self, data: st.DataObject) -> None:
-        """A prerequisite that was not Passed now is (the evidence a run needs to
-        reach Completed, as its own rule so that swarm testing can favour it)."""
-        key = self._pick(data, self._not_passed())
-        version = self._latest(key) + self._pick(data, (2, 1))
-        self._do("observe", Observation(key, version, EvidenceState.PASSED, SOURCES[0]))
+        """Prerequisites that were not Passed now are, all of them or one (the
+        evidence a run needs to reach Completed, as its own rule so that swarm
+        testing can favour it)."""
+        missing = self._not_passed()
+        for key in missing if self._pick(data, (True, False)) else missing[:1]:
+            if self.last["stop_reason"] is not None:
+                break
+            version = self._latest(key) + self._pick(data, (2, 1))
+            self._do("observe", Observation(key, version, EvidenceState.PASSED, SOURCES[0]))
 
     def _not_passed(self) -> list[str]:
         required = {key for step in self.policy.steps for key in step.requires}
@@ -467,24 +484,33 @@ class CampaignMachine(RuleBasedStateMachine):
     def _malformed_observations(self) -> list[Any]:
         key = self.policy.keys[0]
         version = self._latest(key) + 1
+        passed = EvidenceState.PASSED
         return [
             None,
             (key, version, "Passed", "ci"),
-            Observation(key, True, EvidenceState.PASSED, "ci"),
-            Observation(key, str(version), EvidenceState.PASSED, "ci"),
-            Observation(key, version, "Passed", "ci"),
-            Observation(key, version, EvidenceState.PASSED, None),
-            Observation(None, version, EvidenceState.PASSED, "ci"),
+            *(
+                ill_typed(Observation, *fields)
+                for fields in (
+                    (key, True, passed, "ci"),
+                    (key, str(version), passed, "ci"),
+                    (key, version, "Passed", "ci"),
+                    (key, version, passed, None),
+                    (None, version, passed, "ci"),
+                )
+            ),
         ]
 
     # ---- propose ---------------------------------------------------------------------
 
     def _current_plan(self, data: st.DataObject, plan_id: str) -> Plan:
+        """A plan the controller should accept. Its step is drawn run-completing
+        steps first: a model eager to commit before the evidence is in is the case
+        the commit gate exists for."""
         return Plan(
             plan_id,
             self.last["plan_revision"] + self._pick(data, (1, 2)),
             self.last["evidence_revision"],
-            self._pick(data, [s.name for s in self.policy.steps]),
+            self._pick(data, self.commit_first),
             self._pick(data, self.policy.resources),
         )
 
@@ -503,15 +529,15 @@ class CampaignMachine(RuleBasedStateMachine):
         -1, +-0 or +1 off, an unknown step, a resource not allowed, an id once
         accepted or completed; or not a well-formed plan at all."""
         last = self.last
-        fields = {
-            "id": self._fresh_id(),
+        fields: dict[str, Any] = {
+            "id": None,  # a fresh one unless an old one is drawn below
             "revision": last["plan_revision"] + 1,
             "evidence_revision": last["evidence_revision"],
             "step": self._pick(data, [s.name for s in self.policy.steps]),
             "resource": self._pick(data, self.policy.resources),
         }
         for _ in range(self._pick(data, (1, 1, 1, 2))):
-            how = self._pick(data, ("revision", "evidence", "step", "resource", "id", "malformed"))
+            how = self._pick(data, ("evidence", "revision", "step", "resource", "id", "malformed"))
             if how == "revision":
                 fields["revision"] = last["plan_revision"] + self._pick(data, (0, -1))
             elif how == "evidence":
@@ -523,9 +549,10 @@ class CampaignMachine(RuleBasedStateMachine):
             elif how == "id" and (last["accepted"] or last["completed"]):
                 fields["id"] = self._pick(data, (*last["completed"], *last["accepted"]))
             elif how == "malformed":
-                plan_id = str(fields["id"])
+                plan_id = fields["id"] or self._fresh_id()
                 self._do("propose", self._pick(data, self._malformed_plans(plan_id)))
                 return plan_id
+        fields["id"] = fields["id"] or self._fresh_id()
         plan = Plan(**fields)
         self._do("propose", plan)
         return plan.id
@@ -538,13 +565,18 @@ class CampaignMachine(RuleBasedStateMachine):
         return [
             None,
             "commit everything",
-            Plan("", revision, evidence, step, resource),
-            Plan(7, revision, evidence, step, resource),
-            Plan(plan_id, True, evidence, step, resource),
-            Plan(plan_id, float(revision), evidence, step, resource),
-            Plan(plan_id, revision, str(evidence), step, resource),
-            Plan(plan_id, revision, evidence, None, resource),
-            Plan(plan_id, revision, evidence, step, None),
+            *(
+                ill_typed(Plan, *fields)
+                for fields in (
+                    ("", revision, evidence, step, resource),
+                    (7, revision, evidence, step, resource),
+                    (plan_id, True, evidence, step, resource),
+                    (plan_id, float(revision), evidence, step, resource),
+                    (plan_id, revision, str(evidence), step, resource),
+                    (plan_id, revision, evidence, None, resource),
+                    (plan_id, revision, evidence, step, None),
+                )
+            ),
         ]
 
     @precondition(lambda self: bool(self.last["completed"]))
@@ -552,6 +584,23 @@ class CampaignMachine(RuleBasedStateMachine):
     def propose_completed(self, data: st.DataObject) -> None:
         """A current, otherwise valid plan reusing a completed id."""
         self._do("propose", self._current_plan(data, self._pick(data, self.last["completed"])))
+
+    @precondition(lambda self: self.last["pending"] is not None)
+    @rule(data=st.data())
+    def while_pending(self, data: st.DataObject) -> None:
+        """With a plan pending, what must leave it pending: a rejected or
+        superseding proposal, or evidence that teaches nothing. (A rule of its own
+        because runs spend most operations idle: an accepted plan is soon executed
+        or invalidated, yet every rejection has a pending twin to reach.)"""
+        kinds: list[Callable[[st.DataObject], Any]] = [
+            self.propose_near,
+            self.observe_no_progress,
+        ]
+        if self.last["contents"]:
+            kinds.append(self.observe_redelivery)
+        if self.last["completed"]:
+            kinds.append(self.propose_completed)
+        self._pick(data, kinds)(data)
 
     # ---- execute, replay, cancel ---------------------------------------------------------
 
@@ -577,8 +626,7 @@ class CampaignMachine(RuleBasedStateMachine):
                 self._do("execute", pending["id"])
                 continue
             # a cooperative planner commits as soon as it may: run-completing steps first
-            ordered = sorted(self.policy.steps, key=lambda s: not s.completes_run)
-            runnable = [s.name for s in ordered if self._may_run(s.name)]
+            runnable = [name for name in self.commit_first if self._may_run(name)]
             plan = Plan(
                 self._fresh_id(),
                 self.last["plan_revision"] + 1,
@@ -655,6 +703,9 @@ def build_machine(
         "unknown_key": _other(keys, (), "unknown-key"),
         "unknown_step": _other(steps, (), "unknown-step"),
         "disallowed_resource": _other(policy.resources, (), "resource-not-allowed"),
+        "commit_first": tuple(
+            s.name for s in sorted(policy.steps, key=lambda step: not step.completes_run)
+        ),
         # function_digest(machine) hashes this in: the example database's key.
         "_hypothesis_internal_add_digest": identity.encode(),
     }
