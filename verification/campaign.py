@@ -786,7 +786,8 @@ class CampaignResult:
         lines = [
             f"campaign: {'PASSED' if self.passed else 'FAILED'} - {self.implementation} "
             f"against the reference model, profile {self.profile}, seed {self.seed}",
-            f"examples: {self.examples} ({self.runs} runs), operations: {self.operations}, "
+            f"examples: {self.examples} (budget {self.budget[0]} x {self.budget[1]} steps; "
+            f"{self.runs} runs), operations: {self.operations}, "
             f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
             f"invariants checked: {self.invariants_checked} "
             f"({len(INVARIANTS)} invariants after every operation, plus lockstep with the "

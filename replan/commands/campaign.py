@@ -3,7 +3,7 @@ lockstep through observe / propose / execute / cancel / replay interleavings, ch
 every named invariant after every operation, and measure coverage of the declared
 transitions, ExecuteResults and StopReasons.
 
-  replan campaign --profile ci              the CI budget (200 examples x 60 steps)
+  replan campaign --profile ci              the CI budget (the smallest profile)
   replan campaign --seed 7 --json           reproducible; JSON summary on stdout
   replan campaign --policy my-policy.toml   under another policy
   replan campaign --mutant step-limit-off-by-one
@@ -12,7 +12,7 @@ transitions, ExecuteResults and StopReasons.
                                             test another implementation (module:Class)
   replan campaign --junit out/campaign.xml  also write a JUnit XML report
 
-Profiles: ci (200 x 60), default (600 x 80), thorough (3000 x 100) examples x steps;
+Profiles (--profile, default "default") set Hypothesis examples x steps per example;
 --examples/--steps override them. The same --seed gives the same operations and
 coverage (a random seed is chosen and printed otherwise). Failures found once are
 kept in Hypothesis' example database (.hypothesis/examples) and retried first.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
@@ -79,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         + "; ".join(f"{p.name} {p.examples} x {p.steps}" for p in PROFILES.values()),
     )
     parser.add_argument("--examples", type=_positive, metavar="N", help="Hypothesis examples")
-    parser.add_argument("--steps", type=_positive, metavar="N", help="operations per example")
+    parser.add_argument(
+        "--steps", type=_positive, metavar="N", help="Hypothesis steps (rules) per example"
+    )
     parser.add_argument("--seed", type=_seed, metavar="S", help="random seed (printed if omitted)")
     add_json_option(parser)
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
@@ -112,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _progress_printer() -> tuple[object, list[bool]]:
+def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
     """A progress callback drawing a bar on stderr (a line per quarter when stderr
     is not a terminal)."""
     interactive = sys.stderr.isatty()
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         implementation=implementation,
         out_dir=Path(args.out),
         database=None if args.no_database else DEFAULT_DATABASE,
-        progress=show,  # type: ignore[arg-type]
+        progress=show,
         collect_visited=True,
     )
     if drawn[0]:
