@@ -77,6 +77,11 @@ def test_visited_states_and_transitions_are_exposed_for_the_explorer(tmp_path: P
     for before, label in result.visited_transitions:
         assert before in result.visited_snapshots
         assert label in labels
+    states = result.visited_states()
+    assert len(states) == len(result.visited_snapshots)
+    assert {canonical_snapshot(state) for state in states} == result.visited_snapshots
+    pairs = result.visited_state_transitions()
+    assert {(canonical_snapshot(s), label) for s, label in pairs} == result.visited_transitions
     document = result.to_json()
     assert document["distinct_states_visited"] == len(result.visited_snapshots)
     json.dumps(document)  # the summary is JSON

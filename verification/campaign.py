@@ -744,6 +744,16 @@ class CampaignResult:
     def passed(self) -> bool:
         return self.finding is None
 
+    def visited_states(self) -> list[dict[str, Any]]:
+        """The visited snapshots as ``snapshot()`` dicts (sorted by canonical form),
+        the shape the explorer's coverage comparison takes."""
+        return [json.loads(key) for key in sorted(self.visited_snapshots)]
+
+    def visited_state_transitions(self) -> list[tuple[dict[str, Any], str]]:
+        """The visited (snapshot before the call, declared transition label) pairs,
+        with the snapshot as a ``snapshot()`` dict."""
+        return [(json.loads(key), label) for key, label in sorted(self.visited_transitions)]
+
     @property
     def operations_per_second(self) -> float:
         return round(self.operations / self.seconds, 1) if self.seconds > 0 else 0.0
