@@ -1,0 +1,217 @@
+"""Explore every reachable state of the controller, breadth-first, checking all ten
+invariants of spec/invariants.py on every transition, over finite input domains that
+the report states in full.
+
+  replan explore                          the default report: two focused domains that
+                                          reach every declared transition and stop reason
+  replan explore --json                   the same, as JSON on stdout
+  replan explore --spin-domains --ids 2   SPIN's domains (V, K) = (1, 2): 280,380 states,
+                                          comparable with ../shared/anchors/spin
+  replan explore --spin-domains --symmetry both   also symmetry-reduced; both counts
+  replan explore --max-version 2 --ids 1 --max-states 100000   one product domain, capped
+  replan explore --mutant stale-plan-check-removed   a deliberately broken controller
+
+The report gives distinct states, transitions, depth, states/s, which declared
+transitions and stop reasons are reachable (a transition the policy switches off,
+like a duplicate that is not counted under count_duplicate_deliveries = true, is
+listed apart; one that no explored state reaches is a warning), and whether a stopped
+state is reachable from every reachable state (traps).
+
+On a violation the shortest counterexample (breadth-first: no shorter run in these
+domains breaks an invariant) is printed and saved as --out DIR/explore-<invariant>.json
+in the shared counterexample format: `replan replay FILE` re-runs it.
+
+Exit codes: 0 every invariant held on every transition explored; a search stopped by
+--max-states or --max-depth also exits 0 but says INCOMPLETE (JSON "complete": false),
+and then makes no reachability claims; 1 an invariant failed; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+
+#: Where counterexamples go when --out is not given (shared with the campaign).
+DEFAULT_OUT = Path("evidence") / "counterexamples"
+#: States stored per domain before the search stops cleanly (about 0.5 GB at most).
+DEFAULT_MAX_STATES = 1_000_000
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policy_option(parser)
+    parser.add_argument(
+        "--spin-domains",
+        action="store_true",
+        help="SPIN's exact domains (versions 1..V, ids p1..pK; default V = K = 1)",
+    )
+    parser.add_argument(
+        "--max-version",
+        type=_positive,
+        metavar="V",
+        help="one product domain: observe versions 1..V of every key (with --spin-domains: V)",
+    )
+    parser.add_argument(
+        "--ids",
+        type=_positive,
+        metavar="K",
+        help="plan ids p1..pK (default in a product domain: fresh ids)",
+    )
+    parser.add_argument(
+        "--max-depth", type=_positive, metavar="D", help="leave states at depth D unexpanded"
+    )
+    parser.add_argument(
+        "--max-states",
+        type=_positive,
+        metavar="N",
+        default=DEFAULT_MAX_STATES,
+        help=f"stop cleanly after storing N states per domain (default {DEFAULT_MAX_STATES:,})",
+    )
+    parser.add_argument(
+        "--symmetry",
+        choices=("auto", "on", "off", "both"),
+        default="auto",
+        help="store states under a canonical renaming of plan ids: auto (fresh ids only), "
+        "on, off, or both (two searches; both counts and whether the verdicts agree)",
+    )
+    parser.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="do not stop at the first violation: the shortest counterexample per invariant",
+    )
+    parser.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="explore a deliberately broken controller from verification/mutants.py",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        default=str(DEFAULT_OUT),
+        help=f"where counterexamples are saved (default {DEFAULT_OUT})",
+    )
+    add_json_option(parser)
+
+
+def _domains(args: argparse.Namespace) -> Any:
+    from verification.domains import product_domains, spin_domains
+
+    if args.spin_domains:
+        return spin_domains(args.max_version or 1, args.ids or 1)
+    if args.max_version is not None or args.ids is not None:
+        return product_domains(args.max_version or 1, args.ids)
+    return None  # the default report
+
+
+def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
+    """(class, name shown, "module:Class" recorded for replan replay)."""
+    from controller import Controller
+
+    if args.mutant is None:
+        return Controller, "controller.Controller (generated)", "controller:Controller"
+    from verification import mutants
+
+    if args.mutant not in mutants.MUTANTS:
+        raise CliError(
+            f"--mutant {args.mutant!r}: not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
+        )
+    return (
+        mutants.mutant_controller(args.mutant),
+        f"mutant {args.mutant}",
+        f"verification.mutants:{args.mutant.replace('-', '_')}",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from verification.explore import explore, save_findings
+
+    policy = policy_from_args(args)
+    domains = _domains(args)
+    implementation, shown, importable = _implementation(args)
+
+    def progress(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    settings: dict[str, Any] = {
+        "max_states": args.max_states,
+        "max_depth": args.max_depth,
+        "stop_at_first": not args.keep_going,
+        "progress": progress,
+        "implementation_name": shown,
+    }
+    symmetric = {"auto": None, "on": True, "off": False, "both": False}[args.symmetry]
+    result = explore(policy, domains, implementation, symmetry=symmetric, **settings)
+    reduced = None
+    if args.symmetry == "both":
+        reduced = explore(policy, domains, implementation, symmetry=True, **settings)
+
+    for finding in result.findings:
+        finding.extra["implementation"] = importable
+    saved = save_findings(result, args.out) if result.findings else []
+
+    if args.json:
+        document = result.to_json()
+        document["implementation"] = importable
+        document["saved"] = [str(path) for path in saved]
+        if reduced is not None:
+            document["symmetry_comparison"] = _comparison(result, reduced)
+        print_json(document)
+    else:
+        print("\n".join(result.lines()))
+        if reduced is not None:
+            comparison = _comparison(result, reduced)
+            print(
+                f"symmetry: {comparison['states_unreduced']:,} states unreduced, "
+                f"{comparison['states_reduced']:,} under canonical id renaming "
+                f"({comparison['reduction']}x fewer); same verdict: "
+                f"{'yes' if comparison['same_verdict'] else 'NO'}"
+            )
+        for path in saved:
+            print(f"saved {path}  (replay: replan replay {path})")
+    if result.stopped_by in ("max_states", "max_depth"):
+        print(
+            f"replan explore: INCOMPLETE: stopped by {result.stopped_by} "
+            f"(--max-states {args.max_states:,}"
+            + (f", --max-depth {args.max_depth}" if args.max_depth else "")
+            + "); the verdicts cover only the states explored",
+            file=sys.stderr,
+        )
+    if reduced is not None and _comparison(result, reduced)["same_verdict"] is False:
+        print("replan explore: the symmetry-reduced search disagrees", file=sys.stderr)
+        return 1
+    return 0 if result.ok else 1
+
+
+def _comparison(unreduced: Any, reduced: Any) -> dict[str, Any]:
+    def verdict(result: Any) -> tuple[Any, ...]:
+        return (
+            result.ok,
+            min((len(finding.operations) for finding in result.findings), default=None),
+            sorted(result.fired),
+            sorted(reason for reason, hit in result.stop_reasons.items() if hit),
+            result.traps,
+        )
+
+    return {
+        "states_unreduced": unreduced.states,
+        "states_reduced": reduced.states,
+        "transitions_unreduced": unreduced.transitions,
+        "transitions_reduced": reduced.transitions,
+        "reduction": round(unreduced.states / reduced.states, 2) if reduced.states else None,
+        "same_verdict": verdict(unreduced) == verdict(reduced),
+        "seconds_unreduced": round(unreduced.seconds, 3),
+        "seconds_reduced": round(reduced.seconds, 3),
+    }

@@ -1,0 +1,336 @@
+"""The breadth-first explorer (verification/explore.py): state identity, the fast
+successor function, coverage verdicts, shortest counterexamples, caps, symmetry.
+
+The two slow figures (the default report, SPIN's (1, 1) count) are in
+``test_explore_cli.py``; everything here explores small domains in well under a second
+or two each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from controller import Controller, Plan
+from controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
+from controller.run import Run
+from spec.declaration import Replanning
+from spec.generator import load_controller
+from spec.invariants import INVARIANTS
+from spec.model import extract
+from verification.domains import Domains, InputSpace
+from verification.explore import (
+    _normal,
+    coverage,
+    explore,
+    guard_analysis,
+    shortest_path_to_violation,
+    state_of_snapshot,
+)
+from verification.harness import apply, load_counterexample, run_sequence
+from verification.mutants import mutant_controller, without
+
+#: A domain small enough to explore exhaustively in a fraction of a second (979 states).
+TINY = Domains(
+    "tiny",
+    versions=1,
+    keys=("parser",),
+    evidence_states=("Unknown", "Passed"),
+    ids=1,
+    revision_offsets=(1,),
+    evidence_offsets=(0,),
+    undeclared_steps=0,
+    disallowed_resources=0,
+    malformed_plan=False,
+    malformed_observation=False,
+)
+#: TINY, where a plan may also cite the previous evidence revision.
+STALE = dataclasses.replace(TINY, name="stale", evidence_offsets=(0, -1))
+#: Two interchangeable ids (2,577 states; 1,459 up to renaming).
+PAIR = dataclasses.replace(
+    TINY,
+    name="pair",
+    evidence_states=("Passed",),
+    ids=2,
+    one_id_per_kind=False,
+    steps=("inspect-parser",),
+)
+#: Long plan histories, fresh ids, nothing but parser Passed (5,827 states, symmetric).
+LONG = dataclasses.replace(
+    TINY, name="long", evidence_states=("Passed",), ids=None, steps=("inspect-parser",)
+)
+#: Older and renumbered versions, conflicts, stale and malformed plans (7,792 states).
+VARIED = dataclasses.replace(
+    TINY,
+    name="varied",
+    versions=2,
+    evidence_offsets=(0, -1),
+    malformed_plan=True,
+    malformed_observation=True,
+    steps=("inspect-parser", "commit-import"),
+)
+
+
+def test_export_state_holds_exactly_what_the_snapshot_holds() -> None:
+    """The explorer's identity of a state (``Run._export_state``) and ``snapshot()``
+    hold the same information on every reachable state: each converts into the other,
+    and distinct tuples are distinct snapshots."""
+    result = explore(DEFAULT_POLICY, VARIED, keep_graph=True, check_invariants=False)
+    assert result.graph is not None and result.complete
+    seen_snapshots = set()
+    for index in range(result.graph.states):
+        state = result.graph.state(index)
+        controller = Controller(DEFAULT_POLICY)
+        controller._import_state(state)
+        snapshot = controller.snapshot()
+        assert _normal(state_of_snapshot(snapshot)) == _normal(state)
+        assert _normal(controller._export_state()) == _normal(state)
+        seen_snapshots.add(json.dumps(snapshot, sort_keys=True))
+    assert len(seen_snapshots) == result.graph.states
+
+
+class ReplacesContainers(Run):
+    """Replaces a container instead of changing it (the explorer must notice)."""
+
+    __slots__ = ()
+
+    def accept_plan(self, plan: Plan) -> bool:
+        self._proposals += 1
+        self._pending = plan
+        self._plan_revision = plan.revision
+        self._accepted = self._accepted | {plan.id}
+        return True
+
+
+@pytest.mark.parametrize(
+    ("implementation", "domains"),
+    [(Controller, VARIED), (load_controller(extract(Replanning), ReplacesContainers), PAIR)],
+    ids=["generated", "replacing-containers"],
+)
+def test_fast_successors_are_the_controllers_own(implementation: type, domains: Domains) -> None:
+    """The hot loop (tracked containers, only changed parts re-exported) computes the
+    same successors as importing the state, calling the controller and exporting."""
+    result = explore(
+        DEFAULT_POLICY, domains, implementation, keep_graph=True, check_invariants=False
+    )
+    graph = result.graph
+    assert graph is not None and result.complete
+    space = InputSpace(DEFAULT_POLICY, domains)
+    fast: dict[int, set[int | None]] = {}
+    for source, _, target in graph.edges:
+        fast.setdefault(source, set()).add(target)
+    for index in range(0, graph.states, 5):
+        state = graph.state(index)
+        pending = state[6]
+        operations = space.operations(
+            state[2], state[1], state[9], state[10], None if pending is None else pending[0]
+        )
+        slow = set()
+        for operation in operations:
+            controller = implementation(DEFAULT_POLICY)
+            controller._import_state(state)
+            apply(controller, operation)
+            slow.add(graph.index_of(controller._export_state()))
+        assert slow == fast.get(index, set()), index
+
+
+def test_every_declared_transition_fires_and_no_warning_with_a_duplicate_counted_policy() -> None:
+    """The policy switch: with count_duplicate_deliveries = false the uncounted
+    duplicate transitions fire and the counted ones are disabled by the policy (not
+    warnings)."""
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["limits"]["count_duplicate_deliveries"] = False
+    policy = policy_from_dict(document)
+    disabled, dead = guard_analysis(Controller, policy)
+    assert not dead
+    assert set(disabled) == {
+        "idle --observe[duplicate_delivery and counts_duplicates and exhausts_no_progress]"
+        "--> no_new_evidence",
+        "idle --observe[duplicate_delivery and counts_duplicates]--> idle",
+        "pending --observe[duplicate_delivery and counts_duplicates and exhausts_no_progress]"
+        "--> no_new_evidence",
+        "pending --observe[duplicate_delivery and counts_duplicates]--> pending",
+    }
+    result = explore(policy, TINY)
+    assert "idle --observe[duplicate_delivery]--> idle" in result.fired
+    assert "pending --observe[duplicate_delivery]--> pending" in result.fired
+
+
+def _with_impossible_transition() -> tuple[type, str]:
+    """The declaration plus one transition whose guard can never hold, placed where it
+    would otherwise be tried (before the unconditional observe of idle)."""
+    model = extract(Replanning)
+    transitions = list(model.transitions)
+    position = next(
+        i
+        for i, t in enumerate(transitions)
+        if t.source == "idle" and t.event == "observe" and not t.cond
+    )
+    impossible = dataclasses.replace(
+        transitions[position], cond="changes_state and not changes_state", target="pending"
+    )
+    transitions.insert(position, impossible)
+    transformed = without(
+        dataclasses.replace(model, transitions=tuple(transitions)), lambda t: False
+    )
+    return load_controller(transformed, name="impossible-guard"), impossible.label
+
+
+def test_a_guard_that_can_never_hold_is_warned_by_name() -> None:
+    implementation, label = _with_impossible_transition()
+    result = explore(DEFAULT_POLICY, TINY, implementation)
+    assert result.complete and result.ok
+    warned = [w for w in result.warnings if w.startswith("unreachable transition:")]
+    assert any(label in w and "can never hold" in w for w in warned), result.warnings
+    assert label not in result.fired
+    # the declaration as shipped gets no such warning for the same transitions: every
+    # one the tiny domain cannot reach is named, and the impossible one only there
+    plain = explore(DEFAULT_POLICY, TINY)
+    assert not any(label in w for w in plain.warnings)
+
+
+def test_stale_plan_mutant_gives_a_shortest_replayable_counterexample(tmp_path) -> None:
+    mutant = mutant_controller("stale-plan-check-removed")
+    first = explore(DEFAULT_POLICY, STALE, mutant)
+    assert not first.ok and first.stopped_by == "violation"
+    finding = first.findings[0]
+    assert finding.property == "pending-current"
+    # keep going: every violating transition of the domain is found; none is shorter
+    everything = explore(DEFAULT_POLICY, STALE, mutant, stop_at_first=False)
+    summary = everything.violation_summary["pending-current"]
+    assert summary["transitions"] > 100
+    assert len(finding.operations) == summary["first"] == summary["shortest"]
+    kept = next(f for f in everything.findings if f.property == "pending-current")
+    assert len(kept.operations) == len(finding.operations)
+    # the saved file is the shared format, and replaying it reproduces the failure
+    path = finding.save(tmp_path / "explore-pending-current.json")
+    policy, name, operations, recorded = load_counterexample(path)
+    assert name == "pending-current" and len(recorded) == len(operations)
+    report = run_sequence(policy, operations, mutant)
+    assert report.failure == "pending-current" and report.failed_at == len(operations) - 1
+    assert run_sequence(policy, operations, Controller).failure is None
+
+
+def test_a_counterexample_needing_a_long_history_is_shortest() -> None:
+    """The step-limit mutant breaks step-bound only after max_steps + 1 executions: the
+    counterexample is exactly that long, the shortest (breadth-first) way there."""
+    result = explore(DEFAULT_POLICY, LONG, mutant_controller("step-limit-off-by-one"))
+    finding = result.findings[0]
+    assert finding.property == "step-bound"
+    assert [o.op for o in finding.operations] == ["propose", "execute"] * 5
+    assert result.violation_summary["step-bound"]["first"] == 10
+
+
+def test_shortest_path_to_violation_offers_the_shortest_equivalent_trace() -> None:
+    """What a campaign failure is offered: the shortest run breaking the same invariant."""
+    mutant = mutant_controller("stale-plan-check-removed")
+    finding = shortest_path_to_violation(DEFAULT_POLICY, "pending-current", mutant, STALE)
+    assert finding is not None and finding.property == "pending-current"
+    assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == "pending-current"
+    assert shortest_path_to_violation(DEFAULT_POLICY, "pending-current", Controller, STALE) is None
+    with pytest.raises(ValueError, match="not a named invariant"):
+        shortest_path_to_violation(DEFAULT_POLICY, "no-such-invariant")
+
+
+@pytest.mark.parametrize(
+    ("name", "domains"),
+    [
+        ("replay-counts-a-step", TINY),
+        ("stopped-run-revived", TINY),
+        ("older-overwrites-newer", VARIED),
+        ("unknown-treated-as-passed", TINY),
+        ("renumbered-unknown-is-progress", TINY),
+    ],
+)
+def test_each_mutant_is_caught_with_a_replayable_counterexample(
+    name: str, domains: Domains
+) -> None:
+    mutant = mutant_controller(name)
+    result = explore(DEFAULT_POLICY, domains, mutant)
+    assert not result.ok
+    finding = result.findings[0]
+    assert finding.property in INVARIANTS
+    assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == finding.property
+
+
+def test_symmetry_stores_fewer_states_for_the_same_verdict() -> None:
+    plain = explore(DEFAULT_POLICY, PAIR, symmetry=False)
+    reduced = explore(DEFAULT_POLICY, PAIR, symmetry=True)
+    assert plain.ok and reduced.ok and plain.complete and reduced.complete
+    assert reduced.states < plain.states
+    assert set(plain.fired) == set(reduced.fired)
+    assert plain.stop_reasons == reduced.stop_reasons
+    assert plain.traps == reduced.traps == 0
+    mutant = mutant_controller("replay-counts-a-step")
+    broken_plain = explore(DEFAULT_POLICY, PAIR, mutant, symmetry=False)
+    broken_reduced = explore(DEFAULT_POLICY, PAIR, mutant, symmetry=True)
+    assert [f.property for f in broken_plain.findings] == [
+        f.property for f in broken_reduced.findings
+    ]
+    assert len(broken_plain.findings[0].operations) == len(broken_reduced.findings[0].operations)
+    assert run_sequence(DEFAULT_POLICY, broken_reduced.findings[0].operations, mutant).failure
+
+
+def test_the_state_cap_stops_cleanly_and_says_incomplete() -> None:
+    result = explore(DEFAULT_POLICY, VARIED, max_states=200)
+    assert not result.complete and result.stopped_by == "max_states"
+    assert result.states >= 200 and result.traps is None
+    assert any("incomplete" in w for w in result.warnings)
+    assert not any(w.startswith("unreachable") for w in result.warnings)
+    assert result.to_json()["complete"] is False
+    bounded = explore(DEFAULT_POLICY, VARIED, max_depth=2)
+    assert bounded.stopped_by == "max_depth" and bounded.depth == 2
+
+
+def test_a_run_that_can_never_stop_is_a_trap() -> None:
+    """A controller whose cancel and plan-limit transitions stay where they are, in a
+    domain where nothing else can stop a run (one id: no StepLimit; only parser is
+    observed: no Completed; uncounted duplicates: no NoNewEvidence): every state is a
+    trap, and the report says so."""
+    model = extract(Replanning)
+    stuck = tuple(
+        dataclasses.replace(t, target=t.source)
+        if t.event == "cancel" or t.cond == "proposals_exhausted"
+        else t
+        for t in model.transitions
+    )
+    never_stops = load_controller(dataclasses.replace(model, transitions=stuck), name="stuck")
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["limits"]["count_duplicate_deliveries"] = False
+    policy = policy_from_dict(document)
+    result = explore(policy, TINY, never_stops)
+    assert result.complete and result.ok
+    assert result.traps == result.states
+    assert result.trap_example == []  # the initial state already is one
+    assert any("trap states" in w for w in result.warnings)
+    assert explore(policy, TINY).traps == 0
+
+
+def test_campaign_states_map_onto_the_explored_graph() -> None:
+    """Coverage: snapshots a controller visits map onto the explorer's states (ids
+    renamed canonically, whatever their spelling); the figure and the unreached part."""
+    from controller import EvidenceState, Observation
+
+    result = explore(DEFAULT_POLICY, TINY, keep_graph=True, symmetry=True)
+    controller = Controller(DEFAULT_POLICY)
+    states = [controller.snapshot()]
+    transitions = []
+    for operation, argument in [
+        ("observe", Observation("parser", 1, EvidenceState.PASSED, "fixture")),
+        ("propose", Plan("plan-7", 1, 2, "inspect-parser", "input-A")),
+        ("execute", "plan-7"),
+    ]:
+        before = controller.snapshot()
+        getattr(controller, operation)(argument)
+        states.append(controller.snapshot())
+        transitions.append((before, controller.trace[-1]["transition"]))
+    figure = coverage(result, states, transitions)
+    assert figure.states_reached == 4 and figure.outside_states == 0
+    assert figure.transitions_reached == 3 and figure.outside_transitions == 0
+    assert figure.line().startswith(f"states 4/{result.states} (")
+    assert figure.unreached["states"] == result.states - 4
+    assert figure.unreached["shallowest"]
+    outside = coverage(result, [{**states[-1], "steps": 99}])
+    assert outside.states_reached == 0 and outside.outside_states == 1

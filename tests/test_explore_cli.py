@@ -1,0 +1,97 @@
+"""``replan explore``: the default report, SPIN's state count, exit codes, saved
+counterexamples that ``replan replay`` reproduces.
+
+The two whole-space figures live here: the default report (every declared transition
+and stop reason of the default policy reached, no warning) and SPIN's (V, K) = (1, 1)
+domains (63,903 distinct states, the count SPIN reports for
+``shared/anchors/spin/controller.pml``; (1, 2) = 280,380 is checked by
+``replan explore --spin-domains --ids 2``, too slow for the suite).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replan.cli import main
+from verification.domains import spin_domains
+from verification.explore import explore
+
+
+def test_default_report_reaches_every_declared_transition_and_stop_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explore", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["complete"]
+    assert report["states"] > 10_000 and report["transitions"] > report["states"]
+    assert report["depth"] > 10
+    coverage = report["transition_coverage"]
+    assert len(coverage) == report["transitions_declared"] == 46
+    assert set(coverage.values()) == {"reached", "disabled by the policy"}
+    # the two that count_duplicate_deliveries = true switches off, and only those
+    assert sorted(label for label, v in coverage.items() if v != "reached") == [
+        "idle --observe[duplicate_delivery]--> idle",
+        "pending --observe[duplicate_delivery]--> pending",
+    ]
+    assert all(report["stop_reasons"].values()) and len(report["stop_reasons"]) == 5
+    assert report["traps"] == 0 and report["warnings"] == []
+    assert [run["domains"]["name"] for run in report["runs"]] == ["observations", "plans"]
+
+
+def test_spin_domains_give_spins_state_count() -> None:
+    """SPIN stores 63,903 states and counts 3,003,442 transitions (states x 47 calls,
+    plus its initial state) for (V, K) = (1, 1): the same domains here give the same
+    distinct states, an independent check of the controller and the explorer."""
+    result = explore(None, spin_domains(1, 1), check_invariants=False)
+    assert result.complete
+    assert result.states == 63_903
+    assert result.transitions == 63_903 * 47 == 3_003_441
+    assert result.domains["calls_per_state"] == "47"
+
+
+def test_a_broken_controller_exits_1_and_replay_reproduces_it(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["explore", "--mutant", "stale-plan-check-removed", "--out", str(tmp_path), "--json"]
+    )
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert not report["ok"] and report["stopped_by"] == "violation"
+    [saved] = report["saved"]
+    document = json.loads(Path(saved).read_text(encoding="utf-8"))
+    assert document["property"] == "pending-current"
+    assert document["implementation"] == "verification.mutants:stale_plan_check_removed"
+    assert document["source"] == "explorer" and document["steps"]
+    assert main(["replay", saved]) == 1  # still fails on the mutant
+    assert "pending-current" in capsys.readouterr().out
+    assert main(["replay", saved, "--implementation", "controller:Controller"]) == 0
+
+
+def test_the_state_cap_exits_0_and_says_incomplete(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", "--max-version", "2", "--max-states", "300", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["complete"] is False and report["stopped_by"] == "max_states"
+    assert report["traps"] is None
+    assert "INCOMPLETE" in captured.err
+
+
+def test_symmetry_both_reports_both_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explore", "--ids", "2", "--max-depth", "3", "--symmetry", "both", "--json"])
+    assert code == 0
+    comparison = json.loads(capsys.readouterr().out)["symmetry_comparison"]
+    assert comparison["states_reduced"] < comparison["states_unreduced"]
+    assert comparison["same_verdict"] is True
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [["--max-version", "0"], ["--mutant", "no-such-mutant"], ["--policy", "/no/such/file.toml"]],
+)
+def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", *arguments]) == 2
+    assert capsys.readouterr().err.strip()

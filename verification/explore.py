@@ -1,0 +1,1670 @@
+"""Exhaustive breadth-first exploration of every reachable state of a controller.
+
+Owns: enumerating, for a policy and finite input domains (``verification/domains.py``),
+every state the *generated* controller (or any controller class passed in, such as a
+mutant) can reach; checking every named invariant of ``spec/invariants.py`` on every
+transition; the report (distinct states, transitions, depth, speed, which declared
+transitions and stop reasons are reachable, dead-transition warnings, traps); the
+shortest counterexample on a violation, as a ``verification.harness.Finding``; and the
+explorer's side of campaign coverage (``state_of_snapshot``, ``coverage``).
+Leaves to others: what an operation and a counterexample are (``harness``), the
+invariants (``spec.invariants``), the controller's behaviour (the controller: every
+transition here is a real call of the real generated dispatch).
+
+How a transition is explored, and why it is fast enough (the design, measured):
+
+- A state's identity is ``Run._export_state()``: a tuple holding exactly what
+  ``snapshot()`` holds, field for field (equal tuples <=> equal snapshots; a test pins
+  it on every reachable state of the default report). Its four container parts
+  (latest records, contents, accepted, completed) are interned as small ints, so a
+  state key is 11 flat fields and hashes in a fraction of a microsecond.
+- The controller is put in a state once per state; before each operation only the
+  scalar fields are rewritten. Its dicts and sets are replaced by *tracked* copies
+  (subclasses whose every mutating method records the field it changed), so after a
+  call only a changed container is re-exported and restored, and an unchanged one
+  keeps its interned part. Reads go to the C methods of dict and set, untouched.
+- Invariants are evaluated by ``spec.invariants`` on real ``Call`` objects whose
+  ``before``/``after`` are real ``snapshot()`` dicts. Within one source state, the
+  transitions that share (operation name, fired transition, answer, successor) get
+  one evaluation per invariant, *unless that invariant read the call's argument*
+  (recorded on each evaluation): an invariant is a pure function of the ``Call``, so a
+  call that agrees on everything it read gets the same verdict. Invariants that did
+  read the argument are evaluated again on every such transition. So every invariant
+  holds on every transition, and the report counts both transitions and evaluations.
+- Symmetry (optional): plan ids are interchangeable (the contract only compares them
+  for equality), so a state can be stored under a canonical renaming of its ids
+  (ordered by accepted, completed, pending); the report gives both counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import json
+import operator
+import re
+import sys
+import textwrap
+import time
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller import Controller
+from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from controller.records import Plan, StopReason
+from controller.run import Run, RunState
+from spec.invariants import INVARIANTS, Call
+from spec.model import parse_guard
+from verification.domains import (
+    GROUPS,
+    Domains,
+    InputSpace,
+    default_report_domains,
+    id_order,
+    observation_domains,
+    plan_domains,
+    product_domains,
+    spin_domains,
+)
+from verification.harness import Finding, Operation
+
+__all__ = [
+    "Coverage",
+    "Domains",
+    "ExploreResult",
+    "coverage",
+    "default_report_domains",
+    "explore",
+    "observation_domains",
+    "plan_domains",
+    "product_domains",
+    "shortest_path_to_violation",
+    "spin_domains",
+    "state_of_snapshot",
+]
+
+_STOP_VALUES = frozenset(reason.value for reason in StopReason)
+_SCALARS = 7  # leading scalar fields of a state tuple (Run._export_state)
+_CLEAN: tuple[Any, ...] = ((), (), None)  # every invariant holds, none reads the argument
+
+# ---- tracked containers: which field did a call change? --------------------------------
+
+
+class _TrackedDict(dict):  # type: ignore[type-arg]
+    """A dict that records, in a shared set, that it was changed. Every mutating
+    method of ``dict`` is overridden; reads are the inherited C methods."""
+
+    __slots__ = ("_dirty", "_slot")
+    _dirty: set[str]
+    _slot: str
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._dirty.add(self._slot)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._dirty.add(self._slot)
+        dict.__delitem__(self, key)
+
+    def __ior__(self, other: Any) -> Any:
+        self._dirty.add(self._slot)
+        return dict.__ior__(self, other)
+
+    def clear(self) -> None:
+        self._dirty.add(self._slot)
+        dict.clear(self)
+
+    def pop(self, *args: Any) -> Any:
+        self._dirty.add(self._slot)
+        return dict.pop(self, *args)
+
+    def popitem(self) -> Any:
+        self._dirty.add(self._slot)
+        return dict.popitem(self)
+
+    def setdefault(self, *args: Any) -> Any:
+        self._dirty.add(self._slot)
+        return dict.setdefault(self, *args)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._dirty.add(self._slot)
+        dict.update(self, *args, **kwargs)
+
+
+class _TrackedSet(set):  # type: ignore[type-arg]
+    """A set that records, in a shared set, that it was changed (every mutating
+    method of ``set`` is overridden; reads are the inherited C methods)."""
+
+    __slots__ = ("_dirty", "_slot")
+    _dirty: set[str]
+    _slot: str
+
+    def _touch(self) -> None:
+        self._dirty.add(self._slot)
+
+    def add(self, element: Any) -> None:
+        self._dirty.add(self._slot)
+        set.add(self, element)
+
+    def discard(self, element: Any) -> None:
+        self._dirty.add(self._slot)
+        set.discard(self, element)
+
+    def remove(self, element: Any) -> None:
+        self._dirty.add(self._slot)
+        set.remove(self, element)
+
+    def pop(self) -> Any:
+        self._dirty.add(self._slot)
+        return set.pop(self)
+
+    def clear(self) -> None:
+        self._dirty.add(self._slot)
+        set.clear(self)
+
+    def update(self, *others: Any) -> None:
+        self._dirty.add(self._slot)
+        set.update(self, *others)
+
+    def intersection_update(self, *others: Any) -> None:
+        self._dirty.add(self._slot)
+        set.intersection_update(self, *others)
+
+    def difference_update(self, *others: Any) -> None:
+        self._dirty.add(self._slot)
+        set.difference_update(self, *others)
+
+    def symmetric_difference_update(self, other: Any) -> None:
+        self._dirty.add(self._slot)
+        set.symmetric_difference_update(self, other)
+
+    def __ior__(self, other: Any) -> Any:
+        self._dirty.add(self._slot)
+        return set.__ior__(self, other)
+
+    def __iand__(self, other: Any) -> Any:
+        self._dirty.add(self._slot)
+        return set.__iand__(self, other)
+
+    def __isub__(self, other: Any) -> Any:
+        self._dirty.add(self._slot)
+        return set.__isub__(self, other)
+
+    def __ixor__(self, other: Any) -> Any:
+        self._dirty.add(self._slot)
+        return set.__ixor__(self, other)
+
+
+def _tracked(value: Any, dirty: set[str], slot: str) -> Any:
+    copy: _TrackedDict | _TrackedSet
+    if isinstance(value, dict):
+        copy = _TrackedDict(value)
+    elif isinstance(value, set):
+        copy = _TrackedSet(value)
+    else:
+        return value
+    copy._dirty = dirty
+    copy._slot = slot
+    return copy
+
+
+# ---- invariants: which parts of a call did an invariant read? ----------------------------
+
+#: Set when a watched call's argument is read (one search runs at a time per process).
+_ARGUMENT_READ = [False]
+
+
+class _WatchedCall(Call):
+    """A ``Call`` that notes when its ``argument`` is read. The dataclass keeps its
+    fields in the instance ``__dict__``; this property, a data descriptor on the
+    subclass, takes precedence for ``argument`` (and ``getattr``, ``dataclasses`` and
+    the generated ``__eq__``/``__repr__`` all go through it). Built with
+    ``_watched_call``, which fills ``__dict__`` directly (no frozen-dataclass init)."""
+
+    @property  # type: ignore[override]
+    def argument(self) -> Any:
+        _ARGUMENT_READ[0] = True
+        return self.__dict__["argument"]
+
+    @argument.setter
+    def argument(self, value: Any) -> None:
+        self.__dict__["argument"] = value
+
+
+def _watched_call(
+    policy: Policy, before: Any, op: str, argument: Any, result: Any, after: Any
+) -> _WatchedCall:
+    call = _WatchedCall.__new__(_WatchedCall)
+    call.__dict__.update(
+        policy=policy, before=before, op=op, argument=argument, result=result, after=after
+    )
+    return call
+
+
+# ---- what the search found ------------------------------------------------------------
+
+
+@dataclass
+class _Violation:
+    invariants: list[str]
+    source: int  # index of the source state
+    via: int  # operation index in the source state's order
+    concrete_key: tuple[Any, ...]  # the successor actually reached (before canonical renaming)
+    length: int  # operations in a shortest run ending with this transition
+
+
+@dataclass
+class ExploreResult:
+    """Everything one exploration established (``to_json`` for tools, ``lines`` for
+    people). ``findings`` hold the shortest counterexamples, replayable."""
+
+    policy: Policy
+    implementation: str
+    domains: dict[str, Any]
+    domain_lines: list[str]
+    symmetry: bool
+    states: int
+    transitions: int
+    depth: int
+    seconds: float
+    complete: bool
+    stopped_by: str | None  # None | "max_states" | "max_depth" | "violation"
+    distinct_edges: int
+    invariant_evaluations: int
+    labels: tuple[str, ...]
+    fired: dict[str, int]  # label -> distinct edges on which it fired
+    absorbed: dict[str, int]  # "<StopReason> absorbs <op>" -> distinct edges
+    stop_reasons: dict[str, bool]
+    disabled_by_policy: dict[str, str]  # label -> why the policy switches it off
+    warnings: list[str]
+    traps: int | None
+    trap_example: list[Operation] | None
+    findings: list[Finding]
+    max_states: int | None = None
+    max_depth: int | None = None
+    graph: ExploredGraph | None = field(default=None, repr=False)
+    #: Several domains explored one after the other: each run's own result.
+    runs: list[ExploreResult] = field(default_factory=list)
+    #: invariant -> {"transitions": violating transitions found, "shortest": length of
+    #: the shortest run ending in one, "first": length of the first one found}
+    violation_summary: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    @property
+    def states_per_second(self) -> float:
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def transitions_per_second(self) -> float:
+        return self.transitions / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def unreachable(self) -> list[str]:
+        return [
+            label
+            for label in self.labels
+            if label not in self.fired and label not in self.disabled_by_policy
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "complete": self.complete,
+            "stopped_by": self.stopped_by,
+            "implementation": self.implementation,
+            "policy": policy_to_dict(self.policy),
+            "domains": self.domains,
+            "symmetry": self.symmetry,
+            "bounds": {"max_states": self.max_states, "max_depth": self.max_depth},
+            "states": self.states,
+            "transitions": self.transitions,
+            "distinct_edges": self.distinct_edges,
+            "invariant_evaluations": self.invariant_evaluations,
+            "depth": self.depth,
+            "seconds": round(self.seconds, 3),
+            "states_per_second": round(self.states_per_second),
+            "transitions_per_second": round(self.transitions_per_second),
+            "transitions_declared": len(self.labels),
+            "transitions_reached": sum(1 for label in self.labels if label in self.fired),
+            "transition_coverage": {
+                label: (
+                    "reached"
+                    if label in self.fired
+                    else "disabled by the policy"
+                    if label in self.disabled_by_policy
+                    else "unreachable"
+                )
+                for label in self.labels
+            },
+            "fired_on_distinct_edges": dict(self.fired),
+            "absorbed_in_final_states": dict(self.absorbed),
+            "disabled_by_policy": dict(self.disabled_by_policy),
+            "stop_reasons": dict(self.stop_reasons),
+            "traps": self.traps,
+            "trap_example": None
+            if self.trap_example is None
+            else [str(operation) for operation in self.trap_example],
+            "warnings": list(self.warnings),
+            "violations": [finding.to_json() for finding in self.findings],
+            "violation_summary": self.violation_summary,
+            "runs": [
+                {
+                    key: value
+                    for key, value in run.to_json().items()
+                    if key not in ("policy", "implementation", "runs", "violations")
+                }
+                for run in self.runs
+            ],
+        }
+
+    def lines(self) -> list[str]:
+        """The human report."""
+        out = [
+            f"replan explore: {self.implementation}, "
+            f"{'symmetry-reduced ' if self.symmetry else ''}breadth-first",
+            *self.domain_lines,
+        ]
+        for run in self.runs:
+            out.append(
+                f"run {run.domains.get('name')}: {run.states:,} states, "
+                f"{run.transitions:,} transitions, depth {run.depth}, {run.seconds:.2f} s"
+                + ("" if run.complete else f" (INCOMPLETE: {run.stopped_by})")
+            )
+        if self.runs:
+            out.append("together:")
+        out += [
+            f"states     {self.states:,} distinct"
+            + ("" if self.complete else f"  (INCOMPLETE: stopped by {self.stopped_by})"),
+            f"transitions {self.transitions:,}  ({self.distinct_edges:,} distinct edges; "
+            f"{self.invariant_evaluations:,} invariant evaluations cover all of them)",
+            f"depth      {self.depth}",
+            f"time       {self.seconds:.2f} s  ({self.states_per_second:,.0f} states/s, "
+            f"{self.transitions_per_second:,.0f} transitions/s)",
+        ]
+        reached = sum(1 for label in self.labels if label in self.fired)
+        out.append(f"declared transitions reached: {reached}/{len(self.labels)}")
+        for label, why in self.disabled_by_policy.items():
+            out.append(f"  disabled by the policy: {label}  ({why})")
+        stops = ", ".join(
+            f"{reason} {'yes' if hit else 'NO'}" for reason, hit in self.stop_reasons.items()
+        )
+        out.append(f"stop reasons reachable: {stops}")
+        if self.traps is None:
+            out.append("traps: not determined (the search is incomplete)")
+        elif self.traps == 0:
+            out.append("traps: none (a stopped state is reachable from every reachable state)")
+        else:
+            out.append(f"traps: {self.traps} states from which no stopped state is reachable")
+        for warning in self.warnings:
+            out.append(f"warning: {warning}")
+        for finding in self.findings:
+            out.append(
+                f"VIOLATION {finding.property}: shortest counterexample, "
+                f"{len(finding.operations)} operations:"
+            )
+            out.append(finding.program())
+            if finding.message:
+                out.append(f"     {finding.message}")
+        if not self.findings:
+            out.append(
+                f"all {len(INVARIANTS)} invariants hold on every transition explored"
+                + ("" if self.complete else " (incomplete search)")
+            )
+        return out
+
+
+# ---- the explored graph, kept for campaign coverage --------------------------------------
+
+
+class ExploredGraph:
+    """The reachable states and distinct edges of one exploration, in the explorer's
+    abstraction (a state is a ``Run._export_state()`` tuple, ids canonically renamed
+    when the search was symmetry-reduced; an edge is (state, fired transition label,
+    successor)). What ``coverage`` measures a campaign against."""
+
+    def __init__(self, engine: _Engine) -> None:
+        self._engine = engine
+        self._index: dict[RunState, int] | None = None
+        self.edge_labels: list[str | None] = engine.edge_labels
+
+    @property
+    def states(self) -> int:
+        return len(self._engine.keys)
+
+    @property
+    def edges(self) -> set[tuple[int, int, int]]:
+        return self._engine.edges
+
+    @property
+    def symmetry(self) -> bool:
+        return self._engine.symmetry
+
+    def state(self, index: int) -> RunState:
+        return self._engine.full(self._engine.keys[index])
+
+    def depth(self, index: int) -> int:
+        return self._engine.depth_of(index)
+
+    def index_of(self, state: RunState) -> int | None:
+        """The index of a state (an ``_export_state`` tuple), after the same canonical
+        renaming the search used; None when the search never reached it."""
+        if self._index is None:
+            self._index = {self.state(i): i for i in range(self.states)}
+        if self._engine.symmetry:
+            state = self._engine.canonical_full(state)
+        return self._index.get(_normal(state))
+
+    def path(self, index: int) -> list[Operation]:
+        """The operations of a shortest run from the initial state to ``index``."""
+        return self._engine.operations_to(index)
+
+
+def _normal(state: RunState) -> RunState:
+    """A state tuple with plain strings for enum members, so that tuples built from
+    snapshots and from controllers compare and hash alike (they already do; this
+    only makes the stored form JSON-friendly and independent of the enum classes)."""
+    pending = state[6]
+    return (
+        str(state[0]),
+        *state[1:6],
+        None if pending is None else Plan(*pending),
+        tuple((k, v, str(s)) for k, v, s in state[7]),
+        tuple(((k, v), (str(s), src)) for (k, v), (s, src) in state[8]),
+        tuple(state[9]),
+        tuple(state[10]),
+    )
+
+
+def state_of_snapshot(snapshot: Mapping[str, Any]) -> RunState:
+    """The explorer's abstraction of a controller snapshot: the ``_export_state``
+    tuple holding the same information (snapshot() and _export_state() hold the same
+    fields; a test checks the round trip on every reachable state)."""
+    pending = snapshot["pending"]
+    return (
+        str(snapshot["state"]),
+        snapshot["evidence_revision"],
+        snapshot["plan_revision"],
+        snapshot["steps"],
+        snapshot["proposals"],
+        snapshot["no_progress"],
+        None
+        if pending is None
+        else Plan(
+            pending["id"],
+            pending["revision"],
+            pending["evidence_revision"],
+            pending["step"],
+            pending["resource"],
+        ),
+        tuple(
+            (key, entry["version"], str(entry["state"]))
+            for key, entry in sorted(snapshot["evidence"].items())
+        ),
+        tuple(
+            ((key, version), (str(state), source))
+            for key, version, state, source in sorted(
+                (tuple(item) for item in snapshot["contents"]), key=lambda item: item[:2]
+            )
+        ),
+        tuple(sorted(snapshot["accepted"])),
+        tuple(sorted(snapshot["completed"])),
+    )
+
+
+# ---- the search engine --------------------------------------------------------------------
+
+
+def _container_slots(controller: Run) -> tuple[str, ...]:
+    names: list[str] = []
+    for klass in type(controller).__mro__:
+        for name in getattr(klass, "__slots__", ()):
+            if name not in names and isinstance(getattr(controller, name, None), dict | set):
+                names.append(name)
+    return tuple(sorted(names))
+
+
+class _Engine:
+    """One breadth-first search (see the module docstring for the design)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        space: InputSpace,
+        implementation: type[Run],
+        *,
+        symmetry: bool,
+        check_invariants: bool,
+        keep_graph: bool,
+        stop_at_first: bool,
+    ) -> None:
+        self.policy = policy
+        self.space = space
+        self.implementation = implementation
+        self.symmetry = symmetry
+        self.check_invariants = check_invariants
+        self.keep_graph = keep_graph
+        self.stop_at_first = stop_at_first
+        self.live = implementation(policy)
+        self.proto = implementation(policy)
+        self.dirty: set[str] = set()
+        self.slots = _container_slots(self.live)
+        self.get_containers = operator.attrgetter(*self.slots)
+        self.part_index: dict[Any, int] = {}
+        self.parts: list[Any] = []
+        self.keys: list[tuple[Any, ...]] = []
+        self.index: dict[tuple[Any, ...], int] = {}
+        self.parent = array("l")
+        self.via = array("l")
+        self.layer_starts: list[int] = [0]
+        self.canon_cache: dict[tuple[Any, ...], tuple[dict[str, str] | None, int, int]] = {}
+        self.snapshots: dict[Any, dict[str, Any]] = {}
+        self.labels = tuple(implementation.transitions)
+        self.fired: dict[int, int] = {}
+        self.absorbed: dict[str, int] = {}
+        self.stop_seen: set[str] = set()
+        self.transitions = 0
+        self.distinct_edges = 0
+        self.evaluations = 0
+        self.violations: list[_Violation] = []
+        self.first_violation: dict[str, _Violation] = {}
+        #: invariant -> violating transitions found, shortest and first run lengths
+        self.violation_summary: dict[str, dict[str, int]] = {}
+        self.open_states: dict[int, list[int]] = {}  # no stopped successor: for traps
+        self.edges: set[tuple[int, int, int]] = set()
+        self.edge_labels: list[str | None] = []
+        self.edge_label_index: dict[str | None, int] = {}
+        initial = self.key(self.live._export_state())
+        if symmetry:
+            initial = self.canonical(initial)
+        self.add_state(initial, -1, -1)
+        self._check_scalar_layout()
+
+    # -- states ---------------------------------------------------------------------------
+
+    def intern(self, part: Any) -> int:
+        number = self.part_index.get(part)
+        if number is None:
+            number = self.part_index[part] = len(self.parts)
+            self.parts.append(part)
+        return number
+
+    def key(self, state: RunState) -> tuple[Any, ...]:
+        intern = self.intern
+        return (*state[:_SCALARS], *(intern(part) for part in state[_SCALARS:]))
+
+    def full(self, key: tuple[Any, ...]) -> RunState:
+        parts = self.parts
+        return (*key[:_SCALARS], *(parts[number] for number in key[_SCALARS:]))
+
+    def add_state(self, key: tuple[Any, ...], parent: int, via: int) -> int:
+        number = len(self.keys)
+        self.index[key] = number
+        self.keys.append(key)
+        self.parent.append(parent)
+        self.via.append(via)
+        if key[0] in _STOP_VALUES:
+            self.stop_seen.add(str(key[0]))
+        return number
+
+    def depth_of(self, index: int) -> int:
+        depth = 0
+        while self.parent[index] >= 0:
+            index = self.parent[index]
+            depth += 1
+        return depth
+
+    def _check_scalar_layout(self) -> None:
+        """The hot loop rewrites the leading scalar fields by name: make sure they are
+        the ones ``_export_state`` leads with, in its order, and that the rest are
+        exactly the containers it exports (so a change to Run fails here, loudly)."""
+        live = self.live
+        marker = (object(), -101, -102, -103, -104, -105, None)
+        (
+            live._declared_state,
+            live._evidence_revision,
+            live._plan_revision,
+            live._steps,
+            live._proposals,
+            live._no_progress,
+            live._pending,
+        ) = marker
+        exported = live._export_state()
+        if exported[:_SCALARS] != marker or len(exported) != _SCALARS + 4:
+            raise RuntimeError(
+                "Run._export_state no longer leads with the 7 scalar fields the explorer "
+                "rewrites; update verification/explore.py with it"
+            )
+        live._import_state(self.full(self.keys[0]))
+
+    # -- symmetry -------------------------------------------------------------------------
+
+    def _renamable(self, plan_id: Any) -> bool:
+        if not isinstance(plan_id, str):
+            return False
+        pool = self.space.pool
+        if pool is not None:
+            return plan_id in pool
+        return id_order(plan_id)[0] < (1 << 30)
+
+    def _canon_parts(
+        self, pending_id: Any, accepted_part: int, completed_part: int
+    ) -> tuple[dict[str, str] | None, int, int]:
+        accepted = self.parts[accepted_part]
+        completed = self.parts[completed_part]
+        mentioned = {*accepted, *completed, *(() if pending_id is None else (pending_id,))}
+        movable = [plan_id for plan_id in mentioned if self._renamable(plan_id)]
+        in_accepted, in_completed = set(accepted), set(completed)
+        # Ids with the same signature are interchangeable, so any order among them
+        # gives the same renamed state; id_order only makes the choice deterministic.
+        movable.sort(
+            key=lambda plan_id: (
+                plan_id not in in_accepted,
+                plan_id not in in_completed,
+                plan_id != pending_id,
+                id_order(plan_id),
+            )
+        )
+        names = self.space.pool if self.space.pool is not None else None
+        taken = {plan_id for plan_id in mentioned if plan_id not in movable}
+        fresh = (f"p{n}" for n in itertools.count(1)) if names is None else iter(names)
+        rename: dict[str, str] = {}
+        for plan_id in movable:
+            name = next(fresh)
+            while name in taken:
+                name = next(fresh)
+            rename[plan_id] = name
+        if all(old == new for old, new in rename.items()):
+            return None, accepted_part, completed_part
+        return (
+            rename,
+            self.intern(tuple(sorted(rename.get(x, x) for x in accepted))),
+            self.intern(tuple(sorted(rename.get(x, x) for x in completed))),
+        )
+
+    def canonical(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        pending = key[6]
+        pending_id = None if pending is None else pending[0]
+        cache_key = (pending_id, key[9], key[10])
+        hit = self.canon_cache.get(cache_key)
+        if hit is None:
+            hit = self.canon_cache[cache_key] = self._canon_parts(pending_id, key[9], key[10])
+        rename, accepted, completed = hit
+        if rename is None:
+            return key
+        if pending is not None:
+            pending = Plan(rename.get(pending[0], pending[0]), *pending[1:])
+        return (*key[:6], pending, key[7], key[8], accepted, completed)
+
+    def canonical_full(self, state: RunState) -> RunState:
+        return self.full(self.canonical(self.key(state)))
+
+    # -- operations -----------------------------------------------------------------------
+
+    def mentioned(self, key: tuple[Any, ...]) -> tuple[Any, Any, Any]:
+        """(accepted, completed, pending id): what the domain's ids depend on."""
+        pending = key[6]
+        return (self.parts[key[9]], self.parts[key[10]], None if pending is None else pending[0])
+
+    def operations(self, key: tuple[Any, ...]) -> list[Operation]:
+        return self.space.operations(key[2], key[1], *self.mentioned(key))
+
+    def operations_to(self, index: int) -> list[Operation]:
+        """A shortest run to ``index`` (concrete: ids renamed back when symmetric)."""
+        path = []
+        while self.parent[index] >= 0:
+            path.append((self.parent[index], self.via[index], index))
+            index = self.parent[index]
+        path.reverse()
+        if not self.symmetry:
+            return [self.operations(self.keys[source])[via] for source, via, _ in path]
+        return self._concrete_path([(self.keys[target], None) for _, _, target in path])
+
+    def _concrete_path(self, targets: list[tuple[tuple[Any, ...], str | None]]) -> list[Operation]:
+        """Operations that drive a fresh controller through states whose canonical
+        forms are ``targets`` (the last one, when an invariant is named, breaking it)."""
+        from spec.invariants import violated
+        from verification.harness import observe_call
+
+        controller = self.implementation(self.policy)
+        chosen: list[Operation] = []
+        for wanted, invariant in targets:
+            here = self.key(controller._export_state())
+            for operation in self.operations(here):
+                trial = self.implementation(self.policy)
+                trial._import_state(controller._export_state())
+                call = observe_call(self.policy, trial, operation)
+                if self.canonical(self.key(trial._export_state())) != wanted:
+                    continue
+                if invariant is not None and invariant not in violated(call):
+                    continue
+                chosen.append(operation)
+                controller = trial
+                break
+            else:  # pragma: no cover - the search and the replay disagree
+                raise RuntimeError("could not rebuild a concrete run along the explored path")
+        return chosen
+
+    # -- expansion: the hot loop ------------------------------------------------------------
+
+    def expand(self, source: int) -> None:
+        key = self.keys[source]
+        full = self.full(key)
+        proto = self.proto
+        proto._import_state(full)
+        live = self.live
+        dirty = self.dirty
+        slots = self.slots
+        get_containers = self.get_containers
+        for slot in slots:
+            setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
+        dirty.clear()
+        loaded = get_containers(live)
+        live._trace = []
+        scalars = key[:_SCALARS]
+        ev_part, contents_part, accepted_part, completed_part = key[_SCALARS:]
+        space = self.space
+        to_propose, to_execute = space.ids(*self.mentioned(key))
+        groups = (
+            (0, live.observe, space.observations),
+            (1, live.propose, space.plans(key[2], key[1], to_propose)),
+            (2, live.execute, to_execute),
+            (3, None, (None,)),
+        )
+        intern = self.intern
+        index = self.index
+        symmetry = self.symmetry
+        canonical = self.canonical
+        check = self.check_invariants
+        memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        clean: tuple[Any, ...] = _CLEAN
+        before: dict[str, Any] | None = None
+        successors: set[int] = set()
+        stopped_successor = key[0] in _STOP_VALUES
+        position = -1
+        is_not = operator.is_not
+        for group, method, arguments in groups:
+            op = GROUPS[group]
+            for argument in arguments:
+                position += 1
+                (
+                    live._declared_state,
+                    live._evidence_revision,
+                    live._plan_revision,
+                    live._steps,
+                    live._proposals,
+                    live._no_progress,
+                    live._pending,
+                ) = scalars
+                if dirty:
+                    for slot in dirty:
+                        setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
+                    dirty.clear()
+                    loaded = get_containers(live)
+                try:
+                    result = live.cancel() if method is None else method(argument)
+                except Exception as error:  # an error is an outcome, as in the harness
+                    result = type(error)
+                replaced = any(map(is_not, get_containers(live), loaded))
+                if dirty or replaced:
+                    exported = live._export_state()
+                    successor = (
+                        *exported[:_SCALARS],
+                        intern(exported[7]),
+                        intern(exported[8]),
+                        intern(exported[9]),
+                        intern(exported[10]),
+                    )
+                    if replaced:
+                        dirty.update(slots)
+                else:
+                    successor = (
+                        live._declared_state,
+                        live._evidence_revision,
+                        live._plan_revision,
+                        live._steps,
+                        live._proposals,
+                        live._no_progress,
+                        live._pending,
+                        ev_part,
+                        contents_part,
+                        accepted_part,
+                        completed_part,
+                    )
+                concrete = successor
+                if symmetry:
+                    successor = canonical(successor)
+                target = index.get(successor)
+                if target is None:
+                    target = self.add_state(successor, source, position)
+                trace = live._trace
+                fired = trace[-1][5] if trace else None
+                edge = (
+                    group,
+                    fired,
+                    result.__class__,
+                    result,
+                    concrete if symmetry else target,
+                )
+                verdict = memo.get(edge)
+                if verdict is clean:
+                    continue
+                failures: list[str] = []
+                if verdict is None:
+                    # A new distinct edge of this state: count it, and evaluate every
+                    # invariant, recording which ones read the argument.
+                    self.distinct_edges += 1
+                    self._record_edge(source, op, fired, result, target, successors)
+                    if successor[0] in _STOP_VALUES:
+                        stopped_successor = True
+                    if check:
+                        if before is None:
+                            before = proto.snapshot()
+                        after = self._snapshot_after(concrete, live)
+                        verdict = self._evaluate_all(
+                            _watched_call(self.policy, before, op, argument, result, after),
+                            failures,
+                        )
+                    else:
+                        verdict = clean
+                    memo[edge] = verdict
+                else:
+                    dependent, failed, call = verdict
+                    failures.extend(failed)
+                    if dependent:
+                        # Same (op, fired, answer, successor) as an evaluated call: only
+                        # the invariants that read the argument can answer differently.
+                        call.__dict__["argument"] = argument
+                        self.evaluations += len(dependent)
+                        for name, holds in dependent:
+                            if not holds(call):
+                                failures.append(name)
+                if failures:
+                    self._violation(failures, source, position, concrete)
+        self.transitions += position + 1
+        if not stopped_successor:
+            self.open_states[source] = sorted(successors)
+
+    def _snapshot_after(self, concrete: tuple[Any, ...], live: Run) -> dict[str, Any]:
+        snapshots = self.snapshots
+        snapshot = snapshots.get(concrete)
+        if snapshot is None:
+            if len(snapshots) >= 50_000:
+                snapshots.clear()
+            snapshot = snapshots[concrete] = live.snapshot()
+        return snapshot
+
+    def _evaluate_all(self, call: _WatchedCall, failures: list[str]) -> tuple[Any, ...]:
+        """Evaluate every invariant on ``call``; the memo entry for its edge: the
+        invariants that read the argument (to evaluate again on every transition of
+        the same edge), the ones that failed without reading it, and the call."""
+        dependent = []
+        failed_regardless = []
+        self.evaluations += len(INVARIANTS)
+        for name, holds in INVARIANTS.items():
+            _ARGUMENT_READ[0] = False
+            verdict = holds(call)
+            reads_argument = _ARGUMENT_READ[0]
+            if reads_argument:
+                dependent.append((name, holds))
+            if not verdict:
+                failures.append(name)
+                if not reads_argument:
+                    failed_regardless.append(name)
+        if not dependent and not failed_regardless:
+            return _CLEAN
+        return (tuple(dependent), tuple(failed_regardless), call)
+
+    def _record_edge(
+        self,
+        source: int,
+        op: str,
+        fired: int | None,
+        result: Any,
+        target: int,
+        successors: set[int],
+    ) -> None:
+        successors.add(target)
+        if fired is not None:
+            self.fired[fired] = self.fired.get(fired, 0) + 1
+            label = self.labels[fired]
+        else:
+            # No declared transition: a final state absorbed the call, or the input
+            # check refused it; named as the trace's "transition" field names it.
+            declared = self.keys[source][0]
+            label = f"{declared} absorbs {op}" if declared in _STOP_VALUES else None
+            shown = label or f"{op} refused by the input check"
+            self.absorbed[shown] = self.absorbed.get(shown, 0) + 1
+        if self.keep_graph:
+            number = self.edge_label_index.get(label)
+            if number is None:
+                number = self.edge_label_index[label] = len(self.edge_labels)
+                self.edge_labels.append(label)
+            self.edges.add((source, number, target))
+
+    def _violation(
+        self, names: list[str], source: int, via: int, concrete: tuple[Any, ...]
+    ) -> None:
+        found = _Violation(
+            sorted(set(names), key=list(INVARIANTS).index),
+            source,
+            via,
+            concrete,
+            self.depth_of(source) + 1,
+        )
+        self.violations.append(found)
+        for name in found.invariants:
+            self.first_violation.setdefault(name, found)
+            summary = self.violation_summary.setdefault(
+                name, {"transitions": 0, "shortest": found.length, "first": found.length}
+            )
+            summary["transitions"] += 1
+            summary["shortest"] = min(summary["shortest"], found.length)
+
+    # -- traps ----------------------------------------------------------------------------
+
+    def traps(self) -> list[int]:
+        """States from which no stopped state is reachable. A state reaches one if it is
+        stopped, has a stopped successor, or has a successor that reaches one; only
+        states with neither of the first two kept their successor lists."""
+        open_states = self.open_states
+        reaches = {index: False for index in open_states}
+        changed = True
+        while changed:
+            changed = False
+            for index, successors in open_states.items():
+                if reaches[index]:
+                    continue
+                if any(reaches.get(successor, True) for successor in successors):
+                    reaches[index] = True
+                    changed = True
+        return sorted(index for index, ok in reaches.items() if not ok)
+
+
+# ---- the policy's switches: guards that read nothing but the policy ---------------------
+
+_LABEL = re.compile(r"^(?P<source>\S+) --(?P<event>\w+)(?:\[(?P<cond>.*)\])?--> (?P<target>\S+)$")
+
+
+def _reads_only_policy(function: Any) -> bool:
+    """Whether a guard is ``return <expression over self.policy only>`` (no calls, no
+    parameters, no other field): under a given policy it is a constant."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 1:
+        return False
+    body = list(definition.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return False
+    expression = body[0].value
+    parents = {child: node for node in ast.walk(expression) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(expression):
+        if isinstance(node, ast.Call | ast.Lambda | ast.NamedExpr):
+            return False
+        if isinstance(node, ast.Name):
+            if node.id != definition.args.args[0].arg:
+                return False
+            parent = parents.get(node)
+            if not (isinstance(parent, ast.Attribute) and parent.attr == "policy"):
+                return False
+    return True
+
+
+def policy_switches(implementation: type[Run], policy: Policy) -> dict[str, bool]:
+    """Guard name -> its constant value under ``policy``, for every guard of the
+    declared transitions that reads nothing but the policy."""
+    names: list[str] = []
+    for label in implementation.transitions:
+        match = _LABEL.match(label)
+        if match and match["cond"]:
+            for node in ast.walk(parse_guard(match["cond"])):
+                if isinstance(node, ast.Name) and node.id not in names:
+                    names.append(node.id)
+    switches: dict[str, bool] = {}
+    instance = implementation(policy)
+    for name in names:
+        function = getattr(implementation, name, None)
+        if function is not None and _reads_only_policy(function):
+            switches[name] = bool(getattr(instance, name)())
+    return switches
+
+
+def _satisfiable(trees: list[tuple[ast.expr | None, bool]], fixed: Mapping[str, bool]) -> bool:
+    """Whether some assignment of the guard names (those in ``fixed`` held at their
+    values) makes every (tree, wanted) pair evaluate to ``wanted``; None = always."""
+    names = sorted(
+        {
+            node.id
+            for tree, _ in trees
+            if tree is not None
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and node.id not in fixed
+        }
+    )
+    compiled = [
+        (None if tree is None else compile(ast.Expression(tree), "<guard>", "eval"), wanted)
+        for tree, wanted in trees
+    ]
+    for values in itertools.product((False, True), repeat=len(names)):
+        assignment = {**fixed, **dict(zip(names, values, strict=True))}
+        if all(
+            (True if code is None else bool(eval(code, {"__builtins__": {}}, assignment))) == wanted
+            for code, wanted in compiled
+        ):
+            return True
+    return False
+
+
+def guard_analysis(
+    implementation: type[Run], policy: Policy
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(disabled by the policy, structurally dead): label -> why. A transition fires
+    when its guard holds and no earlier transition of the same state and event fires
+    (priority order), read as a formula over guard names. Dead: no assignment of the
+    names satisfies it. Disabled: only the policy's constant guards make it
+    unsatisfiable (e.g. ``duplicate_delivery`` alone under
+    ``count_duplicate_deliveries = true``): configuration, not a defect."""
+    switches = policy_switches(implementation, policy)
+    parsed: list[tuple[str, str, ast.expr | None]] = []
+    for label in implementation.transitions:
+        match = _LABEL.match(label)
+        if match is None:
+            continue
+        group = f"{match['source']}/{match['event']}"
+        parsed.append((label, group, parse_guard(match["cond"]) if match["cond"] else None))
+    disabled: dict[str, str] = {}
+    dead: dict[str, str] = {}
+    for position, (label, group, tree) in enumerate(parsed):
+        earlier = [(t, False) for _, g, t in parsed[:position] if g == group]
+        formula = [(tree, True), *earlier]
+        if any(t is None for t, wanted in earlier if not wanted):
+            dead[label] = "an earlier transition of the same state and event always fires"
+        elif not _satisfiable(formula, {}):
+            dead[label] = "its guard can never hold"
+        elif not _satisfiable(formula, switches):
+            used = sorted(
+                {
+                    node.id
+                    for t, _ in formula
+                    if t is not None
+                    for node in ast.walk(t)
+                    if isinstance(node, ast.Name) and node.id in switches
+                }
+            )
+            disabled[label] = "; ".join(
+                f"{name} is always {switches[name]} under this policy" for name in used
+            )
+    return disabled, dead
+
+
+# ---- the search ------------------------------------------------------------------------
+
+
+def _implementation_name(implementation: type[Run]) -> str:
+    module = implementation.__module__
+    if implementation is Controller or module == "controller._generated":
+        return "controller.Controller (generated)"
+    return f"{module}:{implementation.__qualname__}"
+
+
+def explore(
+    policy: Policy | None = None,
+    domains: Domains | Sequence[Domains] | None = None,
+    implementation: type[Run] = Controller,
+    *,
+    symmetry: bool | None = None,
+    max_states: int | None = None,
+    max_depth: int | None = None,
+    stop_at_first: bool = True,
+    check_invariants: bool = True,
+    keep_graph: bool = False,
+    progress: Callable[[str], None] | None = None,
+    progress_every: float = 2.0,
+    implementation_name: str | None = None,
+) -> ExploreResult:
+    """Breadth-first search of every state ``implementation`` reaches under ``policy``
+    with the operations of ``domains`` (default: ``default_report_domains(policy)``;
+    several domains are explored one after the other and reported together, each in
+    ``runs``), checking every invariant on every transition.
+
+    Stops at the first violation when ``stop_at_first`` (its counterexample is then a
+    shortest one: every state of smaller depth was fully expanded without one);
+    otherwise it explores everything and keeps, per invariant, the first violation
+    found, which is a shortest counterexample to that invariant. ``max_states`` caps
+    the states stored per domain (the search stops cleanly, ``complete`` False);
+    ``max_depth`` leaves states at that depth unexpanded (bounded search).
+    ``symmetry`` stores states under a canonical renaming of their plan ids; None:
+    for fresh-id domains (designed for it) but not for fixed pools (SPIN's count
+    states unreduced)."""
+    policy = DEFAULT_POLICY if policy is None else policy
+    if domains is None:
+        domains = default_report_domains(policy)
+    name = implementation_name or _implementation_name(implementation)
+    if isinstance(domains, Domains):
+        return _explore_one(
+            policy,
+            domains,
+            implementation,
+            name,
+            symmetry=symmetry,
+            max_states=max_states,
+            max_depth=max_depth,
+            stop_at_first=stop_at_first,
+            check_invariants=check_invariants,
+            keep_graph=keep_graph,
+            progress=progress,
+            progress_every=progress_every,
+        )
+    runs: list[ExploreResult] = []
+    for each in domains:
+        runs.append(
+            _explore_one(
+                policy,
+                each,
+                implementation,
+                name,
+                symmetry=symmetry,
+                max_states=max_states,
+                max_depth=max_depth,
+                stop_at_first=stop_at_first,
+                check_invariants=check_invariants,
+                keep_graph=keep_graph,
+                progress=progress,
+                progress_every=progress_every,
+            )
+        )
+        if runs[-1].findings and stop_at_first:
+            break
+    return _combine(runs, implementation)
+
+
+def _explore_one(
+    policy: Policy,
+    domains: Domains,
+    implementation: type[Run],
+    name: str,
+    *,
+    symmetry: bool | None,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    check_invariants: bool,
+    keep_graph: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+) -> ExploreResult:
+    space = InputSpace(policy, domains)
+    if symmetry is None:
+        symmetry = domains.ids is None
+    started = time.perf_counter()
+    engine = _Engine(
+        policy,
+        space,
+        implementation,
+        symmetry=symmetry,
+        check_invariants=check_invariants,
+        keep_graph=keep_graph,
+        stop_at_first=stop_at_first,
+    )
+    stopped_by: str | None = None
+    depth = 0
+    layer_end = 1
+    cursor = 0
+    last_report = started
+    while cursor < len(engine.keys):
+        if cursor == layer_end:
+            depth += 1
+            layer_end = len(engine.keys)
+        if max_depth is not None and depth >= max_depth:
+            stopped_by = "max_depth"
+            break
+        if max_states is not None and len(engine.keys) >= max_states:
+            stopped_by = "max_states"
+            break
+        engine.expand(cursor)
+        cursor += 1
+        if engine.violations and stop_at_first:
+            stopped_by = "violation"
+            break
+        if progress is not None and cursor % 128 == 0:
+            now = time.perf_counter()
+            if now - last_report >= progress_every:
+                last_report = now
+                elapsed = now - started
+                progress(
+                    f"explore ({domains.name}): depth {depth}, {len(engine.keys):,} states "
+                    f"({cursor:,} expanded), {engine.transitions:,} transitions, "
+                    f"{engine.transitions / elapsed:,.0f} transitions/s"
+                )
+    seconds = time.perf_counter() - started
+    complete = stopped_by is None
+    labels = engine.labels
+    fired = {labels[number]: count for number, count in sorted(engine.fired.items())}
+    stop_reasons = {str(reason): str(reason) in engine.stop_seen for reason in StopReason}
+    traps: int | None = None
+    trap_example: list[Operation] | None = None
+    if complete:
+        trapped = engine.traps()
+        traps = len(trapped)
+        if trapped:
+            trap_example = engine.operations_to(trapped[0])
+    findings: list[Finding] = []
+    if stopped_by == "violation":
+        first = engine.violations[0]
+        findings.append(_finding(engine, first, first.invariants[0], name))
+    else:
+        for invariant, violation in engine.first_violation.items():
+            findings.append(_finding(engine, violation, invariant, name))
+    result = ExploreResult(
+        policy=policy,
+        implementation=name,
+        domains=space.describe(),
+        domain_lines=space.lines(),
+        symmetry=symmetry,
+        states=len(engine.keys),
+        transitions=engine.transitions,
+        depth=depth,
+        seconds=seconds,
+        complete=complete,
+        stopped_by=stopped_by,
+        distinct_edges=engine.distinct_edges,
+        invariant_evaluations=engine.evaluations,
+        labels=labels,
+        fired=fired,
+        absorbed=dict(sorted(engine.absorbed.items())),
+        stop_reasons=stop_reasons,
+        disabled_by_policy={},
+        warnings=[],
+        traps=traps,
+        trap_example=trap_example,
+        findings=findings,
+        max_states=max_states,
+        max_depth=max_depth,
+        graph=ExploredGraph(engine) if keep_graph else None,
+        violation_summary=engine.violation_summary,
+    )
+    _judge(result, implementation)
+    return result
+
+
+def _judge(result: ExploreResult, implementation: type[Run]) -> None:
+    """Fill in what the reachable set says about the declaration: transitions the
+    policy switches off, and the warnings (unreachable transitions and stop reasons,
+    traps), given only when the search was complete."""
+    disabled, dead = guard_analysis(implementation, result.policy)
+    result.disabled_by_policy = {
+        label: why for label, why in disabled.items() if label not in result.fired
+    }
+    warnings: list[str] = []
+    if result.complete:
+        for label in result.labels:
+            if label in result.fired or label in result.disabled_by_policy:
+                continue
+            why = dead.get(label) or f"never fired in {result.states:,} reachable states"
+            warnings.append(f"unreachable transition: {label} ({why})")
+        for reason, reached in result.stop_reasons.items():
+            if not reached:
+                warnings.append(f"unreachable stop reason: {reason} (in these domains)")
+        if result.traps:
+            length = len(result.trap_example or [])
+            warnings.append(
+                f"{result.traps} trap states: no stopped state is reachable from them "
+                f"(the shallowest after {length} operations)"
+            )
+    else:
+        missing = [
+            label
+            for label in result.labels
+            if label not in result.fired and label not in result.disabled_by_policy
+        ]
+        warnings.append(
+            f"incomplete search (stopped by {result.stopped_by}): reachability and trap "
+            f"verdicts cover only the explored part; {len(missing)} declared transitions "
+            "not reached so far"
+        )
+    result.warnings = warnings
+
+
+def _merge_summaries(runs: list[ExploreResult]) -> dict[str, dict[str, int]]:
+    merged: dict[str, dict[str, int]] = {}
+    for run in runs:
+        for name, summary in run.violation_summary.items():
+            if name not in merged:
+                merged[name] = dict(summary)
+            else:
+                merged[name]["transitions"] += summary["transitions"]
+                merged[name]["shortest"] = min(merged[name]["shortest"], summary["shortest"])
+    return merged
+
+
+def _combine(runs: list[ExploreResult], implementation: type[Run]) -> ExploreResult:
+    """Several domains reported as one: totals, the union of what was reached, every
+    run's findings, and each run kept in ``runs``."""
+    first = runs[0]
+    fired: dict[str, int] = {}
+    absorbed: dict[str, int] = {}
+    for run in runs:
+        for label, count in run.fired.items():
+            fired[label] = fired.get(label, 0) + count
+        for label, count in run.absorbed.items():
+            absorbed[label] = absorbed.get(label, 0) + count
+    complete = all(run.complete for run in runs)
+    stopped = [run.stopped_by for run in runs if run.stopped_by]
+    traps = None if any(run.traps is None for run in runs) else sum(r.traps or 0 for r in runs)
+    combined = ExploreResult(
+        policy=first.policy,
+        implementation=first.implementation,
+        domains={"runs": [run.domains for run in runs]},
+        domain_lines=[line for run in runs for line in run.domain_lines],
+        symmetry=any(run.symmetry for run in runs),
+        states=sum(run.states for run in runs),
+        transitions=sum(run.transitions for run in runs),
+        depth=max(run.depth for run in runs),
+        seconds=sum(run.seconds for run in runs),
+        complete=complete,
+        stopped_by=stopped[0] if stopped else None,
+        distinct_edges=sum(run.distinct_edges for run in runs),
+        invariant_evaluations=sum(run.invariant_evaluations for run in runs),
+        labels=first.labels,
+        fired={label: fired[label] for label in first.labels if label in fired},
+        absorbed=dict(sorted(absorbed.items())),
+        stop_reasons={
+            reason: any(run.stop_reasons[reason] for run in runs) for reason in first.stop_reasons
+        },
+        disabled_by_policy={},
+        warnings=[],
+        traps=traps,
+        trap_example=next((run.trap_example for run in runs if run.trap_example), None),
+        findings=[finding for run in runs for finding in run.findings],
+        max_states=first.max_states,
+        max_depth=first.max_depth,
+        runs=runs,
+        violation_summary=_merge_summaries(runs),
+    )
+    _judge(combined, implementation)
+    return combined
+
+
+def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) -> Finding:
+    """The shortest counterexample ending with ``violation``, replayed to record the
+    answers and to confirm it breaks ``invariant``."""
+    from spec.invariants import violated
+    from verification.harness import apply, observe_call
+
+    source_key = engine.keys[violation.source]
+    if engine.symmetry:
+        path_targets = []
+        index = violation.source
+        while engine.parent[index] >= 0:
+            path_targets.append((engine.keys[index], None))
+            index = engine.parent[index]
+        path_targets.reverse()
+        final = engine.canonical(violation.concrete_key)
+        operations = engine._concrete_path([*path_targets, (final, invariant)])
+    else:
+        operations = [
+            *engine.operations_to(violation.source),
+            engine.operations(source_key)[violation.via],
+        ]
+    subject = engine.implementation(engine.policy)
+    results = [apply(subject, operation) for operation in operations[:-1]]
+    last = observe_call(engine.policy, subject, operations[-1])
+    results.append(last.result)
+    broken = violated(last)
+    if invariant not in broken:  # pragma: no cover - the search and the replay disagree
+        raise RuntimeError(f"replaying the explored path does not break {invariant}")
+    return Finding(
+        property=invariant,
+        policy=engine.policy,
+        operations=operations,
+        results=results,
+        message=f"{operations[-1]} breaks {', '.join(broken)} "
+        f"(shortest: {len(operations)} operations, breadth-first)",
+        source="explorer",
+        extra={"implementation": name, "depth": len(operations)},
+    )
+
+
+# ---- the explorer's side of campaign coverage and shortest equivalent traces ------------
+
+
+def _any_ids_canonical(state: RunState, graph: ExploredGraph) -> RunState:
+    """Rename every plan id of ``state`` by its signature (accepted, completed,
+    pending), whatever its spelling, the way a symmetric search names them: a campaign's
+    ids ("plan-7") then land on the explorer's canonical states (p1, p2, ...)."""
+    pending = state[6]
+    pending_id = None if pending is None else pending[0]
+    accepted, completed = set(state[9]), set(state[10])
+    mentioned = sorted(
+        {*accepted, *completed, *(() if pending_id is None else (pending_id,))},
+        key=lambda plan_id: (
+            plan_id not in accepted,
+            plan_id not in completed,
+            plan_id != pending_id,
+            str(plan_id),
+        ),
+    )
+    pool = graph._engine.space.pool
+    names = list(pool) if pool is not None else [f"p{n}" for n in range(1, len(mentioned) + 1)]
+    if len(mentioned) > len(names):
+        return state  # more ids than the pool: outside the explored domains
+    rename = dict(zip(mentioned, names, strict=False))
+    return (
+        *state[:6],
+        None if pending is None else Plan(rename[pending_id], *pending[1:]),
+        state[7],
+        state[8],
+        tuple(sorted(rename[x] for x in state[9])),
+        tuple(sorted(rename[x] for x in state[10])),
+    )
+
+
+@dataclass
+class Coverage:
+    """A campaign's visited states and transitions measured against the explorer's
+    reachable set (same abstraction: ``state_of_snapshot``; an edge is (state, the
+    trace's "transition" field, successor))."""
+
+    states_reached: int
+    states_total: int
+    transitions_reached: int
+    transitions_total: int
+    labels_reached: list[str]
+    labels_total: list[str]
+    outside_states: int
+    outside_transitions: int
+    unreached: dict[str, Any]
+
+    @staticmethod
+    def _percent(part: int, whole: int) -> float:
+        return 100.0 * part / whole if whole else 100.0
+
+    def line(self) -> str:
+        """``states x/N (p%), transitions y/M (q%)``."""
+        return (
+            f"states {self.states_reached:,}/{self.states_total:,} "
+            f"({self._percent(self.states_reached, self.states_total):.1f}%), "
+            f"transitions {self.transitions_reached:,}/{self.transitions_total:,} "
+            f"({self._percent(self.transitions_reached, self.transitions_total):.1f}%)"
+        )
+
+    def lines(self) -> list[str]:
+        out = [f"coverage vs explorer: {self.line()}"]
+        out.append(
+            f"  declared transitions: {len(self.labels_reached)}/{len(self.labels_total)} "
+            "of those the explorer reaches"
+        )
+        if self.outside_states or self.outside_transitions:
+            out.append(
+                f"  outside the explored domains: {self.outside_states:,} states, "
+                f"{self.outside_transitions:,} transitions"
+            )
+        missing = self.unreached.get("declared_transitions", [])
+        for label in missing:
+            out.append(f"  never taken: {label}")
+        by_state = self.unreached.get("states_by_declared_state", {})
+        if by_state:
+            out.append(
+                "  unreached states by declared state: "
+                + ", ".join(f"{name} {count:,}" for name, count in by_state.items())
+            )
+        for example in self.unreached.get("shallowest", []):
+            out.append(f"  e.g. depth {example['depth']}: " + "; ".join(example["operations"]))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.line(),
+            "states": {"reached": self.states_reached, "total": self.states_total},
+            "transitions": {"reached": self.transitions_reached, "total": self.transitions_total},
+            "declared_transitions": {
+                "reached": len(self.labels_reached),
+                "total": len(self.labels_total),
+            },
+            "outside_explored_domains": {
+                "states": self.outside_states,
+                "transitions": self.outside_transitions,
+            },
+            "unreached": self.unreached,
+        }
+
+
+StateLike = Mapping[str, Any] | RunState
+
+
+def _as_state(value: StateLike) -> RunState:
+    return state_of_snapshot(value) if isinstance(value, Mapping) else tuple(value)
+
+
+def coverage(
+    result: ExploreResult,
+    visited_states: Iterable[StateLike],
+    visited_transitions: Iterable[tuple[Any, ...]] = (),
+    *,
+    examples: int = 3,
+) -> Coverage:
+    """How much of ``result``'s reachable graph (explored with ``keep_graph=True``) a
+    campaign visited. States are snapshots (or canonical JSON strings of them, or
+    ``_export_state`` tuples); a transition is (state before the call, the trace
+    record's "transition" field), the pair the campaign records: the explorer's
+    transitions are the distinct (state, fired transition) pairs of its graph."""
+    graph = result.graph
+    if graph is None:
+        raise ValueError("coverage needs an exploration run with keep_graph=True")
+    engine = graph._engine
+
+    def locate(value: Any) -> int | None:
+        if isinstance(value, str):
+            value = json.loads(value)
+        state = _normal(_as_state(value))
+        if graph.symmetry:
+            state = _any_ids_canonical(state, graph)
+        return graph.index_of(state)
+
+    state_hits: set[int] = set()
+    outside_states = 0
+    for value in visited_states:
+        found = locate(value)
+        if found is None:
+            outside_states += 1
+        else:
+            state_hits.add(found)
+    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
+    pairs = {(source, number) for source, number, _ in graph.edges}
+    pair_hits: set[tuple[int, int]] = set()
+    outside_transitions = 0
+    for item in visited_transitions:
+        source = locate(item[0])
+        number = label_numbers.get(item[1])
+        pair = None if source is None or number is None else (source, number)
+        if pair is None or pair not in pairs:
+            outside_transitions += 1
+        else:
+            pair_hits.add(pair)
+    reachable_labels = [label for label in result.labels if label in result.fired]
+    taken = {graph.edge_labels[number] for _, number in pair_hits}
+    labels_reached = [label for label in reachable_labels if label in taken]
+    by_state: dict[str, int] = {}
+    unreached_depths: dict[int, int] = {}
+    shallowest: list[tuple[int, int]] = []
+    for index in range(graph.states):
+        if index in state_hits:
+            continue
+        declared = str(engine.keys[index][0])
+        by_state[declared] = by_state.get(declared, 0) + 1
+        depth = engine.depth_of(index)
+        unreached_depths[depth] = unreached_depths.get(depth, 0) + 1
+        shallowest.append((depth, index))
+    shallowest.sort()
+    unreached = {
+        "states": graph.states - len(state_hits),
+        "transitions": len(pairs) - len(pair_hits),
+        "declared_transitions": [label for label in reachable_labels if label not in taken],
+        "states_by_declared_state": dict(sorted(by_state.items())),
+        "states_by_depth": dict(sorted(unreached_depths.items())),
+        "shallowest": [
+            {"depth": depth, "operations": [str(op) for op in graph.path(index)]}
+            for depth, index in shallowest[:examples]
+        ],
+    }
+    return Coverage(
+        states_reached=len(state_hits),
+        states_total=graph.states,
+        transitions_reached=len(pair_hits),
+        transitions_total=len(pairs),
+        labels_reached=labels_reached,
+        labels_total=reachable_labels,
+        outside_states=outside_states,
+        outside_transitions=outside_transitions,
+        unreached=unreached,
+    )
+
+
+def shortest_path_to_violation(
+    policy: Policy | None,
+    invariant_name: str,
+    implementation: type[Run] = Controller,
+    domains: Domains | Sequence[Domains] | None = None,
+    *,
+    max_states: int | None = 1_000_000,
+) -> Finding | None:
+    """The shortest run (in ``domains``, default the default report's) after which
+    ``implementation`` breaks ``invariant_name``, or None when no explored transition
+    breaks it. What a campaign offers beside its own (shrunk) failure: breadth-first
+    search keeps the first violation of each invariant, and no counterexample to it in
+    the same domain is shorter. With several domains, the shortest over all of them."""
+    if invariant_name not in INVARIANTS:
+        raise ValueError(
+            f"{invariant_name!r} is not a named invariant (known: {', '.join(INVARIANTS)})"
+        )
+    policy = DEFAULT_POLICY if policy is None else policy
+    if domains is None:
+        domains = default_report_domains(policy)
+    candidates: list[Finding] = []
+    for each in [domains] if isinstance(domains, Domains) else list(domains):
+        result = explore(policy, each, implementation, stop_at_first=False, max_states=max_states)
+        candidates += [f for f in result.findings if f.property == invariant_name]
+    return min(candidates, key=lambda finding: len(finding.operations), default=None)
+
+
+def save_findings(result: ExploreResult, directory: str | Path) -> list[Path]:
+    """Write each counterexample as ``explore-<invariant>.json`` (the shared format)."""
+    target = Path(directory)
+    return [
+        finding.save(target / f"explore-{finding.property}.json") for finding in result.findings
+    ]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
