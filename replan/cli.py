@@ -43,7 +43,10 @@ def _available() -> dict[str, tuple[str, str]]:
     return found
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``selected``'s module is imported (its options registered), so
+    `replan prove` does not pay for importing Hypothesis, z3 and the agent SDK of the
+    other subcommands. ``None`` registers every subcommand's options."""
     parser = argparse.ArgumentParser(
         prog="replan",
         description=(
@@ -54,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, summary) in _available().items():
+        if selected is not None and name != selected:
+            subparsers.add_parser(name, help=summary)
+            continue
         module = importlib.import_module(f"replan.commands.{module_name}")
         sub = subparsers.add_parser(
             name,
@@ -67,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in arguments if not a.startswith("-")), None)
+    parser = build_parser(selected if selected in COMMANDS else None)
     try:
         args = parser.parse_args(arguments)
     except SystemExit as exit_:
