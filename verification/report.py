@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -136,15 +137,13 @@ def stable(document: Any) -> Any:
         return {k: stable(v) for k, v in document.items() if k not in VOLATILE_KEYS}
     if isinstance(document, list):
         return [stable(item) for item in document]
-    if isinstance(document, str) and " s)" in document:
-        return _strip_timing(document)
+    if isinstance(document, str):
+        return _TIMING.sub("<t>", document)
     return document
 
 
-def _strip_timing(text: str) -> str:
-    import re
-
-    return re.sub(r"[\d.,]+ (?:s|ms|ops/s)\b", "<t>", text)
+#: A timing or a rate inside a sentence ("29.6 s", "338 ops/s", "1,760 states/s").
+_TIMING = re.compile(r"[\d.,]+ ?(?:s|ms|µs|ops/s|operations/s|states/s|transitions/s)(?![\w/])")
 
 
 def write_markdown(report: VerifyReport, path: Path) -> Path:
