@@ -76,6 +76,7 @@ __all__ = [
     "Coverage",
     "Domains",
     "ExploreResult",
+    "abstract_state",
     "coverage",
     "default_report_domains",
     "explore",
@@ -88,6 +89,7 @@ __all__ = [
 ]
 
 _STOP_VALUES = frozenset(reason.value for reason in StopReason)
+_STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopReason}
 _SCALARS = 7  # leading scalar fields of a state tuple (Run._export_state)
 _CLEAN: tuple[Any, ...] = ((), (), None)  # every invariant holds, none reads the argument
 
@@ -530,6 +532,23 @@ def _container_slots(controller: Run) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
+def _replacement_check(slots: tuple[str, ...]) -> Callable[[Run, tuple[Any, ...]], bool]:
+    """A function telling whether any container field of a run is no longer the object
+    loaded into it (an action may assign a new set instead of changing the old one).
+    Written out for the field names: about 5 times faster than a generic loop, and it
+    runs after every call."""
+    names = [f"c{number}" for number in range(len(slots))]
+    source = (
+        f"def replaced(live, loaded):\n    {', '.join(names)}, = loaded\n    return "
+        + " or ".join(f"live.{slot} is not {name}" for slot, name in zip(slots, names, strict=True))
+        + "\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<explorer: replaced containers>", "exec"), namespace)
+    check: Callable[[Run, tuple[Any, ...]], bool] = namespace["replaced"]
+    return check
+
+
 class _Engine:
     """One breadth-first search (see the module docstring for the design)."""
 
@@ -556,6 +575,12 @@ class _Engine:
         self.dirty: set[str] = set()
         self.slots = _container_slots(self.live)
         self.get_containers = operator.attrgetter(*self.slots)
+        self.replaced = _replacement_check(self.slots)
+        #: In a worker process: indices of the states this worker saw first (reported to
+        #: the parent, which owns the real index); None in the parent or a lone search.
+        self.discovered: list[int] | None = None
+        #: In a worker: (source, operation index, invariants, concrete successor).
+        self.raw_violations: list[tuple[int, int, list[str], tuple[Any, ...]]] = []
         self.part_index: dict[Any, int] = {}
         self.parts: list[Any] = []
         self.keys: list[tuple[Any, ...]] = []
@@ -596,8 +621,12 @@ class _Engine:
         return number
 
     def key(self, state: RunState) -> tuple[Any, ...]:
+        """The search's key of a state tuple (its parts interned). The declared state
+        is the ``StopReason`` member when it is one: the hot loop writes it back into
+        the controller as it is, and a plain string would not read as stopped."""
         intern = self.intern
-        return (*state[:_SCALARS], *(intern(part) for part in state[_SCALARS:]))
+        declared = _STOP_MEMBERS.get(state[0], state[0])
+        return (declared, *state[1:_SCALARS], *(intern(part) for part in state[_SCALARS:]))
 
     def full(self, key: tuple[Any, ...]) -> RunState:
         parts = self.parts
@@ -611,6 +640,8 @@ class _Engine:
         self.via.append(via)
         if key[0] in _STOP_VALUES:
             self.stop_seen.add(str(key[0]))
+        if self.discovered is not None:
+            self.discovered.append(number)
         return number
 
     def depth_of(self, index: int) -> int:
@@ -788,7 +819,9 @@ class _Engine:
         successors: set[int] = set()
         stopped_successor = key[0] in _STOP_VALUES
         position = -1
-        is_not = operator.is_not
+        replaced_check = self.replaced
+        last_successor: tuple[Any, ...] | None = None
+        last_target = -1
         for group, method, arguments in groups:
             op = GROUPS[group]
             for argument in arguments:
@@ -811,7 +844,7 @@ class _Engine:
                     result = live.cancel() if method is None else method(argument)
                 except Exception as error:  # an error is an outcome, as in the harness
                     result = type(error)
-                replaced = any(map(is_not, get_containers(live), loaded))
+                replaced = replaced_check(live, loaded)
                 if dirty or replaced:
                     exported = live._export_state()
                     successor = (
@@ -838,11 +871,15 @@ class _Engine:
                         completed_part,
                     )
                 concrete = successor
-                if symmetry:
-                    successor = canonical(successor)
-                target = index.get(successor)
-                if target is None:
-                    target = self.add_state(successor, source, position)
+                if successor == last_successor:  # most calls repeat the previous outcome
+                    target = last_target
+                else:
+                    if symmetry:
+                        successor = canonical(successor)
+                    target = index.get(successor)
+                    if target is None:
+                        target = self.add_state(successor, source, position)
+                    last_successor, last_target = concrete, target
                 trace = live._trace
                 fired = trace[-1][5] if trace else None
                 edge = (
@@ -861,7 +898,7 @@ class _Engine:
                     # invariant, recording which ones read the argument.
                     self.distinct_edges += 1
                     self._record_edge(source, op, fired, result, target, successors)
-                    if successor[0] in _STOP_VALUES:
+                    if concrete[0] in _STOP_VALUES:
                         stopped_successor = True
                     if check:
                         if before is None:
@@ -951,6 +988,9 @@ class _Engine:
     def _violation(
         self, names: list[str], source: int, via: int, concrete: tuple[Any, ...]
     ) -> None:
+        if self.discovered is not None:  # a worker: the parent knows the depths
+            self.raw_violations.append((source, via, names, concrete))
+            return
         found = _Violation(
             sorted(set(names), key=list(INVARIANTS).index),
             source,
@@ -985,6 +1025,197 @@ class _Engine:
                     reaches[index] = True
                     changed = True
         return sorted(index for index, ok in reaches.items() if not ok)
+
+
+# ---- driving the search: one process, or a layer at a time over several ----------------
+
+
+def _search_serial(
+    engine: _Engine,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+) -> tuple[int, str | None]:
+    """Expand states in index order (which is breadth-first order): (depth, why it
+    stopped early or None)."""
+    started = last_report = time.perf_counter()
+    depth = 0
+    layer_end = 1
+    cursor = 0
+    while cursor < len(engine.keys):
+        if cursor == layer_end:
+            depth += 1
+            layer_end = len(engine.keys)
+        if max_depth is not None and depth >= max_depth:
+            return depth, "max_depth"
+        if max_states is not None and len(engine.keys) >= max_states:
+            return depth, "max_states"
+        engine.expand(cursor)
+        cursor += 1
+        if engine.violations and stop_at_first:
+            return depth, "violation"
+        if progress is not None and cursor % 128 == 0:
+            now = time.perf_counter()
+            if now - last_report >= progress_every:
+                last_report = now
+                _progress(progress, label, depth, engine, cursor, now - started)
+    return depth, None
+
+
+def _progress(
+    progress: Callable[[str], None],
+    label: str,
+    depth: int,
+    engine: _Engine,
+    expanded: int,
+    elapsed: float,
+) -> None:
+    progress(
+        f"explore ({label}): depth {depth}, {len(engine.keys):,} states "
+        f"({expanded:,} expanded), {engine.transitions:,} transitions, "
+        f"{engine.transitions / max(elapsed, 1e-9):,.0f} transitions/s"
+    )
+
+
+#: The worker process's engine (set up by ``_worker_start`` from ``_WORKER_SETUP``,
+#: which the parent fills before forking).
+_WORKER_SETUP: dict[str, Any] = {}
+_WORKER: dict[str, _Engine] = {}
+
+
+def _worker_start() -> None:
+    engine = _Engine(**_WORKER_SETUP)
+    engine.discovered = []
+    _WORKER["engine"] = engine
+
+
+def _worker_expand(chunk: list[tuple[int, RunState]]) -> dict[str, Any]:
+    """Expand the states of ``chunk`` ((parent's index, state) pairs); report what the
+    parent needs, in process-independent form: every successor this worker had not
+    seen before (with the parent's index of its source and the operation), the
+    violations, the successor lists of states with no stopped successor (traps), and
+    the counters."""
+    engine = _WORKER["engine"]
+    discovered = engine.discovered
+    assert discovered is not None
+    counters = (engine.transitions, engine.distinct_edges, engine.evaluations)
+    engine.fired, engine.absorbed, engine.open_states = {}, {}, {}
+    engine.raw_violations = []
+    global_of: dict[int, int] = {}
+    for global_index, state in chunk:
+        key = engine.key(state)
+        local = engine.index.get(key)
+        if local is None:
+            local = engine.add_state(key, -1, -1)
+            discovered.pop()  # the parent knows it already
+        global_of[local] = global_index
+        engine.expand(local)
+    full = engine.full
+    keys = engine.keys
+    report = {
+        "discovered": [
+            (global_of[engine.parent[i]], engine.via[i], _normal(full(keys[i]))) for i in discovered
+        ],
+        "violations": [
+            (global_of[source], via, names, _normal(full(concrete)))
+            for source, via, names, concrete in engine.raw_violations
+        ],
+        "open": [
+            (global_of[source], [_normal(full(keys[t])) for t in targets])
+            for source, targets in engine.open_states.items()
+        ],
+        "transitions": engine.transitions - counters[0],
+        "distinct_edges": engine.distinct_edges - counters[1],
+        "evaluations": engine.evaluations - counters[2],
+        "fired": engine.fired,
+        "absorbed": engine.absorbed,
+    }
+    discovered.clear()
+    return report
+
+
+def _search_parallel(
+    engine: _Engine,
+    workers: int,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+) -> tuple[int, str | None]:
+    """Breadth-first, one layer at a time: the layer is cut into chunks that forked
+    workers expand; the parent owns the index (so the states, their parents and the
+    counterexamples are the serial search's), merging the chunks in order."""
+    import multiprocessing
+
+    _WORKER_SETUP.clear()
+    _WORKER_SETUP.update(
+        policy=engine.policy,
+        space=engine.space,
+        implementation=engine.implementation,
+        symmetry=engine.symmetry,
+        check_invariants=engine.check_invariants,
+        keep_graph=False,
+        stop_at_first=engine.stop_at_first,
+    )
+    started = last_report = time.perf_counter()
+    depth = 0
+    start, end = 0, len(engine.keys)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers, initializer=_worker_start) as pool:
+        while start < end:
+            if max_depth is not None and depth >= max_depth:
+                return depth, "max_depth"
+            size = max(16, min(1024, (end - start) // (workers * 8) or 1))
+
+            def chunks(first: int = start, last: int = end, step: int = size) -> Any:
+                for low in range(first, last, step):
+                    yield [
+                        (i, _normal(engine.full(engine.keys[i])))
+                        for i in range(low, min(low + step, last))
+                    ]
+
+            expanded = start
+            for report in pool.imap(_worker_expand, chunks()):
+                expanded += 1
+                _merge_report(engine, report)
+                if engine.violations and stop_at_first:
+                    pool.terminate()
+                    return depth, "violation"
+                if max_states is not None and len(engine.keys) >= max_states:
+                    pool.terminate()
+                    return depth, "max_states"
+                now = time.perf_counter()
+                if progress is not None and now - last_report >= progress_every:
+                    last_report = now
+                    _progress(progress, label, depth, engine, len(engine.keys), now - started)
+            start, end = end, len(engine.keys)
+            if start < end:
+                depth += 1
+    return depth, None
+
+
+def _merge_report(engine: _Engine, report: dict[str, Any]) -> None:
+    index = engine.index
+    for source, via, state in report["discovered"]:
+        key = engine.key(state)
+        if key not in index:
+            engine.add_state(key, source, via)
+    for source, via, names, concrete in report["violations"]:
+        engine._violation(names, source, via, engine.key(concrete))
+    for source, targets in report["open"]:
+        engine.open_states[source] = sorted(index[engine.key(t)] for t in targets)
+    engine.transitions += report["transitions"]
+    engine.distinct_edges += report["distinct_edges"]
+    engine.evaluations += report["evaluations"]
+    for number, count in report["fired"].items():
+        engine.fired[number] = engine.fired.get(number, 0) + count
+    for shown, count in report["absorbed"].items():
+        engine.absorbed[shown] = engine.absorbed.get(shown, 0) + count
 
 
 # ---- the policy's switches: guards that read nothing but the policy ---------------------
@@ -1132,6 +1363,7 @@ def explore(
     progress: Callable[[str], None] | None = None,
     progress_every: float = 2.0,
     implementation_name: str | None = None,
+    workers: int = 1,
 ) -> ExploreResult:
     """Breadth-first search of every state ``implementation`` reaches under ``policy``
     with the operations of ``domains`` (default: ``default_report_domains(policy)``;
@@ -1146,7 +1378,9 @@ def explore(
     ``max_depth`` leaves states at that depth unexpanded (bounded search).
     ``symmetry`` stores states under a canonical renaming of their plan ids; None:
     for fresh-id domains (designed for it) but not for fixed pools (SPIN's count
-    states unreduced)."""
+    states unreduced). ``workers`` > 1 expands each breadth-first layer in that many
+    forked processes (same states, same verdicts, same shortest counterexamples; not
+    with ``keep_graph``)."""
     policy = DEFAULT_POLICY if policy is None else policy
     if domains is None:
         domains = default_report_domains(policy)
@@ -1165,6 +1399,7 @@ def explore(
             keep_graph=keep_graph,
             progress=progress,
             progress_every=progress_every,
+            workers=workers,
         )
     runs: list[ExploreResult] = []
     for each in domains:
@@ -1182,6 +1417,7 @@ def explore(
                 keep_graph=keep_graph,
                 progress=progress,
                 progress_every=progress_every,
+                workers=workers,
             )
         )
         if runs[-1].findings and stop_at_first:
@@ -1203,6 +1439,7 @@ def _explore_one(
     keep_graph: bool,
     progress: Callable[[str], None] | None,
     progress_every: float,
+    workers: int,
 ) -> ExploreResult:
     space = InputSpace(policy, domains)
     if symmetry is None:
@@ -1217,36 +1454,15 @@ def _explore_one(
         keep_graph=keep_graph,
         stop_at_first=stop_at_first,
     )
-    stopped_by: str | None = None
-    depth = 0
-    layer_end = 1
-    cursor = 0
-    last_report = started
-    while cursor < len(engine.keys):
-        if cursor == layer_end:
-            depth += 1
-            layer_end = len(engine.keys)
-        if max_depth is not None and depth >= max_depth:
-            stopped_by = "max_depth"
-            break
-        if max_states is not None and len(engine.keys) >= max_states:
-            stopped_by = "max_states"
-            break
-        engine.expand(cursor)
-        cursor += 1
-        if engine.violations and stop_at_first:
-            stopped_by = "violation"
-            break
-        if progress is not None and cursor % 128 == 0:
-            now = time.perf_counter()
-            if now - last_report >= progress_every:
-                last_report = now
-                elapsed = now - started
-                progress(
-                    f"explore ({domains.name}): depth {depth}, {len(engine.keys):,} states "
-                    f"({cursor:,} expanded), {engine.transitions:,} transitions, "
-                    f"{engine.transitions / elapsed:,.0f} transitions/s"
-                )
+    label = domains.name
+    if workers > 1 and not keep_graph:
+        depth, stopped_by = _search_parallel(
+            engine, workers, max_states, max_depth, stop_at_first, progress, progress_every, label
+        )
+    else:
+        depth, stopped_by = _search_serial(
+            engine, max_states, max_depth, stop_at_first, progress, progress_every, label
+        )
     seconds = time.perf_counter() - started
     complete = stopped_by is None
     labels = engine.labels
@@ -1439,14 +1655,21 @@ def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) 
 # ---- the explorer's side of campaign coverage and shortest equivalent traces ------------
 
 
-def _any_ids_canonical(state: RunState, graph: ExploredGraph) -> RunState:
-    """Rename every plan id of ``state`` by its signature (accepted, completed,
-    pending), whatever its spelling, the way a symmetric search names them: a campaign's
-    ids ("plan-7") then land on the explorer's canonical states (p1, p2, ...)."""
+def abstract_state(state: RunState) -> tuple[Any, ...]:
+    """The abstraction coverage is measured in: a state up to what the contract cannot
+    tell apart, so that a campaign's states (any ids, sources, version numbers) land
+    on the explorer's. Plan ids are renamed by kind (accepted, completed, pending) and
+    sources by first appearance (the contract only compares them for equality);
+    versions become their rank among the key's recorded versions (it only compares
+    them by order); the plan revision is dropped (only its order against a proposed
+    revision matters, and a campaign's revisions step by other amounts). Counters,
+    evidence revision, evidence states, the pending plan's step, resource and cited
+    evidence revision are kept as they are."""
+    declared = str(state[0])
     pending = state[6]
     pending_id = None if pending is None else pending[0]
     accepted, completed = set(state[9]), set(state[10])
-    mentioned = sorted(
+    ids = sorted(
         {*accepted, *completed, *(() if pending_id is None else (pending_id,))},
         key=lambda plan_id: (
             plan_id not in accepted,
@@ -1455,26 +1678,39 @@ def _any_ids_canonical(state: RunState, graph: ExploredGraph) -> RunState:
             str(plan_id),
         ),
     )
-    pool = graph._engine.space.pool
-    names = list(pool) if pool is not None else [f"p{n}" for n in range(1, len(mentioned) + 1)]
-    if len(mentioned) > len(names):
-        return state  # more ids than the pool: outside the explored domains
-    rename = dict(zip(mentioned, names, strict=False))
+    id_names = {plan_id: f"id{number}" for number, plan_id in enumerate(ids, start=1)}
+    versions: dict[str, list[int]] = {}
+    for (key, version), _ in state[8]:
+        versions.setdefault(key, []).append(version)
+    for key, version, _ in state[7]:
+        versions.setdefault(key, []).append(version)
+    rank = {
+        (key, version): number
+        for key, seen in versions.items()
+        for number, version in enumerate(sorted(set(seen)), start=1)
+    }
+    sources: dict[str, str] = {}
+    contents = []
+    for (key, version), (value, source) in sorted(state[8], key=lambda item: item[0]):
+        name = sources.setdefault(source, f"s{len(sources) + 1}")
+        contents.append((key, rank[(key, version)], str(value), name))
     return (
-        *state[:6],
-        None if pending is None else Plan(rename[pending_id], *pending[1:]),
-        state[7],
-        state[8],
-        tuple(sorted(rename[x] for x in state[9])),
-        tuple(sorted(rename[x] for x in state[10])),
+        declared,
+        state[1],
+        *state[3:6],
+        None if pending is None else (id_names[pending_id], pending[2], pending[3], pending[4]),
+        tuple((key, rank[(key, version)], str(value)) for key, version, value in state[7]),
+        tuple(contents),
+        tuple(sorted(id_names[x] for x in accepted)),
+        tuple(sorted(id_names[x] for x in completed)),
     )
 
 
 @dataclass
 class Coverage:
     """A campaign's visited states and transitions measured against the explorer's
-    reachable set (same abstraction: ``state_of_snapshot``; an edge is (state, the
-    trace's "transition" field, successor))."""
+    reachable set, both mapped by ``abstract_state``; a transition is (abstract state,
+    the trace's "transition" field)."""
 
     states_reached: int
     states_total: int
@@ -1485,6 +1721,7 @@ class Coverage:
     outside_states: int
     outside_transitions: int
     unreached: dict[str, Any]
+    domain: str = ""
 
     @staticmethod
     def _percent(part: int, whole: int) -> float:
@@ -1500,7 +1737,8 @@ class Coverage:
         )
 
     def lines(self) -> list[str]:
-        out = [f"coverage vs explorer: {self.line()}"]
+        where = f" ({self.domain})" if self.domain else ""
+        out = [f"coverage vs explorer{where}: {self.line()}"]
         out.append(
             f"  declared transitions: {len(self.labels_reached)}/{len(self.labels_total)} "
             "of those the explorer reaches"
@@ -1526,6 +1764,9 @@ class Coverage:
     def to_json(self) -> dict[str, Any]:
         return {
             "summary": self.line(),
+            "domain": self.domain,
+            "abstraction": "abstract_state: ids, sources and version numbers renamed, "
+            "plan revision dropped (verification/explore.py)",
             "states": {"reached": self.states_reached, "total": self.states_total},
             "transitions": {"reached": self.transitions_reached, "total": self.transitions_total},
             "declared_transitions": {
@@ -1555,39 +1796,40 @@ def coverage(
     examples: int = 3,
 ) -> Coverage:
     """How much of ``result``'s reachable graph (explored with ``keep_graph=True``) a
-    campaign visited. States are snapshots (or canonical JSON strings of them, or
-    ``_export_state`` tuples); a transition is (state before the call, the trace
-    record's "transition" field), the pair the campaign records: the explorer's
-    transitions are the distinct (state, fired transition) pairs of its graph."""
+    campaign visited, both mapped by ``abstract_state``. States are snapshots (dicts,
+    or canonical JSON strings of them, or ``_export_state`` tuples); a transition is
+    (state before the call, the trace record's "transition" field), the pair the
+    campaign records, so the explorer's transitions are the distinct (abstract state,
+    fired transition) pairs of its graph."""
     graph = result.graph
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
     engine = graph._engine
+    abstract_of = [abstract_state(graph.state(index)) for index in range(graph.states)]
+    first_index: dict[tuple[Any, ...], int] = {}
+    for index, abstract in enumerate(abstract_of):
+        first_index.setdefault(abstract, index)
+    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
+    pairs = {(abstract_of[source], number) for source, number, _ in graph.edges}
 
-    def locate(value: Any) -> int | None:
+    def abstract(value: Any) -> tuple[Any, ...]:
         if isinstance(value, str):
             value = json.loads(value)
-        state = _normal(_as_state(value))
-        if graph.symmetry:
-            state = _any_ids_canonical(state, graph)
-        return graph.index_of(state)
+        return abstract_state(_as_state(value))
 
-    state_hits: set[int] = set()
+    state_hits: set[tuple[Any, ...]] = set()
     outside_states = 0
     for value in visited_states:
-        found = locate(value)
-        if found is None:
-            outside_states += 1
+        mapped = abstract(value)
+        if mapped in first_index:
+            state_hits.add(mapped)
         else:
-            state_hits.add(found)
-    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
-    pairs = {(source, number) for source, number, _ in graph.edges}
-    pair_hits: set[tuple[int, int]] = set()
+            outside_states += 1
+    pair_hits: set[tuple[Any, int]] = set()
     outside_transitions = 0
     for item in visited_transitions:
-        source = locate(item[0])
         number = label_numbers.get(item[1])
-        pair = None if source is None or number is None else (source, number)
+        pair = None if number is None else (abstract(item[0]), number)
         if pair is None or pair not in pairs:
             outside_transitions += 1
         else:
@@ -1598,8 +1840,8 @@ def coverage(
     by_state: dict[str, int] = {}
     unreached_depths: dict[int, int] = {}
     shallowest: list[tuple[int, int]] = []
-    for index in range(graph.states):
-        if index in state_hits:
+    for mapped, index in first_index.items():
+        if mapped in state_hits:
             continue
         declared = str(engine.keys[index][0])
         by_state[declared] = by_state.get(declared, 0) + 1
@@ -1608,7 +1850,7 @@ def coverage(
         shallowest.append((depth, index))
     shallowest.sort()
     unreached = {
-        "states": graph.states - len(state_hits),
+        "states": len(first_index) - len(state_hits),
         "transitions": len(pairs) - len(pair_hits),
         "declared_transitions": [label for label in reachable_labels if label not in taken],
         "states_by_declared_state": dict(sorted(by_state.items())),
@@ -1620,7 +1862,7 @@ def coverage(
     }
     return Coverage(
         states_reached=len(state_hits),
-        states_total=graph.states,
+        states_total=len(first_index),
         transitions_reached=len(pair_hits),
         transitions_total=len(pairs),
         labels_reached=labels_reached,
@@ -1628,6 +1870,7 @@ def coverage(
         outside_states=outside_states,
         outside_transitions=outside_transitions,
         unreached=unreached,
+        domain=str(result.domains.get("name", "")),
     )
 
 
@@ -1656,6 +1899,105 @@ def shortest_path_to_violation(
         result = explore(policy, each, implementation, stop_at_first=False, max_states=max_states)
         candidates += [f for f in result.findings if f.property == invariant_name]
     return min(candidates, key=lambda finding: len(finding.operations), default=None)
+
+
+@dataclass
+class CampaignComparison:
+    """A campaign measured against the explorer (``replan campaign
+    --coverage-vs-explorer``): its coverage of each explored domain's reachable set
+    and, when the campaign failed, the shortest run in those domains that breaks the
+    same property, saved beside the campaign's own counterexample."""
+
+    coverage: list[Coverage]
+    explored: ExploreResult
+    campaign_property: str | None = None
+    campaign_length: int | None = None
+    shortest: Finding | None = None
+    saved: Path | None = None
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for measured in self.coverage:
+            out += measured.lines()
+        if self.campaign_property is not None:
+            if self.shortest is None:
+                out.append(
+                    f"shortest equivalent trace: none in the explored domains breaks "
+                    f"{self.campaign_property}"
+                )
+            else:
+                out.append(
+                    f"shortest equivalent trace: {len(self.shortest.operations)} operations "
+                    f"break {self.campaign_property} (the campaign's shrunk run: "
+                    f"{self.campaign_length})" + (f"; saved {self.saved}" if self.saved else "")
+                )
+                out.append(self.shortest.program())
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "domains": {
+                measured.domain or str(index): measured.to_json()
+                for index, measured in enumerate(self.coverage)
+            },
+            "explored": {
+                "states": self.explored.states,
+                "transitions": self.explored.transitions,
+                "complete": self.explored.complete,
+                "seconds": round(self.explored.seconds, 3),
+            },
+            "shortest_equivalent": None
+            if self.shortest is None
+            else {
+                "property": self.shortest.property,
+                "operations": len(self.shortest.operations),
+                "campaign_operations": self.campaign_length,
+                "file": None if self.saved is None else str(self.saved),
+            },
+        }
+
+
+def compare_campaign(
+    campaign: Any,
+    policy: Policy | None = None,
+    implementation: type[Run] = Controller,
+    out_dir: str | Path | None = None,
+    *,
+    domains: Domains | Sequence[Domains] | None = None,
+    max_states: int | None = 1_000_000,
+    progress: Callable[[str], None] | None = None,
+) -> CampaignComparison:
+    """Explore ``policy`` (default report domains unless given) on the campaign's
+    implementation, keeping the graph and every invariant's shortest counterexample,
+    then measure the campaign (``visited_snapshots``, ``visited_transitions`` and
+    ``finding`` of a ``verification.campaign.CampaignResult``) against it."""
+    policy = DEFAULT_POLICY if policy is None else policy
+    explored = explore(
+        policy,
+        domains,
+        implementation,
+        keep_graph=True,
+        stop_at_first=False,
+        max_states=max_states,
+        progress=progress,
+    )
+    runs = explored.runs or [explored]
+    measured = [
+        coverage(run, campaign.visited_snapshots, campaign.visited_transitions) for run in runs
+    ]
+    comparison = CampaignComparison(measured, explored)
+    finding = getattr(campaign, "finding", None)
+    if finding is not None:
+        comparison.campaign_property = finding.property
+        comparison.campaign_length = len(finding.operations)
+        same = [f for f in explored.findings if f.property == finding.property]
+        if same:
+            comparison.shortest = min(same, key=lambda f: len(f.operations))
+            if out_dir is not None:
+                comparison.saved = comparison.shortest.save(
+                    Path(out_dir) / f"explore-shortest-{finding.property}.json"
+                )
+    return comparison
 
 
 def save_findings(result: ExploreResult, directory: str | Path) -> list[Path]:

@@ -11,6 +11,8 @@ transitions, ExecuteResults and StopReasons.
   replan campaign --implementation mypkg.fast:Controller
                                             test another implementation (module:Class)
   replan campaign --junit out/campaign.xml  also write a JUnit XML report
+  replan campaign --coverage-vs-explorer    also measure it against replan explore's
+                                            reachable states and transitions
 
 Profiles (--profile, default "default") set Hypothesis examples x steps per example;
 --examples/--steps override them. The same --seed gives the same operations and
@@ -113,6 +115,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 when a live declared transition, ExecuteResult or StopReason was missed",
     )
+    parser.add_argument(
+        "--coverage-vs-explorer",
+        action="store_true",
+        help="also explore the policy exhaustively (replan explore's default domains) and "
+        "report the campaign's states and transitions against its reachable set; on a "
+        "failure, save the shortest run there that breaks the same property too",
+    )
 
 
 def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
@@ -170,12 +179,23 @@ def run(args: argparse.Namespace) -> int:
     coverage_failed = args.require_full_coverage and not result.coverage.complete
     if args.junit:
         write_junit(Path(args.junit), result)
+    comparison = None
+    if args.coverage_vs_explorer:
+        from verification.explore import compare_campaign
+
+        comparison = compare_campaign(
+            result, policy, resolve_implementation(implementation), Path(args.out)
+        )
     if args.json:
         document = result.to_json()
         document["exit_code"] = 1 if (result.finding or coverage_failed) else 0
+        if comparison is not None:
+            document["coverage_vs_explorer"] = comparison.to_json()
         print_json(document)
     else:
         print("\n".join(result.summary_lines()))
+        if comparison is not None:
+            print("\n".join(comparison.lines()))
         if result.finding is not None:
             print_failure(result)
         elif coverage_failed:

@@ -39,6 +39,8 @@ from replan.common import CliError, add_json_option, add_policy_option, policy_f
 DEFAULT_OUT = Path("evidence") / "counterexamples"
 #: States stored per domain before the search stops cleanly (about 0.5 GB at most).
 DEFAULT_MAX_STATES = 1_000_000
+#: The SPIN model of the same contract (outside this repository, next to it).
+SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
 
 
 def _positive(text: str) -> int:
@@ -93,6 +95,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not stop at the first violation: the shortest counterexample per invariant",
     )
     parser.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="expand each breadth-first layer in N forked processes (same result; "
+        "worth it on a search of 10^5 states or more with N free cores)",
+    )
+    parser.add_argument(
+        "--compare-spin",
+        nargs="?",
+        const=str(SPIN_ANCHOR),
+        metavar="DIR",
+        help="with --spin-domains: also run SPIN on the same model and domains "
+        f"(DIR/run_spin.sh, default {SPIN_ANCHOR}; needs `apt-get install -y spin`) and "
+        "print both side by side",
+    )
+    parser.add_argument(
         "--mutant",
         metavar="NAME",
         help="explore a deliberately broken controller from verification/mutants.py",
@@ -145,12 +164,15 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    if args.compare_spin is not None and not args.spin_domains:
+        raise CliError("--compare-spin needs --spin-domains (SPIN's model has only those)")
     settings: dict[str, Any] = {
         "max_states": args.max_states,
         "max_depth": args.max_depth,
         "stop_at_first": not args.keep_going,
         "progress": progress,
         "implementation_name": shown,
+        "workers": args.workers,
     }
     symmetric = {"auto": None, "on": True, "off": False, "both": False}[args.symmetry]
     result = explore(policy, domains, implementation, symmetry=symmetric, **settings)
@@ -158,6 +180,14 @@ def run(args: argparse.Namespace) -> int:
     if args.symmetry == "both":
         reduced = explore(policy, domains, implementation, symmetry=True, **settings)
 
+    spin = None
+    if args.compare_spin is not None:
+        from verification.spin import run_spin
+
+        try:
+            spin = run_spin(Path(args.compare_spin), args.max_version or 1, args.ids or 1)
+        except (OSError, ValueError) as error:
+            raise CliError(f"--compare-spin: {error}") from None
     for finding in result.findings:
         finding.extra["implementation"] = importable
     saved = save_findings(result, args.out) if result.findings else []
@@ -168,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
         document["saved"] = [str(path) for path in saved]
         if reduced is not None:
             document["symmetry_comparison"] = _comparison(result, reduced)
+        if spin is not None:
+            document["spin_comparison"] = _spin_comparison(result, reduced, spin)
         print_json(document)
     else:
         print("\n".join(result.lines()))
@@ -179,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
                 f"({comparison['reduction']}x fewer); same verdict: "
                 f"{'yes' if comparison['same_verdict'] else 'NO'}"
             )
+        if spin is not None:
+            print("\n".join(_spin_lines(_spin_comparison(result, reduced, spin))))
         for path in saved:
             print(f"saved {path}  (replay: replan replay {path})")
     if result.stopped_by in ("max_states", "max_depth"):
@@ -215,3 +249,66 @@ def _comparison(unreduced: Any, reduced: Any) -> dict[str, Any]:
         "seconds_unreduced": round(unreduced.seconds, 3),
         "seconds_reduced": round(reduced.seconds, 3),
     }
+
+
+def _spin_comparison(result: Any, reduced: Any, spin: Any) -> dict[str, Any]:
+    """The same model and domains in SPIN and here, side by side (SPIN counts its
+    initial state as one more transition)."""
+    rows = [
+        {
+            "tool": "SPIN",
+            "states": spin.states,
+            "transitions": spin.transitions,
+            "seconds": spin.seconds,
+            "transitions_per_second": round(spin.transitions / spin.seconds)
+            if spin.seconds
+            else None,
+        },
+        {
+            "tool": "replan explore",
+            "states": result.states,
+            "transitions": result.transitions,
+            "seconds": round(result.seconds, 3),
+            "transitions_per_second": round(result.transitions_per_second),
+        },
+    ]
+    if reduced is not None:
+        rows.append(
+            {
+                "tool": "replan explore, symmetry-reduced",
+                "states": reduced.states,
+                "transitions": reduced.transitions,
+                "seconds": round(reduced.seconds, 3),
+                "transitions_per_second": round(reduced.transitions_per_second),
+            }
+        )
+    ratio = (
+        rows[0]["transitions_per_second"] / rows[1]["transitions_per_second"]
+        if rows[0]["transitions_per_second"] and rows[1]["transitions_per_second"]
+        else None
+    )
+    return {
+        "versions": spin.versions,
+        "ids": spin.ids,
+        "same_states": spin.states == result.states,
+        "spin_errors": spin.errors,
+        "rows": rows,
+        "spin_faster_by": None if ratio is None else round(ratio, 1),
+    }
+
+
+def _spin_lines(comparison: dict[str, Any]) -> list[str]:
+    out = [
+        f"side by side with SPIN, (V, K) = ({comparison['versions']}, {comparison['ids']}):",
+        f"  {'':34} {'states':>11} {'transitions':>13} {'time':>9} {'transitions/s':>14}",
+    ]
+    for row in comparison["rows"]:
+        out.append(
+            f"  {row['tool']:34} {row['states']:>11,} {row['transitions']:>13,} "
+            f"{row['seconds']:>8.2f}s {row['transitions_per_second'] or 0:>14,}"
+        )
+    out.append(
+        f"  same distinct states: {'yes' if comparison['same_states'] else 'NO'}; "
+        f"SPIN is {comparison['spin_faster_by']}x faster per transition"
+    )
+    return out
