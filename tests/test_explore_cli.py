@@ -95,3 +95,24 @@ def test_symmetry_both_reports_both_counts(capsys: pytest.CaptureFixture[str]) -
 def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explore", *arguments]) == 2
     assert capsys.readouterr().err.strip()
+
+
+def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`replan campaign --coverage-vs-explorer` (explorer domains made tiny here, so
+    the test is quick: the wiring is what is checked)."""
+    from test_explore import TINY
+
+    import verification.explore as explore_module
+
+    monkeypatch.setattr(explore_module, "default_report_domains", lambda policy: (TINY,))
+    arguments = ["campaign", "--profile", "ci", "--seed", "1", "--examples", "5", "--steps", "10"]
+    arguments += ["--no-database", "--out", str(tmp_path), "--coverage-vs-explorer"]
+    assert main([*arguments, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    figure = document["coverage_vs_explorer"]["domains"]["tiny"]
+    assert figure["summary"].startswith("states ") and "transitions " in figure["summary"]
+    assert figure["states"]["total"] > 0
+    assert main(arguments) == 0
+    assert "coverage vs explorer (tiny): states " in capsys.readouterr().out
