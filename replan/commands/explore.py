@@ -7,7 +7,9 @@ the report states in full.
   replan explore --json                   the same, as JSON on stdout
   replan explore --spin-domains --ids 2   SPIN's domains (V, K) = (1, 2): 280,380 states,
                                           comparable with ../shared/anchors/spin
-  replan explore --spin-domains --symmetry both   also symmetry-reduced; both counts
+  replan explore --spin-domains --ids 2 --symmetry both --compare-spin --workers 2
+                                          SPIN on the same model and domains, side by
+                                          side; the symmetry-reduced count beside it
   replan explore --max-version 2 --ids 1 --max-states 100000   one product domain, capped
   replan explore --mutant stale-plan-check-removed   a deliberately broken controller
 
