@@ -244,11 +244,17 @@ def commit_gate(
 def _minimal_model(
     constraints: Sequence[z3.BoolRef], evidence: Mapping[str, z3.ExprRef]
 ) -> z3.ModelRef | None:
-    """A model with the fewest keys not Passed (None when unsatisfiable)."""
+    """A model with the fewest keys not Passed (None when unsatisfiable); among those,
+    the fewest Failed ones, so the same question always gets the same readable answer
+    (Unknown, the state of a key never observed, before Failed) whatever order z3
+    happens to search in."""
     optimizer = z3.Optimize()
     optimizer.add(*constraints)
     if evidence:
-        optimizer.minimize(z3.Sum(*(z3.If(e == PASSED, 0, 1) for e in evidence.values())))
+        terms = [evidence[key] for key in sorted(evidence)]
+        optimizer.minimize(z3.Sum(*(z3.If(e == PASSED, 0, 1) for e in terms)))
+        failed = z3.Sum(*(z3.If(e == EVIDENCE.members["Failed"], 1, 0) for e in terms))
+        optimizer.minimize(failed)
     verdict = optimizer.check()
     if verdict == z3.unknown:
         raise RuntimeError(f"z3 could not decide ({optimizer.reason_unknown()})")
