@@ -62,9 +62,9 @@ def meaningful(call: Call) -> bool:
     """Whether the call is an observation that the contract says is progress: a valid
     observation, on an active run, of a (key, version) never seen, not older than the
     key's latest, whose state differs from the key's state before it."""
-    obs = call.argument
     if call.op != "observe" or call.raised or call.before["stop_reason"] is not None:
         return False
+    obs = call.argument  # read only for observations (the explorer shares the rest)
     if not isinstance(obs, Observation):
         return False
     if _content(call.before, obs.key, obs.version) is not None:
