@@ -57,13 +57,14 @@ def _is_int(value: object) -> bool:
 
 
 def well_formed_plan(plan: object) -> bool:
-    """A ``Plan`` whose fields have the contract's types (a bool is not an int)."""
+    """A ``Plan`` whose fields have the contract's types (a bool is not an int).
+    Exact-type tests first: they are the common case and cost no call."""
     return (
         isinstance(plan, Plan)
         and isinstance(plan.id, str)
         and plan.id != ""
-        and _is_int(plan.revision)
-        and _is_int(plan.evidence_revision)
+        and (type(plan.revision) is int or _is_int(plan.revision))
+        and (type(plan.evidence_revision) is int or _is_int(plan.evidence_revision))
         and isinstance(plan.step, str)
         and isinstance(plan.resource, str)
     )
