@@ -2,16 +2,38 @@
 
 Owns turning a ``MachineModel`` (spec/model.py) into plain Python: one method per
 event, dispatching on the declared state with an ``if``/``elif`` chain per state whose
-order is the declaration's priority order. Guard bodies from ``controller.run.Run``
-that are a single ``return <expression>`` are inlined (copied, with a comment naming
-the guard), so the hot path makes no guard calls; other guards are called. Action
-bodies are always called: they are shared with the reference model, so the two
-implementations can differ only in dispatch.
+order is the declaration's priority order. The named bodies of ``controller.run.Run``
+(or of the ``model_class`` given, so a subclass's override is what gets copied) are
+inlined the way a person would write them out, each named in a comment, so the hot
+path makes no Python calls:
+
+- a guard whose body is a single ``return <expression>`` becomes that expression;
+- an action or input check whose body is plain statements (assignments, ``if``,
+  ``raise``, expression statements) ending in at most one ``return X`` becomes those
+  statements plus ``result = X``. Its parameters become the event's argument; its
+  locals are renamed when they would clash with the method's own names. A ``raise``
+  may stand anywhere: the exception leaves the inlined statements exactly as it would
+  leave the call. Any other body (a ``return`` before the end, a loop, ``try``,
+  ``with``, a nested definition, a name it cannot resolve) is called instead.
 
 Consecutive transitions whose guards start with the same conjunct, the last of them
 being that conjunct alone (``a and b``, ``a and c``, ``a``), are emitted as one nested
 ``if a:``, so ``a`` is evaluated once. That is the same decision (guards are pure and
 the group ends in ``else``), written the way a person would.
+
+Inside one event method, three more rewrites keep the copied code from repeating work;
+each is mechanical and preserves meaning:
+
+- the fields of a checked record argument (``obs.key``) read the locals the check
+  unpacked it into (``key, version, state, source = obs``), or that the method
+  unpacks it into right after the check. An event's input check guarantees that its
+  argument has the declared type (a record is a ``NamedTuple``, its fields are its
+  positions);
+- ``self.<field>`` read at least twice along one path and never rebound by the
+  method (nor by any method it still calls) is read once into a local
+  (``policy = self.policy``); the field must be one ``__init__`` always sets;
+- a tuple of such never-rebound locals that appears at least twice along one path,
+  ``(key, version)``, is built once (``key_version = (key, version)``).
 
 The output is deterministic: regenerating an unchanged declaration changes nothing,
 which is what ``replan generate --check`` relies on.
@@ -21,23 +43,37 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
+import keyword
+import sys
 import textwrap
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from enum import EnumMeta
 from pathlib import Path
+from types import ModuleType
+from typing import TypeGuard
 
+import controller.records
 from controller.records import StopReason
 from controller.run import Run
 from spec.model import MachineModel, StateInfo, TransitionInfo, extract
 
 GENERATED_PATH = Path(__file__).resolve().parent.parent / "controller" / "_generated.py"
 
+#: Names every generated module binds (imports added by ``render``, its constants).
+_MODULE_NAMES = frozenset({"DECLARATION_DIGEST", "TRANSITIONS", "Controller", "annotations"})
+
+#: The records the generated module always imports, with the answers' enumerations.
+_RECORDS = ("ExecuteResult", "Observation", "Plan", "StopReason")
+
 
 class GenerationError(ValueError):
     """The declaration cannot be turned into code (names the guard or transition)."""
 
 
-# ---- guard inlining ----------------------------------------------------------------
+# ---- reading the bodies ------------------------------------------------------------
 
 
 def _single_expression(name: str, model_class: type) -> tuple[list[str], ast.expr] | None:
@@ -46,13 +82,102 @@ def _single_expression(name: str, model_class: type) -> tuple[list[str], ast.exp
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     definition = tree.body[0]
     assert isinstance(definition, ast.FunctionDef)
-    body = list(definition.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # docstring
+    body = _without_docstring(definition.body)
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
     parameters = [a.arg for a in definition.args.args]
     return parameters, body[0].value
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        return body[1:]
+    return body
+
+
+def _definition(model_class: type, name: str) -> ast.FunctionDef | None:
+    """The method's definition as ``model_class`` has it (an override wins), or None
+    when it is not a plain, undecorated function whose source can be read."""
+    if not inspect.isfunction(inspect.getattr_static(model_class, name, None)):
+        return None
+    try:
+        source = textwrap.dedent(inspect.getsource(getattr(model_class, name)))
+    except (OSError, TypeError):
+        return None
+    definition = ast.parse(source).body[0]
+    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+        return None
+    return definition
+
+
+#: Statements and expressions that keep a body from being inlined: they bind names in
+#: scopes of their own, loop, catch, or depend on being in a frame of their own.
+_NOT_INLINED = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Lambda,
+    ast.Global,
+    ast.Nonlocal,
+    ast.Yield,
+    ast.YieldFrom,
+    ast.Await,
+    ast.Try,
+    ast.TryStar,
+    ast.With,
+    ast.AsyncWith,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Match,
+    ast.Import,
+    ast.ImportFrom,
+    ast.NamedExpr,
+)
+_FRAME_NAMES = frozenset({"locals", "vars", "eval", "exec", "globals", "super", "__class__"})
+_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+
+
+def _walk_outside_scopes(node: ast.AST) -> Iterator[ast.AST]:
+    """The nodes in source order, without entering comprehensions and lambdas (they
+    have scopes of their own, where a name may mean something else) except for a
+    comprehension's first iterable, which is evaluated outside."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, _SCOPES):
+            if not isinstance(child, ast.Lambda):
+                yield from _walk_outside_scopes(child.generators[0].iter)
+        else:
+            yield from _walk_outside_scopes(child)
+
+
+def _bindings(nodes: Iterable[ast.AST], name: str) -> int:
+    return sum(
+        1
+        for node in nodes
+        for child in ast.walk(node)
+        if isinstance(child, ast.Name) and child.id == name and not isinstance(child.ctx, ast.Load)
+    )
+
+
+def _uses(nodes: Iterable[ast.AST], name: str) -> bool:
+    return any(
+        isinstance(child, ast.Name) and child.id == name
+        for node in nodes
+        for child in ast.walk(node)
+    )
+
+
+def _is_self_attribute(node: ast.AST, name: str | None = None) -> TypeGuard[ast.Attribute]:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and (name is None or node.attr == name)
+    )
+
+
+# ---- rewriting -----------------------------------------------------------------------
 
 
 class _Inliner(ast.NodeTransformer):
@@ -107,13 +232,300 @@ class _Simplify(ast.NodeTransformer):
 
 
 class _Rename(ast.NodeTransformer):
-    def __init__(self, mapping: dict[str, str]) -> None:
+    def __init__(self, mapping: Mapping[str, str]) -> None:
         self.mapping = mapping
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.mapping:
             return ast.copy_location(ast.Name(id=self.mapping[node.id], ctx=node.ctx), node)
         return node
+
+
+class _OutsideScopes(ast.NodeTransformer):
+    """A rewrite that leaves comprehensions and lambdas alone (a name there may be
+    bound by them)."""
+
+    def _comprehension(self, node: ast.ListComp) -> ast.AST:
+        first = node.generators[0]
+        first.iter = self.visit(first.iter)
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension  # type: ignore[assignment]
+
+
+class _FieldsToLocals(_OutsideScopes):
+    """``obs.key`` -> ``key``: the field read from the local it was unpacked into."""
+
+    def __init__(self, parameter: str, fields: Mapping[str, str]) -> None:
+        self.parameter = parameter
+        self.fields = fields
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id == self.parameter
+            and node.attr in self.fields
+            and isinstance(node.ctx, ast.Load)
+        ):
+            return ast.copy_location(ast.Name(id=self.fields[node.attr], ctx=ast.Load()), node)
+        self.generic_visit(node)
+        return node
+
+
+class _SelfToLocals(_OutsideScopes):
+    """``self.policy`` -> ``policy`` for the fields read into locals."""
+
+    def __init__(self, locals_: Mapping[str, str]) -> None:
+        self.locals = locals_
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if _is_self_attribute(node) and node.attr in self.locals and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Name(id=self.locals[node.attr], ctx=ast.Load()), node)
+        self.generic_visit(node)
+        return node
+
+
+class _FunctionInliner(_OutsideScopes):
+    """``well_formed_plan(plan)`` -> its returned expression, for a module function
+    written as one ``return`` and called with plain names (the call is what a
+    person would not write twice in a hot path)."""
+
+    def __init__(self, generator: _Generator) -> None:
+        self.generator = generator
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and not node.keywords:
+            arguments = [a.id for a in node.args if isinstance(a, ast.Name)]
+            if len(arguments) == len(node.args):
+                inlined = self.generator.function_expression(node.func.id, arguments)
+                if inlined is not None:
+                    return ast.copy_location(inlined, node)
+        return node
+
+
+class _MembersToConstants(ast.NodeTransformer):
+    """``ExecuteResult.EXECUTED`` -> ``EXECUTED``, a module constant: reading a member
+    through its enumeration class costs an attribute lookup on the class every time."""
+
+    def __init__(self, generator: _Generator) -> None:
+        self.generator = generator
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        value = node.value
+        if (
+            isinstance(value, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(self.generator.globals.get(value.id), EnumMeta)
+            and node.attr in self.generator.globals[value.id].__members__  # type: ignore[attr-defined]
+        ):
+            name = self.generator.constant(value.id, node.attr)
+            return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+        self.generic_visit(node)
+        return node
+
+
+def _upper_snake(name: str) -> str:
+    return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(name)).upper()
+
+
+class _TuplesToLocals(_OutsideScopes):
+    """``(key, version)`` -> ``key_version`` for the tuples built once."""
+
+    def __init__(self, locals_: Mapping[tuple[str, ...], str]) -> None:
+        self.locals = locals_
+
+    def visit_Tuple(self, node: ast.Tuple) -> ast.AST:
+        names = _tuple_of_names(node)
+        if names is not None and names in self.locals:
+            return ast.copy_location(ast.Name(id=self.locals[names], ctx=ast.Load()), node)
+        self.generic_visit(node)
+        return node
+
+
+def _tuple_of_names(node: ast.AST) -> tuple[str, ...] | None:
+    if (
+        isinstance(node, ast.Tuple)
+        and isinstance(node.ctx, ast.Load)
+        and len(node.elts) > 1
+        and all(isinstance(e, ast.Name) for e in node.elts)
+    ):
+        return tuple(e.id for e in node.elts)  # type: ignore[attr-defined]
+    return None
+
+
+def _eliminate_aliases(
+    statements: list[ast.stmt], answer: ast.expr | None, locals_: set[str]
+) -> tuple[list[ast.stmt], ast.expr | None]:
+    """Drop ``x = y`` where ``x`` is a local bound only there and ``y`` a name the body
+    never binds (a parameter, an unpacked field, a global): later reads of ``x`` read
+    ``y``. Written for ``key = obs.key`` once ``obs.key`` reads the local ``key``."""
+    index = 0
+    while index < len(statements):
+        statement = statements[index]
+        everything = [*statements, *([answer] if answer is not None else [])]
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id in locals_
+            and isinstance(statement.value, ast.Name)
+        ):
+            alias, name = statement.targets[0].id, statement.value.id
+            if (
+                alias != name
+                and _bindings(everything, alias) == 1
+                and _bindings(everything, name) == 0
+                and not _uses(statements[:index], alias)
+            ):
+                rename = _Rename({alias: name})
+                statements = statements[:index] + [rename.visit(s) for s in statements[index + 1 :]]
+                answer = None if answer is None else rename.visit(answer)
+                continue
+        index += 1
+    return statements, answer
+
+
+# ---- the generated method, before it is written out ----------------------------------
+
+
+@dataclass
+class _Line:
+    """One statement (written with ``ast.unparse``), or a comment line when
+    ``statement`` is None."""
+
+    statement: ast.stmt | None
+    comment: str = ""
+
+
+@dataclass
+class _Arm:
+    test: ast.expr | None  # None: the ``else`` arm
+    comment: str
+    body: list[_Node]
+
+
+@dataclass
+class _Chain:
+    """``if``/``elif``/``else``."""
+
+    arms: list[_Arm]
+
+
+_Node = _Line | _Chain
+
+
+def _unparse(tree: ast.AST) -> str:
+    """``ast.unparse``, without the second pair of parentheses it writes around a
+    generator that is a call's only argument (``tuple((x for x in y))``)."""
+    text = ast.unparse(tree)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and len(node.args) == 1
+            and not node.keywords
+            and isinstance(node.args[0], ast.GeneratorExp)
+        ):
+            generator = ast.unparse(node.args[0])
+            text = text.replace(f"({generator})", generator)
+    return text
+
+
+def _statement(source: str) -> ast.stmt:
+    return ast.parse(source).body[0]
+
+
+def _trees(nodes: Iterable[_Node]) -> Iterator[ast.AST]:
+    """Every statement and test of the nodes."""
+    for node in nodes:
+        if isinstance(node, _Line):
+            if node.statement is not None:
+                yield node.statement
+        else:
+            for arm in node.arms:
+                if arm.test is not None:
+                    yield arm.test
+                yield from _trees(arm.body)
+
+
+def _rewrite(nodes: Iterable[_Node], rewrite: ast.NodeTransformer) -> None:
+    for node in nodes:
+        if isinstance(node, _Line):
+            if node.statement is not None:
+                node.statement = rewrite.visit(node.statement)
+        else:
+            for arm in node.arms:
+                if arm.test is not None:
+                    arm.test = rewrite.visit(arm.test)
+                _rewrite(arm.body, rewrite)
+
+
+def _most_on_a_path(nodes: Iterable[_Node], count: Callable[[ast.AST], int]) -> int:
+    """The most ``count`` finds along one path through the nodes (an arm's test counts
+    for every later arm, which evaluated it first)."""
+
+    def statement(tree: ast.stmt) -> int:
+        if isinstance(tree, ast.If):
+            return count(tree.test) + max(
+                sum(statement(s) for s in tree.body), sum(statement(s) for s in tree.orelse)
+            )
+        return count(tree)
+
+    total = 0
+    for node in nodes:
+        if isinstance(node, _Line):
+            total += 0 if node.statement is None else statement(node.statement)
+            continue
+        tested = best = 0
+        for arm in node.arms:
+            tested += 0 if arm.test is None else count(arm.test)
+            best = max(best, tested + _most_on_a_path(arm.body, count))
+        total += best
+    return total
+
+
+class _Scope:
+    """The local names of one generated method: which are taken, which names the
+    inlined code reads as globals (a local must never shadow them), and the names
+    given to each inlined body's locals (the same body inlined twice reuses them)."""
+
+    def __init__(self, taken: Iterable[str], module_globals: Mapping[str, object]) -> None:
+        self.taken = set(taken)
+        self.module_globals = module_globals
+        self.globals: set[str] = set()
+        self.given: dict[tuple[str, str], str] = {}
+
+    def fresh(self, wanted: str) -> str:
+        candidate, number = wanted, 2
+        while (
+            candidate in self.taken
+            or candidate in self.globals
+            or candidate in self.module_globals
+            or keyword.iskeyword(candidate)
+            or hasattr(builtins, candidate)
+        ):
+            candidate, number = f"{wanted}_{number}", number + 1
+        self.taken.add(candidate)
+        return candidate
+
+    def local(self, owner: str, name: str) -> str:
+        if (owner, name) not in self.given:
+            self.given[(owner, name)] = self.fresh(name)
+        return self.given[(owner, name)]
+
+
+@dataclass
+class _Body:
+    """An inlined body: its statements and the expression it returns (None: it
+    returns None)."""
+
+    statements: list[ast.stmt]
+    answer: ast.expr | None
+    #: it ends in ``raise``: nothing after it runs
+    raises: bool = False
 
 
 @dataclass
@@ -127,8 +539,53 @@ class _Generator:
         self.model = model
         self.model_class = model_class
         self.lines: list[str] = []
-        #: module -> names the inlined guard bodies use from it
+        #: module -> names the inlined bodies use from it
         self.imports: dict[str, set[str]] = {}
+        #: name -> the object it stands for in the generated module
+        self.globals: dict[str, object] = {}
+        #: the method being generated (None when only translating guards)
+        self.scope: _Scope | None = None
+        #: the record fields read from locals in the method being generated
+        self.fields: dict[str, str] = {}
+        #: every name a generated method binds (no module constant may be one)
+        self.bound: set[str] = set()
+        #: "Enumeration.MEMBER" -> the module constant the methods read instead
+        self.constants: dict[str, str] = {}
+        #: the functions being copied right now (a recursive one is then called)
+        self.inlining: set[str] = set()
+        for name in _RECORDS:
+            self._import(name, controller.records)
+        self._import(model_class.__name__, sys.modules[model_class.__module__])
+
+    # -- names ------------------------------------------------------------------------
+
+    def _import(self, name: str, module: ModuleType) -> bool:
+        """Make ``name`` (a global of ``module``) a global of the generated module,
+        imported from where it is defined when that is known; False when the name
+        already stands for something else there."""
+        value = getattr(module, name, None)
+        if name in self.globals:
+            return self.globals[name] is value
+        home = sys.modules.get(getattr(value, "__module__", None) or "")
+        source = home if home is not None and getattr(home, name, None) is value else module
+        self.globals[name] = value
+        self.imports.setdefault(source.__name__, set()).add(name)
+        return True
+
+    def _globals_of(self, free: Iterable[str], module: ModuleType, what: str) -> str | None:
+        """Import the free names of an inlined body; the reason it cannot be inlined,
+        or None."""
+        for name in sorted(free):
+            if hasattr(module, name):
+                if not self._import(name, module):
+                    return f"{what} uses {name!r}, which names something else here"
+            elif not hasattr(builtins, name):
+                return f"{what} uses {name!r}, which is not a global"
+            if self.scope is not None:
+                if name in self.scope.taken:
+                    return f"{what} uses the global {name!r}, a local of the generated method"
+                self.scope.globals.add(name)
+        return None
 
     # -- expressions ------------------------------------------------------------------
 
@@ -156,18 +613,70 @@ class _Generator:
             for target in ast.walk(node.target)
             if isinstance(target, ast.Name)
         }
-        for node in ast.walk(renamed):
-            if (
-                isinstance(node, ast.Name)
-                and node.id not in bound
-                and node.id not in parameters
-                and node.id not in arguments
-                and not hasattr(builtins, node.id)
-            ):
-                if not hasattr(module, node.id):
-                    raise GenerationError(f"guard {name!r} uses {node.id!r}, which is not a global")
-                self.imports.setdefault(module.__name__, set()).add(node.id)
+        free = {
+            node.id
+            for node in ast.walk(renamed)
+            if isinstance(node, ast.Name)
+            and node.id not in bound
+            and node.id not in parameters
+            and node.id not in arguments
+        }
+        problem = self._globals_of(free, module, f"guard {name!r}")
+        if problem is not None:
+            raise GenerationError(problem)
         return _Simplify().visit(_Inliner(self).visit(renamed))  # type: ignore[no-any-return]
+
+    def function_expression(self, name: str, arguments: list[str]) -> ast.expr | None:
+        """The expression a module function ``name`` returns, its parameters being
+        ``arguments``; None when it is not a global function written as one ``return``
+        (or its body cannot be copied here)."""
+        function = self.globals.get(name)
+        if not inspect.isfunction(function) or name in self.inlining:
+            return None
+        try:
+            definition = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
+        except (OSError, TypeError, SyntaxError):
+            return None
+        if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+            return None
+        signature = definition.args
+        parameters = [a.arg for a in signature.args]
+        body = _without_docstring(definition.body)
+        if (
+            signature.posonlyargs
+            or signature.vararg
+            or signature.kwonlyargs
+            or signature.kwarg
+            or len(parameters) != len(arguments)
+            or len(body) != 1
+            or not isinstance(body[0], ast.Return)
+            or body[0].value is None
+        ):
+            return None
+        expression = copy.deepcopy(body[0].value)
+        names = {n.id for n in ast.walk(expression) if isinstance(n, ast.Name)}
+        bound = {
+            n.id
+            for n in ast.walk(expression)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        if bound & (set(parameters) | set(arguments)) or any(
+            isinstance(n, _NOT_INLINED) or (isinstance(n, ast.Name) and n.id in _FRAME_NAMES)
+            for n in ast.walk(expression)
+        ):
+            return None
+        module = inspect.getmodule(function)
+        if module is None:
+            return None
+        free = names - bound - set(parameters)
+        if self._globals_of(free, module, f"function {name!r}") is not None:
+            return None
+        renamed = _Rename(dict(zip(parameters, arguments, strict=True))).visit(expression)
+        self.inlining.add(name)  # a function that calls itself is copied once
+        try:
+            return _FunctionInliner(self).visit(renamed)  # type: ignore[no-any-return]
+        finally:
+            self.inlining.discard(name)
 
     def guard_call(self, name: str, event: str) -> ast.expr:
         """The guard as an expression in the event method's scope: inlined if it is a
@@ -185,6 +694,9 @@ class _Generator:
         return ast.parse(call, mode="eval").body
 
     def translate(self, tree: ast.expr, event: str) -> ast.expr:
+        """The guard with each named guard's body inlined: what the generated
+        controller evaluates, before the method-local rewrites (the z3 translation
+        in ``verification/symbolic.py`` reads this)."""
         if isinstance(tree, ast.Name):
             return self.guard_call(tree.id, event)
         if isinstance(tree, ast.UnaryOp):
@@ -194,48 +706,202 @@ class _Generator:
             return ast.BoolOp(op=tree.op, values=[self.translate(v, event) for v in tree.values])
         raise GenerationError(f"unsupported guard node {ast.dump(tree)}")
 
-    def condition(self, conjuncts: list[ast.expr], event: str) -> tuple[str, str]:
-        """(python source, comment naming the guards) for a conjunction."""
+    def condition(self, conjuncts: list[ast.expr], event: str) -> tuple[ast.expr, str]:
+        """(expression, comment naming the guards) for a conjunction."""
         names = " and ".join(ast.unparse(c) for c in conjuncts)
         translated = [self.translate(c, event) for c in conjuncts]
         expression = (
             translated[0] if len(translated) == 1 else ast.BoolOp(op=ast.And(), values=translated)
         )
-        return ast.unparse(expression), names
+        if self.fields:
+            parameter = self.model.interface[event].parameter
+            assert parameter is not None
+            expression = _FieldsToLocals(parameter, self.fields).visit(expression)
+        return expression, names
 
-    # -- statements -------------------------------------------------------------------
+    # -- bodies -----------------------------------------------------------------------
 
-    def emit(self, indent: int, text: str) -> None:
-        self.lines.append("    " * indent + text if text else "")
+    def inline_body(self, name: str, event: str) -> _Body | None:
+        """The body of method ``name`` written into the method of ``event`` (see the
+        module docstring), or None when it must be called instead."""
+        definition = _definition(self.model_class, name)
+        if definition is None or self.scope is None:
+            return None
+        arguments = definition.args
+        parameters = [a.arg for a in arguments.args]
+        parameter = self.model.interface[event].parameter
+        if (
+            arguments.posonlyargs
+            or arguments.vararg
+            or arguments.kwonlyargs
+            or arguments.kwarg
+            or arguments.defaults
+            or not 1 <= len(parameters) <= 2
+            or (len(parameters) == 2 and parameter is None)
+        ):
+            return None
+        body = _without_docstring(definition.body)
+        last = body[-1] if body else None
+        for tree in body:
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, _NOT_INLINED)
+                    or (isinstance(node, ast.Raise) and node.exc is None)
+                    or (isinstance(node, ast.Name) and node.id in _FRAME_NAMES)
+                    or (isinstance(node, ast.Return) and node is not last)
+                ):
+                    return None
+        answer: ast.expr | None = None
+        raises = isinstance(last, ast.Raise)
+        if isinstance(last, ast.Return):
+            body, answer = body[:-1], last.value
+        trees = [*body, *([answer] if answer is not None else [])]
+        names = {n.id for t in trees for n in ast.walk(t) if isinstance(n, ast.Name)}
+        locals_ = {
+            n.id
+            for t in trees
+            for n in ast.walk(t)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        if locals_ & set(parameters) or (parameter in names and parameter not in parameters):
+            return None
+        module = inspect.getmodule(getattr(self.model_class, name))
+        if module is None:
+            return None
+        free = names - locals_ - set(parameters)
+        if self._globals_of(free, module, f"{name!r}") is not None:
+            return None
+        # Parameters become the method's own names; locals get placeholders no source
+        # can contain until their final names are chosen.
+        mapping = {parameters[0]: "self"}
+        if len(parameters) == 2:
+            assert parameter is not None
+            mapping[parameters[1]] = parameter
+        mapping.update({local: f"${local}" for local in locals_})
+        rename = _Rename(mapping)
+        statements = [rename.visit(copy.deepcopy(s)) for s in body]
+        if answer is not None:
+            answer = rename.visit(copy.deepcopy(answer))
+        inline_guards = _Inliner(self)
+        try:
+            statements = [inline_guards.visit(s) for s in statements]
+            if answer is not None:
+                answer = inline_guards.visit(answer)
+        except GenerationError:  # a guard it calls cannot be copied here: call the body
+            return None
+        if self.fields and parameter is not None:
+            fields = _FieldsToLocals(parameter, self.fields)
+            statements = [fields.visit(s) for s in statements]
+            answer = None if answer is None else fields.visit(answer)
+        statements, answer = _eliminate_aliases(statements, answer, {f"${n}" for n in locals_})
+        remaining = sorted(
+            {
+                n.id
+                for t in [*statements, *([answer] if answer is not None else [])]
+                for n in ast.walk(t)
+                if isinstance(n, ast.Name) and n.id.startswith("$")
+            }
+        )
+        final = _Rename({p: self.scope.local(name, p[1:]) for p in remaining})
+        statements = [ast.fix_missing_locations(final.visit(s)) for s in statements]
+        if answer is not None:
+            answer = final.visit(answer)
+        if isinstance(answer, ast.Constant) and answer.value is None:
+            answer = None
+        return _Body(statements, answer, raises)
 
-    def emit_transition(self, indent: int, transition: TransitionInfo) -> None:
-        event = self.model.interface[transition.event]
-        argument = event.parameter or ""
-        action_parameters = self._parameters(transition.action)
-        call_arguments = argument if action_parameters else ""
-        self.emit(indent, f"# {transition.index}: {transition.label}")
-        self.emit(indent, f"fired = {transition.index}")
-        if self._returns_nothing(transition.action):
-            self.emit(indent, f"self.{transition.action}({call_arguments})")
-            self.emit(indent, "result = None")
+    def action_nodes(self, action: str, event: str) -> tuple[list[_Node], bool]:
+        """``result = <the action's answer>``, the action inlined when it can be; and
+        whether it always raises."""
+        body = self.inline_body(action, event)
+        if body is None:
+            argument = self.model.interface[event].parameter or ""
+            arguments = argument if self._parameters(action) else ""
+            if self._returns_nothing(action):
+                return [
+                    _Line(_statement(f"self.{action}({arguments})")),
+                    _Line(_statement("result = None")),
+                ], False
+            return [_Line(_statement(f"result = self.{action}({arguments})"))], False
+        nodes: list[_Node] = [_Line(None, f"action: {action}")]
+        nodes.extend(_Line(s) for s in body.statements)
+        if not body.raises:
+            answer = body.answer if body.answer is not None else ast.Constant(value=None)
+            assign = ast.Assign(targets=[ast.Name(id="result", ctx=ast.Store())], value=answer)
+            nodes.append(_Line(ast.fix_missing_locations(assign)))
+        return nodes, body.raises
+
+    def check_nodes(self, event: str) -> list[_Node]:
+        """The event's input check (inlined when it can be), then, for a record
+        argument, its fields in locals (``self.fields``)."""
+        interface = self.model.interface[event]
+        check, parameter = interface.check, interface.parameter
+        assert check is not None and parameter is not None and self.scope is not None
+        record = getattr(controller.records, interface.parameter_type or "", None)
+        fields: tuple[str, ...] = ()
+        if isinstance(record, type) and issubclass(record, tuple):
+            fields = tuple(getattr(record, "_fields", ()))
+        body = self.inline_body(check, event)
+        if body is None or body.answer is not None:
+            nodes: list[_Node] = [_Line(_statement(f"self.{check}({parameter})"))]
+            statements: list[ast.stmt] = []
         else:
-            self.emit(indent, f"result = self.{transition.action}({call_arguments})")
-        target = self.model.state(transition.target)
-        if transition.target != transition.source:
-            self.emit(indent, f"self._declared_state = {_state_constant(target)}")
+            nodes = [_Line(None, f"check: {check}")]
+            statements = body.statements
+        unpacked = next(
+            (
+                index
+                for index, s in enumerate(statements)
+                if isinstance(s, ast.Assign)
+                and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Tuple)
+                and len(s.targets[0].elts) == len(fields)
+                and all(isinstance(e, ast.Name) for e in s.targets[0].elts)
+                and isinstance(s.value, ast.Name)
+                and s.value.id == parameter
+                and all(
+                    _bindings(statements, e.id) == 1  # type: ignore[attr-defined]
+                    for e in s.targets[0].elts
+                )
+            ),
+            None,
+        )
+        if fields and unpacked is not None:
+            target = statements[unpacked].targets[0]  # type: ignore[attr-defined]
+            self.fields = dict(zip(fields, (e.id for e in target.elts), strict=True))
+            rewrite = _FieldsToLocals(parameter, self.fields)
+            statements[unpacked + 1 :] = [rewrite.visit(s) for s in statements[unpacked + 1 :]]
+        nodes.extend(_Line(s) for s in statements)
+        if fields and unpacked is None:
+            self.fields = {f: self.scope.fresh(f) for f in fields}
+            nodes.append(_Line(_statement(f"{', '.join(self.fields.values())} = {parameter}")))
+        return nodes
 
-    def emit_branches(self, indent: int, branches: list[_Branch], event: str) -> None:
-        keyword = "if"
+    # -- the dispatch -----------------------------------------------------------------
+
+    def transition_nodes(self, transition: TransitionInfo) -> list[_Node]:
+        action, raises = self.action_nodes(transition.action, transition.event)
+        nodes: list[_Node] = [
+            _Line(None, f"{transition.index}: {transition.label}"),
+            _Line(_statement(f"fired = {transition.index}")),
+            *action,
+        ]
+        if transition.target != transition.source and not raises:
+            target = _state_constant(self.model.state(transition.target))
+            nodes.append(_Line(_statement(f"self._declared_state = {target}")))
+        return nodes
+
+    def branch_nodes(self, branches: list[_Branch], event: str) -> list[_Node]:
+        arms: list[_Arm] = []
         index = 0
         while index < len(branches):
             branch = branches[index]
             if not branch.conjuncts:
-                if keyword == "if":
-                    self.emit_transition(indent, branch.transition)
-                else:
-                    self.emit(indent, "else:")
-                    self.emit_transition(indent + 1, branch.transition)
-                return  # anything after an unconditional transition is unreachable
+                nodes = self.transition_nodes(branch.transition)
+                if not arms:
+                    return nodes
+                arms.append(_Arm(None, "", nodes))
+                return [_Chain(arms)]  # anything after it is unreachable
             head = ast.dump(branch.conjuncts[0])
             end = index + 1
             while (
@@ -246,29 +912,191 @@ class _Generator:
                 end += 1
             group = branches[index:end]
             if len(group) > 1 and len(group[-1].conjuncts) == 1:
-                source, names = self.condition(branch.conjuncts[:1], event)
-                self.emit(indent, f"{keyword} {source}:  # {names}")
-                self.emit_branches(
-                    indent + 1, [_Branch(b.conjuncts[1:], b.transition) for b in group], event
-                )
+                test, names = self.condition(branch.conjuncts[:1], event)
+                inner = [_Branch(b.conjuncts[1:], b.transition) for b in group]
+                arms.append(_Arm(test, names, self.branch_nodes(inner, event)))
                 index = end
             else:
-                source, names = self.condition(branch.conjuncts, event)
-                self.emit(indent, f"{keyword} {source}:  # {names}")
-                self.emit_transition(indent + 1, branch.transition)
+                test, names = self.condition(branch.conjuncts, event)
+                arms.append(_Arm(test, names, self.transition_nodes(branch.transition)))
                 index += 1
-            keyword = "elif"
-        self.emit(indent, "else:")
-        self.emit(
-            indent + 1,
-            f"raise AssertionError(f'no declared transition for {event} in {{state!r}}')",
+        message = f"raise AssertionError(f'no declared transition for {event} in {{current!r}}')"
+        arms.append(_Arm(None, "", [_Line(_statement(message))]))
+        return [_Chain(arms)]
+
+    def method_body(self, event: str) -> list[_Node]:
+        """The statements inside the event method's ``try``."""
+        interface = self.model.interface[event]
+        parameter = interface.parameter
+        nodes: list[_Node] = []
+        if interface.check:
+            nodes.extend(self.check_nodes(event))
+        checked = len(nodes)
+        nodes.append(_Line(_statement("current = self._declared_state")))
+        sources = [s for s in self.model.active_states if self.model.leaving(s.id, event)]
+        arms = [
+            _Arm(
+                ast.parse(f"current == {_state_constant(source)}", mode="eval").body,
+                "",
+                self.branch_nodes(
+                    [_Branch(_conjuncts(t), t) for t in self.model.leaving(source.id, event)],
+                    event,
+                ),
+            )
+            for source in sources
+        ]
+        stopped, _ = self.action_nodes(interface.when_stopped, event)
+        if arms:
+            arms.append(_Arm(None, "a final state: the run stopped, nothing changes", stopped))
+            nodes.append(_Chain(arms))
+        else:
+            nodes.extend(stopped)
+        _rewrite(nodes, _FunctionInliner(self))
+        # Fields of self read into locals, for the whole body.
+        assert self.scope is not None
+        self.scope.taken.update(
+            n.id for tree in _trees(nodes) for n in ast.walk(tree) if isinstance(n, ast.Name)
         )
+        fields = self._fields_read_once(nodes)
+        if fields:
+            _rewrite(nodes, _SelfToLocals(fields))
+            bindings = [_Line(_statement(f"{local} = self.{f}")) for f, local in fields.items()]
+            nodes[:0] = bindings
+            checked += len(bindings)
+        # Tuples of never-rebound locals, for the dispatch after the check.
+        invariant = {parameter, *self.fields.values(), *fields.values()} - {None}
+        tuples = self._tuples_built_once(nodes[checked:], invariant)  # type: ignore[arg-type]
+        if tuples:
+            _rewrite(nodes[checked:], _TuplesToLocals(tuples))
+            nodes[checked:checked] = [
+                _Line(_statement(f"{local} = ({', '.join(names)})"))
+                for names, local in tuples.items()
+            ]
+        _rewrite(nodes, _MembersToConstants(self))
+        return nodes
+
+    def constant(self, enumeration: str, member: str) -> str:
+        """The module constant standing for ``enumeration.member`` (declared once)."""
+        qualified = f"{enumeration}.{member}"
+        if qualified not in self.constants:
+            enumerations = [*vars(controller.records).values(), *self.globals.values()]
+            shared = any(
+                isinstance(other, EnumMeta)
+                and other.__name__ != enumeration
+                and member in other.__members__
+                for other in enumerations
+            )
+            value = self.globals[enumeration].__members__[member]  # type: ignore[attr-defined]
+            same = [n for n, v in self.globals.items() if v is value and n.isupper()]
+            if same:
+                name = same[0]
+            else:
+                name = f"{_upper_snake(enumeration)}_{member}" if shared else member
+                if name in self.globals or name in self.constants.values():
+                    raise GenerationError(f"{qualified}: the constant {name!r} is taken")
+            self.constants[qualified] = name
+        return self.constants[qualified]
+
+    def _fields_read_once(self, nodes: list[_Node]) -> dict[str, str]:
+        """The fields of ``self`` to read into locals: read twice or more along one
+        path, always set by ``__init__``, rebound neither here nor by any method still
+        called from here. Field -> local, in order of first use."""
+        assert self.scope is not None
+        candidates = _fields_set_by_init(self.model_class)
+        trees = list(_trees(nodes))
+        rebound: set[str] = set()
+        for tree in trees:
+            stores = _self_stores(tree)
+            if stores is None:
+                return {}
+            rebound |= stores
+            for call in ast.walk(tree):
+                if isinstance(call, ast.Call) and _is_self_attribute(call.func):
+                    called = _stores_of_method(self.model_class, call.func.attr, set())
+                    if called is None:
+                        return {}
+                    rebound |= called
+        order = [
+            n.attr
+            for tree in trees
+            for n in _walk_outside_scopes(tree)
+            if _is_self_attribute(n) and isinstance(n.ctx, ast.Load)
+        ]
+        chosen: dict[str, str] = {}
+        for field in dict.fromkeys(order):
+            if field not in candidates or field in rebound:
+                continue
+
+            def reads(tree: ast.AST, field: str = field) -> int:
+                return len(
+                    [
+                        n
+                        for n in _walk_outside_scopes(tree)
+                        if _is_self_attribute(n, field) and isinstance(n.ctx, ast.Load)
+                    ]
+                )
+
+            if _most_on_a_path(nodes, reads) >= 2:
+                chosen[field] = self.scope.fresh(field.lstrip("_") or field)
+        return chosen
+
+    def _tuples_built_once(
+        self, nodes: list[_Node], invariant: set[str]
+    ) -> dict[tuple[str, ...], str]:
+        assert self.scope is not None
+        found = [
+            names
+            for tree in _trees(nodes)
+            for n in _walk_outside_scopes(tree)
+            if (names := _tuple_of_names(n)) is not None and set(names) <= invariant
+        ]
+        chosen: dict[tuple[str, ...], str] = {}
+        for names in dict.fromkeys(found):
+
+            def count(tree: ast.AST, names: tuple[str, ...] = names) -> int:
+                return len([n for n in _walk_outside_scopes(tree) if _tuple_of_names(n) == names])
+
+            if _most_on_a_path(nodes, count) >= 2:
+                chosen[names] = self.scope.fresh("_".join(names))
+        return chosen
+
+    # -- writing it out ---------------------------------------------------------------
+
+    def emit(self, indent: int, text: str) -> None:
+        self.lines.append("    " * indent + text if text else "")
+
+    def emit_nodes(self, indent: int, nodes: list[_Node]) -> None:
+        for node in nodes:
+            if isinstance(node, _Line):
+                if node.statement is None:
+                    self.emit(indent, f"# {node.comment}")
+                    continue
+                suffix = f"  # {node.comment}" if node.comment else ""
+                text = _unparse(node.statement).splitlines()
+                for line in text[:-1]:
+                    self.emit(indent, line)
+                self.emit(indent, text[-1] + suffix)
+                continue
+            for position, arm in enumerate(node.arms):
+                suffix = f"  # {arm.comment}" if arm.comment else ""
+                if arm.test is None:
+                    self.emit(indent, f"else:{suffix}")
+                else:
+                    keyword_ = "if" if position == 0 else "elif"
+                    self.emit(indent, f"{keyword_} {_unparse(arm.test)}:{suffix}")
+                self.emit_nodes(indent + 1, arm.body)
 
     def emit_event(self, event: str) -> None:
         interface = self.model.interface[event]
         parameter = interface.parameter
         signature = f"self, {parameter}: {interface.parameter_type}" if parameter else "self"
         argument = parameter or "None"
+        reserved = {"self", "result", "fired", "current", "error", *_MODULE_NAMES}
+        self.scope = _Scope(reserved | ({parameter} if parameter else set()), self.globals)
+        self.fields = {}
+        body = self.method_body(event)
+        self._check_no_shadowing(event, body)
+        self.scope, self.fields = None, {}
         self.emit(1, f"def {event}({signature}) -> {interface.returns}:")
         sources = [s for s in self.model.active_states if self.model.leaving(s.id, event)]
         self.emit(
@@ -279,26 +1107,7 @@ class _Generator:
         self.emit(2, f"result: {interface.returns}")
         self.emit(2, "fired: int | None = None")
         self.emit(2, "try:")
-        if interface.check:
-            self.emit(3, f"self.{interface.check}({parameter})")
-        self.emit(3, "state = self._declared_state")
-        keyword = "if"
-        for source in sources:
-            self.emit(3, f"{keyword} state == {_state_constant(source)}:")
-            branches = [_Branch(_conjuncts(t), t) for t in self.model.leaving(source.id, event)]
-            self.emit_branches(4, branches, event)
-            keyword = "elif"
-        stopped = self.model.interface[event].when_stopped
-        stopped_arguments = parameter if self._parameters(stopped) else ""
-        indent = 3
-        if sources:
-            self.emit(3, "else:  # a final state: the run stopped, nothing changes")
-            indent = 4
-        if self._returns_nothing(stopped):
-            self.emit(indent, f"self.{stopped}({stopped_arguments})")
-            self.emit(indent, "result = None")
-        else:
-            self.emit(indent, f"result = self.{stopped}({stopped_arguments})")
+        self.emit_nodes(3, body)
         self.emit(2, "except Exception as error:")
         self.emit(
             3,
@@ -314,13 +1123,29 @@ class _Generator:
         self.emit(2, "return result")
         self.emit(0, "")
 
+    def _check_no_shadowing(self, event: str, nodes: list[_Node]) -> None:
+        assert self.scope is not None
+        bound = {
+            n.id
+            for tree in _trees(nodes)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+        }
+        self.bound |= bound
+        shadowed = bound & (self.scope.globals | set(self.globals))
+        if shadowed:
+            raise GenerationError(
+                f"{event}: the generated method binds {sorted(shadowed)}, "
+                "which inlined code reads as globals"
+            )
+
     def render(self) -> str:
         model = self.model
         emit = self.emit
         emit(0, f"# GENERATED by `replan generate` from {model.module}.{model.name}; do not edit.")
         emit(0, f"# Declaration digest: {model.digest}")
-        emit(0, "# Guard bodies inlined from controller.run.Run (each named in a comment);")
-        emit(0, "# actions are called. Change the declaration, then run `replan generate`.")
+        emit(0, "# Guard, check and action bodies inlined from controller.run.Run (each named in")
+        emit(0, "# a comment). Change the declaration, then run `replan generate`.")
         emit(0, '"""The generated controller: the declaration\'s dispatch as plain Python.')
         emit(0, "")
         emit(0, "Each event method checks its input, then follows the declared state's")
@@ -351,21 +1176,104 @@ class _Generator:
             self.emit_event(event)
         while self.lines and not self.lines[-1]:
             self.lines.pop()
-        # Imports last: the inlined guard bodies decide which names are needed.
-        run_module = self.model_class.__module__
-        imports = {m: set(n) for m, n in self.imports.items()}
-        imports.setdefault(run_module, set()).add(self.model_class.__name__)
-        imports.setdefault("controller.records", set()).update(
-            {"ExecuteResult", "Observation", "Plan", "StopReason"}
-        )
-        block = [
-            f"from {module} import {', '.join(sorted(names, key=_import_order))}"
-            for module, names in sorted(imports.items())
+        # Imports last: the inlined bodies decide which names are needed (a function
+        # inlined after its call was written needs its own names, not its own).
+        constants = [
+            f"{name} = {qualified}"
+            for qualified, name in sorted(self.constants.items(), key=lambda c: c[1])
+            if name not in self.globals
         ]
+        used = {
+            n.id
+            for n in ast.walk(ast.parse("\n".join([*self.lines, *constants])))
+            if isinstance(n, ast.Name)
+        }
+        block = []
+        for module, names in sorted(self.imports.items()):
+            ordered = sorted(names & used, key=_import_order)
+            if not ordered:
+                continue
+            line = f"from {module} import {', '.join(ordered)}"
+            if len(line) > 100:  # wrapped the way ruff's isort wraps it
+                line = "\n".join([f"from {module} import (", *(f"    {n}," for n in ordered), ")"])
+            block.append(line)
+        if self.bound & set(self.constants.values()):
+            raise GenerationError(
+                f"a generated method binds {sorted(self.bound & set(self.constants.values()))}, "
+                "which name enumeration members"
+            )
+        if constants:
+            block += [
+                "",
+                "#: Enumeration members the methods read, bound once (read through its class, a",
+                "#: member costs a class attribute lookup every time).",
+                *constants,
+            ]
         self.lines[header_end:header_end] = [*block, ""]
         source = "\n".join(self.lines) + "\n"
         ast.parse(source)  # the output must at least be Python
         return source
+
+
+# ---- what methods do to the run's fields ---------------------------------------------
+
+
+def _fields_set_by_init(model_class: type) -> set[str]:
+    """The slots ``__init__`` always sets (top-level assignments to ``self.<slot>``)."""
+    slots = {s for cls in model_class.__mro__ for s in getattr(cls, "__slots__", ())}
+    definition = _definition(model_class, "__init__")
+    if definition is None:
+        return set()
+    fields: set[str] = set()
+    for statement in definition.body:
+        targets = (
+            statement.targets
+            if isinstance(statement, ast.Assign)
+            else [statement.target]
+            if isinstance(statement, ast.AnnAssign) and statement.value is not None
+            else []
+        )
+        fields.update(t.attr for t in targets if _is_self_attribute(t))
+    return fields & slots
+
+
+def _self_stores(tree: ast.AST) -> set[str] | None:
+    """The fields of ``self`` the code rebinds; None when ``self`` escapes (passed
+    along or read as a whole), so anything may be rebound."""
+    stores: set[str] = set()
+    attributes = {id(n.value) for n in ast.walk(tree) if _is_self_attribute(n)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "self" and id(node) not in attributes:
+            return None
+        if _is_self_attribute(node) and not isinstance(node.ctx, ast.Load):
+            stores.add(node.attr)
+    return stores
+
+
+def _stores_of_method(model_class: type, name: str, seen: set[str]) -> set[str] | None:
+    """The fields method ``name`` rebinds, with the methods it calls on ``self``; None
+    when that cannot be known."""
+    if name in seen:
+        return set()
+    seen.add(name)
+    definition = _definition(model_class, name)
+    if definition is None or not definition.args.args:
+        return None
+    own = definition.args.args[0].arg
+    tree = _Rename({own: "self"}).visit(definition) if own != "self" else definition
+    stores = _self_stores(tree)
+    if stores is None:
+        return None
+    slots = {s for cls in model_class.__mro__ for s in getattr(cls, "__slots__", ())}
+    if stores - slots:  # a property's setter may rebind anything
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_self_attribute(node.func):
+            called = _stores_of_method(model_class, node.func.attr, seen)
+            if called is None:
+                return None
+            stores |= called
+    return stores
 
 
 def _import_order(name: str) -> tuple[int, str]:

@@ -174,7 +174,9 @@ def test_generate_check_fails_for_a_hand_edited_file(
 ) -> None:
     copy = tmp_path / "_generated.py"
     text = GENERATED_PATH.read_text(encoding="utf-8")
-    copy.write_text(text.replace(">= self.policy.max_steps", "> self.policy.max_steps"), "utf-8")
+    edited = text.replace(">= policy.max_steps", "> policy.max_steps")
+    assert edited != text  # the hand edit really changes the file
+    copy.write_text(edited, "utf-8")
     monkeypatch.setattr(spec.generator, "GENERATED_PATH", copy)
     assert main(["generate", "--check", "--json"]) == 1
     out, _ = capsys.readouterr()
