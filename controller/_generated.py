@@ -112,7 +112,7 @@ class Controller(Run):
             key, version, state, source = obs
             if not (type(key) is str and key in policy.key_set) and (not (isinstance(key, str) and key in policy.key_set)):
                 raise InvalidInput(f"observation.key: {key!r} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
-            if not (type(version) is int or (type(version) is int or (isinstance(version, int) and (not isinstance(version, bool))))) or version < 1:
+            if not (type(version) is int or (isinstance(version, int) and (not isinstance(version, bool)))) or version < 1:
                 raise InvalidInput(f'observation.version: expected an int >= 1, got {version!r}')
             if not isinstance(state, EvidenceState):
                 raise InvalidInput(f'observation.state: expected an EvidenceState, got {state!r}')

@@ -231,6 +231,57 @@ class _Simplify(ast.NodeTransformer):
         return node
 
 
+_PURE = (
+    ast.Name,
+    ast.Constant,
+    ast.Attribute,
+    ast.Compare,
+    ast.BoolOp,
+    ast.UnaryOp,
+    ast.Load,
+    ast.boolop,
+    ast.cmpop,
+    ast.unaryop,
+)
+
+
+def _pure(node: ast.AST) -> bool:
+    """Reads only: names, constants, fields, comparisons and ``type``/``isinstance``."""
+    return all(
+        isinstance(n, _PURE)
+        or (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("type", "isinstance")
+            and not n.keywords
+        )
+        for n in ast.walk(node)
+    )
+
+
+class _Flatten(ast.NodeTransformer):
+    """``a or (b or c)`` -> ``a or b or c`` (the same value, always), and ``a or a``
+    -> ``a`` when ``a`` only reads: what copying ``_is_int(v)`` into
+    ``type(v) is int or _is_int(v)`` leaves behind."""
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        values: list[ast.expr] = []
+        for value in node.values:
+            parts = (
+                value.values
+                if isinstance(value, ast.BoolOp) and type(value.op) is type(node.op)
+                else [value]
+            )
+            for part in parts:
+                if values and ast.dump(values[-1]) == ast.dump(part) and _pure(part):
+                    continue
+                values.append(part)
+        if len(values) == 1:
+            return values[0]
+        return ast.BoolOp(op=node.op, values=values)
+
+
 class _Rename(ast.NodeTransformer):
     def __init__(self, mapping: Mapping[str, str]) -> None:
         self.mapping = mapping
@@ -952,6 +1003,7 @@ class _Generator:
         else:
             nodes.extend(stopped)
         _rewrite(nodes, _FunctionInliner(self))
+        _rewrite(nodes, _Flatten())
         # Fields of self read into locals, for the whole body.
         assert self.scope is not None
         self.scope.taken.update(
