@@ -7,13 +7,16 @@ the read-only public view (properties, ``state(key)``, ``snapshot()``, ``trace``
 Leaves to others: *which* transition fires for which state and event. That dispatch
 is declared in ``spec/declaration.py`` and is either generated
 (``controller/_generated.py``) or run by python-statemachine
-(``spec/reference.py``); both call the bodies below, so the two can only differ in
-dispatch, which is exactly what the campaign compares.
+(``spec/reference.py``); both run the bodies below (the generator copies them into
+its dispatch, the reference calls them), so the two can only differ in dispatch,
+which is exactly what the campaign compares.
 
 Guards are predicates with no side effects. A guard whose body is a single
 ``return <expression>`` is inlined by the generator (the expression is copied into
 the generated dispatch, with a comment naming the guard), so keep them that way.
-Actions return the answer of the event.
+Actions return the answer of the event. An action (or the input check) written as
+plain statements ending in at most one ``return`` is copied too; one with an early
+``return``, a loop or a nested scope is called instead (``spec/generator.py``).
 """
 
 from __future__ import annotations
