@@ -48,12 +48,14 @@ import inspect
 import keyword
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import EnumMeta
+from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 import controller.records
 from controller.records import StopReason
@@ -78,15 +80,24 @@ class GenerationError(ValueError):
 
 def _single_expression(name: str, model_class: type) -> tuple[list[str], ast.expr] | None:
     """The parameters and returned expression of a guard written as one ``return``."""
-    function = getattr(model_class, name)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    definition = tree.body[0]
+    source = _source(getattr(model_class, name))
+    if source is None:
+        raise GenerationError(f"guard {name!r}: its source cannot be read")
+    definition = ast.parse(source).body[0]
     assert isinstance(definition, ast.FunctionDef)
     body = _without_docstring(definition.body)
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         return None
     parameters = [a.arg for a in definition.args.args]
     return parameters, body[0].value
+
+
+@cache
+def _source(function: Callable[..., object]) -> str | None:
+    try:
+        return textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return None
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -97,12 +108,13 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def _definition(model_class: type, name: str) -> ast.FunctionDef | None:
     """The method's definition as ``model_class`` has it (an override wins), or None
-    when it is not a plain, undecorated function whose source can be read."""
-    if not inspect.isfunction(inspect.getattr_static(model_class, name, None)):
+    when it is not a plain, undecorated function whose source can be read. A fresh
+    tree each time: callers rewrite it."""
+    function = inspect.getattr_static(model_class, name, None)
+    if not inspect.isfunction(function):
         return None
-    try:
-        source = textwrap.dedent(inspect.getsource(getattr(model_class, name)))
-    except (OSError, TypeError):
+    source = _source(function)
+    if source is None:
         return None
     definition = ast.parse(source).body[0]
     if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
@@ -467,6 +479,7 @@ class _Chain:
 
 
 _Node = _Line | _Chain
+_Key = TypeVar("_Key", bound=Hashable)
 
 
 def _unparse(tree: ast.AST) -> str:
@@ -514,26 +527,33 @@ def _rewrite(nodes: Iterable[_Node], rewrite: ast.NodeTransformer) -> None:
                 _rewrite(arm.body, rewrite)
 
 
-def _most_on_a_path(nodes: Iterable[_Node], count: Callable[[ast.AST], int]) -> int:
-    """The most ``count`` finds along one path through the nodes (an arm's test counts
-    for every later arm, which evaluated it first)."""
+def _most_on_a_path(
+    nodes: Iterable[_Node], count: Callable[[ast.AST], Counter[_Key]]
+) -> Counter[_Key]:
+    """For each thing ``count`` finds, the most of it along one path through the
+    nodes (an arm's test counts for every later arm, which evaluated it first)."""
 
-    def statement(tree: ast.stmt) -> int:
-        if isinstance(tree, ast.If):
-            return count(tree.test) + max(
-                sum(statement(s) for s in tree.body), sum(statement(s) for s in tree.orelse)
-            )
-        return count(tree)
+    def statements(trees: Iterable[ast.stmt]) -> Counter[_Key]:
+        total: Counter[_Key] = Counter()
+        for tree in trees:
+            if isinstance(tree, ast.If):
+                total += count(tree.test) + (statements(tree.body) | statements(tree.orelse))
+            else:
+                total += count(tree)
+        return total
 
-    total = 0
+    total: Counter[_Key] = Counter()
     for node in nodes:
         if isinstance(node, _Line):
-            total += 0 if node.statement is None else statement(node.statement)
+            if node.statement is not None:
+                total += statements([node.statement])
             continue
-        tested = best = 0
+        tested: Counter[_Key] = Counter()
+        best: Counter[_Key] = Counter()
         for arm in node.arms:
-            tested += 0 if arm.test is None else count(arm.test)
-            best = max(best, tested + _most_on_a_path(arm.body, count))
+            if arm.test is not None:
+                tested += count(arm.test)
+            best |= tested + _most_on_a_path(arm.body, count)
         total += best
     return total
 
@@ -684,10 +704,10 @@ class _Generator:
         function = self.globals.get(name)
         if not inspect.isfunction(function) or name in self.inlining:
             return None
-        try:
-            definition = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0]
-        except (OSError, TypeError, SyntaxError):
+        source = _source(function)
+        if source is None:
             return None
+        definition = ast.parse(source).body[0]
         if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
             return None
         signature = definition.args
@@ -830,9 +850,9 @@ class _Generator:
             mapping[parameters[1]] = parameter
         mapping.update({local: f"${local}" for local in locals_})
         rename = _Rename(mapping)
-        statements = [rename.visit(copy.deepcopy(s)) for s in body]
+        statements = [rename.visit(s) for s in body]
         if answer is not None:
-            answer = rename.visit(copy.deepcopy(answer))
+            answer = rename.visit(answer)
         inline_guards = _Inliner(self)
         try:
             statements = [inline_guards.visit(s) for s in statements]
@@ -1068,49 +1088,41 @@ class _Generator:
                     if called is None:
                         return {}
                     rebound |= called
-        order = [
-            n.attr
-            for tree in trees
-            for n in _walk_outside_scopes(tree)
-            if _is_self_attribute(n) and isinstance(n.ctx, ast.Load)
-        ]
-        chosen: dict[str, str] = {}
-        for field in dict.fromkeys(order):
-            if field not in candidates or field in rebound:
-                continue
 
-            def reads(tree: ast.AST, field: str = field) -> int:
-                return len(
-                    [
-                        n
-                        for n in _walk_outside_scopes(tree)
-                        if _is_self_attribute(n, field) and isinstance(n.ctx, ast.Load)
-                    ]
-                )
+        def reads(tree: ast.AST) -> Counter[str]:
+            return Counter(
+                n.attr
+                for n in _walk_outside_scopes(tree)
+                if _is_self_attribute(n) and isinstance(n.ctx, ast.Load)
+            )
 
-            if _most_on_a_path(nodes, reads) >= 2:
-                chosen[field] = self.scope.fresh(field.lstrip("_") or field)
-        return chosen
+        order = [field for tree in trees for field in reads(tree)]
+        most = _most_on_a_path(nodes, reads)
+        return {
+            field: self.scope.fresh(field.lstrip("_") or field)
+            for field in dict.fromkeys(order)
+            if field in candidates and field not in rebound and most[field] >= 2
+        }
 
     def _tuples_built_once(
         self, nodes: list[_Node], invariant: set[str]
     ) -> dict[tuple[str, ...], str]:
         assert self.scope is not None
-        found = [
-            names
-            for tree in _trees(nodes)
-            for n in _walk_outside_scopes(tree)
-            if (names := _tuple_of_names(n)) is not None and set(names) <= invariant
-        ]
-        chosen: dict[tuple[str, ...], str] = {}
-        for names in dict.fromkeys(found):
 
-            def count(tree: ast.AST, names: tuple[str, ...] = names) -> int:
-                return len([n for n in _walk_outside_scopes(tree) if _tuple_of_names(n) == names])
+        def built(tree: ast.AST) -> Counter[tuple[str, ...]]:
+            return Counter(
+                names
+                for n in _walk_outside_scopes(tree)
+                if (names := _tuple_of_names(n)) is not None and set(names) <= invariant
+            )
 
-            if _most_on_a_path(nodes, count) >= 2:
-                chosen[names] = self.scope.fresh("_".join(names))
-        return chosen
+        order = [names for tree in _trees(nodes) for names in built(tree)]
+        most = _most_on_a_path(nodes, built)
+        return {
+            names: self.scope.fresh("_".join(names))
+            for names in dict.fromkeys(order)
+            if most[names] >= 2
+        }
 
     # -- writing it out ---------------------------------------------------------------
 
