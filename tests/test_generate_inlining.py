@@ -65,6 +65,20 @@ def test_observation_fields_are_read_from_the_unpacked_locals() -> None:
     assert "obs." not in observe
 
 
+def test_no_method_reads_an_enumeration_member_through_its_class() -> None:
+    source = GENERATED_PATH.read_text(encoding="utf-8")
+    methods = source[source.index("class Controller") :]
+    for enumeration in ("ExecuteResult.", "StopReason.", "EvidenceState."):
+        assert enumeration not in methods
+    assert "EXECUTED = ExecuteResult.EXECUTED\n" in source
+
+
+def test_single_return_module_functions_are_copied_too() -> None:
+    source = GENERATED_PATH.read_text(encoding="utf-8")
+    assert "well_formed_plan(" not in source
+    assert "isinstance(plan, Plan)" in source
+
+
 @pytest.mark.parametrize(
     "malformed",
     [
