@@ -17,6 +17,28 @@ class CliError(Exception):
     """Bad input or usage: printed as one line, exit code 2."""
 
 
+def _integer_at_least(minimum: int, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= {minimum}, got {text!r}"
+        ) from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a bad value is argparse's one-line exit 2)."""
+    return _integer_at_least(1, text)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _integer_at_least(0, text)
+
+
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",

@@ -29,30 +29,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from replan.common import CliError, add_json_option, print_json, write_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    non_negative_int,
+    positive_int,
+    print_json,
+    write_json,
+)
 
 DEFAULT_OUTPUT = Path("evidence") / "benchmark-results.json"
 QUICK_OUTPUT = Path(tempfile.gettempdir()) / "replan-bench-quick.json"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _not_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,19 +51,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"with --quick: {QUICK_OUTPUT})",
     )
     parser.add_argument(
-        "--samples", type=_positive, help="timed samples per series (default 7; --quick 3)"
+        "--samples", type=positive_int, help="timed samples per series (default 7; --quick 3)"
     )
     parser.add_argument(
-        "--episodes", type=_positive, help="episodes per sample (default 1000; --quick 200)"
+        "--episodes", type=positive_int, help="episodes per sample (default 1000; --quick 200)"
     )
     parser.add_argument(
         "--warmups",
-        type=_not_negative,
+        type=non_negative_int,
         help="warm-up rounds, discarded (default 2; --quick 1)",
     )
     parser.add_argument(
         "--reference-episodes",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="episodes per sample for python-statemachine, ~1000x slower "
         "(default: episodes / 10; --quick 3)",

@@ -33,7 +33,14 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
-from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    positive_int,
+    print_json,
+)
 from spec.invariants import INVARIANTS
 from verification.campaign import (
     DEFAULT_DATABASE,
@@ -50,16 +57,6 @@ from verification.campaign import (
     run_campaign,
 )
 from verification.mutants import MUTANTS
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _seed(text: str) -> int:
@@ -81,9 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="budget: "
         + "; ".join(f"{p.name} {p.examples} x {p.steps}" for p in PROFILES.values()),
     )
-    parser.add_argument("--examples", type=_positive, metavar="N", help="Hypothesis examples")
+    parser.add_argument("--examples", type=positive_int, metavar="N", help="Hypothesis examples")
     parser.add_argument(
-        "--steps", type=_positive, metavar="N", help="Hypothesis steps (rules) per example"
+        "--steps", type=positive_int, metavar="N", help="Hypothesis steps (rules) per example"
     )
     parser.add_argument("--seed", type=_seed, metavar="S", help="random seed (printed if omitted)")
     add_json_option(parser)

@@ -35,7 +35,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    positive_int,
+    print_json,
+)
 
 #: Where counterexamples go when --out is not given (shared with the campaign).
 DEFAULT_OUT = Path("evidence") / "counterexamples"
@@ -43,16 +50,6 @@ DEFAULT_OUT = Path("evidence") / "counterexamples"
 DEFAULT_MAX_STATES = 1_000_000
 #: The SPIN model of the same contract (outside this repository, next to it).
 SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,22 +61,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-version",
-        type=_positive,
+        type=positive_int,
         metavar="V",
         help="one product domain: observe versions 1..V of every key (with --spin-domains: V)",
     )
     parser.add_argument(
         "--ids",
-        type=_positive,
+        type=positive_int,
         metavar="K",
         help="plan ids p1..pK (default in a product domain: fresh ids)",
     )
     parser.add_argument(
-        "--max-depth", type=_positive, metavar="D", help="leave states at depth D unexpanded"
+        "--max-depth", type=positive_int, metavar="D", help="leave states at depth D unexpanded"
     )
     parser.add_argument(
         "--max-states",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         default=DEFAULT_MAX_STATES,
         help=f"stop cleanly after storing N states per domain (default {DEFAULT_MAX_STATES:,})",
@@ -98,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=_positive,
+        type=positive_int,
         default=1,
         metavar="N",
         help="expand each breadth-first layer in N forked processes (same result; "
