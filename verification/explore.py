@@ -1415,10 +1415,11 @@ def explore(
     if domains is None:
         domains = default_report_domains(policy)
     name = implementation_name or _implementation_name(implementation)
-    if isinstance(domains, Domains):
+
+    def one(each: Domains) -> ExploreResult:
         return _explore_one(
             policy,
-            domains,
+            each,
             implementation,
             name,
             symmetry=symmetry,
@@ -1431,25 +1432,12 @@ def explore(
             progress_every=progress_every,
             workers=workers,
         )
+
+    if isinstance(domains, Domains):
+        return one(domains)
     runs: list[ExploreResult] = []
     for each in domains:
-        runs.append(
-            _explore_one(
-                policy,
-                each,
-                implementation,
-                name,
-                symmetry=symmetry,
-                max_states=max_states,
-                max_depth=max_depth,
-                stop_at_first=stop_at_first,
-                check_invariants=check_invariants,
-                keep_graph=keep_graph,
-                progress=progress,
-                progress_every=progress_every,
-                workers=workers,
-            )
-        )
+        runs.append(one(each))
         if runs[-1].findings and stop_at_first:
             break
     return _combine(runs, implementation)
