@@ -4,6 +4,7 @@ semantic diff, and the committed evidence being what verify writes."""
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def test_verify_reproduces_the_committed_evidence(tmp_path: Path) -> None:
     assert code == 0
     fresh = json.loads((tmp_path / "verify.json").read_text())
     committed = json.loads((ROOT / "evidence" / "verify.json").read_text())
+    if shutil.which("dot") is None:  # without Graphviz the diagram check writes Mermaid only
+        for document in (fresh, committed):
+            document["checks"] = [c for c in document["checks"] if c["name"] != "diagram"]
     assert stable(fresh) == stable(committed)
     for name in ("replan-trace.json", "fixed-workflow.json"):
         assert stable(json.loads((tmp_path / name).read_text())) == stable(
