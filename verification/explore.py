@@ -160,9 +160,6 @@ class _TrackedSet(set):  # type: ignore[type-arg]
     _dirty: set[str]
     _slot: str
 
-    def _touch(self) -> None:
-        self._dirty.add(self._slot)
-
     def add(self, element: Any) -> None:
         self._dirty.add(self._slot)
         set.add(self, element)

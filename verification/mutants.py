@@ -111,6 +111,11 @@ def _declaration() -> MachineModel:
     return extract(Replanning)
 
 
+def _body_mutant(name: str, description: str, broken: type[Run]) -> Mutant:
+    """The real declaration generated over a ``Run`` subclass with one broken body."""
+    return Mutant(name, description, lambda: load_controller(_declaration(), broken, name))
+
+
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
@@ -123,35 +128,36 @@ MUTANTS: dict[str, Mutant] = {
                 "stale-plan-check-removed",
             ),
         ),
-        Mutant(
-            "renumbered-unknown-is-progress",
-            "a same-state observation under a higher version raises the evidence revision",
-            lambda: load_controller(_declaration(), RenumberedIsProgress, "renumbered"),
-        ),
-        Mutant(
-            "step-limit-off-by-one",
-            "execute allows max_steps + 1 steps",
-            lambda: load_controller(_declaration(), StepLimitOffByOne, "step-limit"),
-        ),
-        Mutant(
-            "replay-counts-a-step",
-            "a Replayed execution still counts a step",
-            lambda: load_controller(_declaration(), ReplayCountsStep, "replay"),
-        ),
-        Mutant(
-            "stopped-run-revived",
-            "an observation or proposal on a stopped run revives it",
-            lambda: load_controller(_declaration(), StoppedRunRevived, "revived"),
-        ),
-        Mutant(
-            "older-overwrites-newer",
-            "an older version overwrites the newer record of a key",
-            lambda: load_controller(_declaration(), OlderOverwritesNewer, "older"),
-        ),
-        Mutant(
-            "unknown-treated-as-passed",
-            "the commit gate lets Unknown prerequisites through (only Failed blocks)",
-            lambda: load_controller(_declaration(), UnknownTreatedAsPassed, "gate"),
+        *(
+            _body_mutant(name, description, broken)
+            for name, description, broken in (
+                (
+                    "renumbered-unknown-is-progress",
+                    "a same-state observation under a higher version raises the evidence revision",
+                    RenumberedIsProgress,
+                ),
+                ("step-limit-off-by-one", "execute allows max_steps + 1 steps", StepLimitOffByOne),
+                (
+                    "replay-counts-a-step",
+                    "a Replayed execution still counts a step",
+                    ReplayCountsStep,
+                ),
+                (
+                    "stopped-run-revived",
+                    "an observation or proposal on a stopped run revives it",
+                    StoppedRunRevived,
+                ),
+                (
+                    "older-overwrites-newer",
+                    "an older version overwrites the newer record of a key",
+                    OlderOverwritesNewer,
+                ),
+                (
+                    "unknown-treated-as-passed",
+                    "the commit gate lets Unknown prerequisites through (only Failed blocks)",
+                    UnknownTreatedAsPassed,
+                ),
+            )
         ),
     )
 }

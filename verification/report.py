@@ -30,10 +30,7 @@ VOLATILE_KEYS = frozenset(
         "operations_per_second",
         "states_per_second",
         "transitions_per_second",
-        "solver_ms",
         "milliseconds",
-        "ms",
-        "time",
     }
 )
 
