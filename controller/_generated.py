@@ -21,7 +21,7 @@ from controller.records import (
     Plan,
     StopReason,
 )
-from controller.run import PASSED, UNKNOWN, Run, _is_int
+from controller.run import PASSED, UNKNOWN, Run, shown
 
 #: Enumeration members the methods read, bound once (read through its class, a
 #: member costs a class attribute lookup every time).
@@ -107,17 +107,17 @@ class Controller(Run):
             latest_version = self._latest_version
             known = self._known
             # check: check_observation
-            if not isinstance(obs, Observation):
+            if type(obs) is not Observation:
                 raise InvalidInput(f'observation: expected an Observation, got {type(obs).__name__}')
             key, version, state, source = obs
-            if not (type(key) is str and key in policy.key_set) and (not (isinstance(key, str) and key in policy.key_set)):
-                raise InvalidInput(f"observation.key: {key!r} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
-            if not (type(version) is int or (isinstance(version, int) and (not isinstance(version, bool)))) or version < 1:
-                raise InvalidInput(f'observation.version: expected an int >= 1, got {version!r}')
-            if not isinstance(state, EvidenceState):
-                raise InvalidInput(f'observation.state: expected an EvidenceState, got {state!r}')
-            if not (type(source) is str and source) and (not (isinstance(source, str) and source)):
-                raise InvalidInput(f'observation.source: expected a non-empty string, got {source!r}')
+            if type(key) is not str or key not in policy.key_set:
+                raise InvalidInput(f"observation.key: {shown(key)} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
+            if type(version) is not int or version < 1:
+                raise InvalidInput(f'observation.version: expected an int >= 1, got {shown(version)}')
+            if type(state) is not EvidenceState:
+                raise InvalidInput(f'observation.state: expected an EvidenceState, got {shown(state)}')
+            if type(source) is not str or source == '':
+                raise InvalidInput(f'observation.source: expected a non-empty string, got {shown(source)}')
             key_version = (key, version)
             state_source = (state, source)
             current = self._declared_state
@@ -293,7 +293,7 @@ class Controller(Run):
                     # action: refuse_plan
                     result = False
                     self._declared_state = PLAN_LIMIT
-                elif not (isinstance(plan, Plan) and isinstance(plan.id, str) and (plan.id != '') and (type(plan.revision) is int or _is_int(plan.revision)) and (type(plan.evidence_revision) is int or _is_int(plan.evidence_revision)) and isinstance(plan.step, str) and isinstance(plan.resource, str)):  # plan_malformed
+                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and (type(plan.evidence_revision) is int) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
                     # 10: idle --propose[plan_malformed]--> idle
                     fired = 10
                     # action: reject_plan
@@ -346,7 +346,7 @@ class Controller(Run):
                     # action: refuse_plan
                     result = False
                     self._declared_state = PLAN_LIMIT
-                elif not (isinstance(plan, Plan) and isinstance(plan.id, str) and (plan.id != '') and (type(plan.revision) is int or _is_int(plan.revision)) and (type(plan.evidence_revision) is int or _is_int(plan.evidence_revision)) and isinstance(plan.step, str) and isinstance(plan.resource, str)):  # plan_malformed
+                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and (type(plan.evidence_revision) is int) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
                     # 31: pending --propose[plan_malformed]--> pending
                     fired = 31
                     # action: reject_plan
@@ -409,12 +409,12 @@ class Controller(Run):
             policy = self.policy
             current = self._declared_state
             if current == 'idle':
-                if isinstance(plan_id, str) and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 17: idle --execute[id_completed]--> idle
                     fired = 17
                     # action: answer_replayed
                     result = REPLAYED
-                elif isinstance(plan_id, str) and plan_id in self._accepted:  # was_accepted
+                elif type(plan_id) is str and plan_id in self._accepted:  # was_accepted
                     # 18: idle --execute[was_accepted]--> idle
                     fired = 18
                     # action: answer_stale
@@ -425,13 +425,13 @@ class Controller(Run):
                     # action: answer_unknown
                     result = UNKNOWN_PLAN
             elif current == 'pending':
-                if isinstance(plan_id, str) and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 38: pending --execute[id_completed]--> pending
                     fired = 38
                     # action: answer_replayed
                     result = REPLAYED
-                elif not (self._pending is not None and self._pending.id == plan_id):  # not is_pending_id
-                    if isinstance(plan_id, str) and plan_id in self._accepted:  # was_accepted
+                elif not (type(plan_id) is str and self._pending is not None and (self._pending.id == plan_id)):  # not is_pending_id
+                    if type(plan_id) is str and plan_id in self._accepted:  # was_accepted
                         # 39: pending --execute[not is_pending_id and was_accepted]--> pending
                         fired = 39
                         # action: answer_stale
@@ -472,7 +472,7 @@ class Controller(Run):
                     self._declared_state = 'idle'
             else:  # a final state: the run stopped, nothing changes
                 # action: answer_stopped
-                result = REPLAYED if isinstance(plan_id, str) and plan_id in completed else STOPPED
+                result = REPLAYED if type(plan_id) is str and plan_id in completed else STOPPED
         except Exception as error:
             self._trace.append(('execute', plan_id, type(error), self._evidence_revision, self._declared_state, fired))
             raise

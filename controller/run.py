@@ -21,6 +21,7 @@ plain statements ending in at most one ``return`` is copied too; one with an ear
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from controller.policy import DEFAULT_POLICY, Policy
@@ -55,21 +56,28 @@ RunState = tuple[Any, ...]
 _STOP_REASONS: dict[str, str] = {reason.value: reason for reason in StopReason}
 
 
-def _is_int(value: object) -> bool:
-    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, bounded and never raising: a hostile
+    ``__repr__`` or an integer too long to print must not replace the error."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def well_formed_plan(plan: object) -> bool:
-    """A ``Plan`` whose fields have the contract's types (a bool is not an int).
-    Exact-type tests first: they are the common case and cost no call."""
+    """A ``Plan`` whose fields have exactly the contract's types: a subclass (a bool
+    for an int, a str subclass with its own ``__eq__``) is malformed, so nothing a
+    model sends can compare equal to what it is not."""
     return (
-        isinstance(plan, Plan)
-        and isinstance(plan.id, str)
+        type(plan) is Plan
+        and type(plan.id) is str
         and plan.id != ""
-        and (type(plan.revision) is int or _is_int(plan.revision))
-        and (type(plan.evidence_revision) is int or _is_int(plan.evidence_revision))
-        and isinstance(plan.step, str)
-        and isinstance(plan.resource, str)
+        and type(plan.revision) is int
+        and type(plan.evidence_revision) is int
+        and type(plan.step) is str
+        and type(plan.resource) is str
     )
 
 
@@ -85,6 +93,43 @@ def jsonable(value: object) -> Any:
     if isinstance(value, type) and issubclass(value, BaseException):
         return {"error": value.__name__}
     return repr(value)
+
+
+def state_of_snapshot(snapshot: Mapping[str, Any]) -> RunState:
+    """A snapshot as the state tuple ``Run._export_state`` gives for the same run
+    (the two hold the same fields; a test checks the round trip on every reachable
+    state), so any implementation's state can be read as a ``Run``."""
+    pending = snapshot["pending"]
+    return (
+        str(snapshot["state"]),
+        snapshot["evidence_revision"],
+        snapshot["plan_revision"],
+        snapshot["steps"],
+        snapshot["proposals"],
+        snapshot["no_progress"],
+        None
+        if pending is None
+        else Plan(
+            pending["id"],
+            pending["revision"],
+            pending["evidence_revision"],
+            pending["step"],
+            pending["resource"],
+        ),
+        tuple(
+            (key, entry["version"], str(entry["state"]))
+            for key, entry in sorted(snapshot["evidence"].items())
+        ),
+        tuple(
+            ((key, version), (str(state), source))
+            for key, version, state, source in sorted(
+                (tuple(item) for item in snapshot["contents"]), key=lambda item: item[:2]
+            )
+        ),
+        tuple(sorted(snapshot["accepted"])),
+        tuple(sorted(snapshot["completed"])),
+    )
+
 
 
 class Run:
@@ -138,24 +183,24 @@ class Run:
 
     def check_observation(self, obs: object) -> None:
         """Raise ``InvalidInput`` naming the field, for a malformed observation
-        (CONTRACT observe rule 1: a host bug, loud, whether or not the run stopped)."""
-        if not isinstance(obs, Observation):
+        (CONTRACT observe rule 1: a host bug, loud, whether or not the run stopped).
+        Exact types only: a subclass of ``str`` or ``int`` is malformed."""
+        if type(obs) is not Observation:
             raise InvalidInput(f"observation: expected an Observation, got {type(obs).__name__}")
         key, version, state, source = obs
-        # Exact-type tests first: they are the common case and cost least.
-        if not (type(key) is str and key in self.policy.key_set) and not (
-            isinstance(key, str) and key in self.policy.key_set
-        ):
+        if type(key) is not str or key not in self.policy.key_set:
             raise InvalidInput(
-                f"observation.key: {key!r} is not a declared evidence key "
+                f"observation.key: {shown(key)} is not a declared evidence key "
                 f"(declared: {', '.join(self.policy.keys) or 'none'})"
             )
-        if not (type(version) is int or _is_int(version)) or version < 1:
-            raise InvalidInput(f"observation.version: expected an int >= 1, got {version!r}")
-        if not isinstance(state, EvidenceState):
-            raise InvalidInput(f"observation.state: expected an EvidenceState, got {state!r}")
-        if not (type(source) is str and source) and not (isinstance(source, str) and source):
-            raise InvalidInput(f"observation.source: expected a non-empty string, got {source!r}")
+        if type(version) is not int or version < 1:
+            raise InvalidInput(f"observation.version: expected an int >= 1, got {shown(version)}")
+        if type(state) is not EvidenceState:
+            raise InvalidInput(f"observation.state: expected an EvidenceState, got {shown(state)}")
+        if type(source) is not str or source == "":
+            raise InvalidInput(
+                f"observation.source: expected a non-empty string, got {shown(source)}"
+            )
 
     # ---- guards: observe ----------------------------------------------------------
 
@@ -217,15 +262,15 @@ class Run:
 
     def id_completed(self, plan_id: str) -> bool:
         """This id was executed earlier (its execution is a replay)."""
-        return isinstance(plan_id, str) and plan_id in self._completed
+        return type(plan_id) is str and plan_id in self._completed
 
     def is_pending_id(self, plan_id: str) -> bool:
         """This id names the pending plan."""
-        return self._pending is not None and self._pending.id == plan_id
+        return type(plan_id) is str and self._pending is not None and self._pending.id == plan_id
 
     def was_accepted(self, plan_id: str) -> bool:
         """This id was accepted once (and has since been invalidated or superseded)."""
-        return isinstance(plan_id, str) and plan_id in self._accepted
+        return type(plan_id) is str and plan_id in self._accepted
 
     def steps_exhausted(self) -> bool:
         """Every step of the run's budget is used."""

@@ -18,8 +18,8 @@ from controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
 from controller.run import Run
 from spec.declaration import Replanning
 from spec.generator import load_controller
-from spec.invariants import INVARIANTS
 from spec.model import extract
+from spec.vocabulary import REGISTRY
 from verification.domains import Domains, InputSpace
 from verification.explore import (
     _normal,
@@ -193,46 +193,52 @@ def test_a_guard_that_can_never_hold_is_warned_by_name() -> None:
     assert not any(label in w for w in plain.warnings)
 
 
+#: The rule the stale-plan mutant breaks first (a stale plan accepted; pending-current
+#: breaks with it).
+STALE_RULE = "propose-evidence-must-be-current"
+
+
 def test_stale_plan_mutant_gives_a_shortest_replayable_counterexample(tmp_path) -> None:
     mutant = mutant_controller("stale-plan-check-removed")
     first = explore(DEFAULT_POLICY, STALE, mutant)
     assert not first.ok and first.stopped_by == "violation"
     finding = first.findings[0]
-    assert finding.property == "pending-current"
+    assert finding.property == STALE_RULE
     # keep going: every violating transition of the domain is found; none is shorter
     everything = explore(DEFAULT_POLICY, STALE, mutant, stop_at_first=False)
-    summary = everything.violation_summary["pending-current"]
+    summary = everything.violation_summary[STALE_RULE]
     assert summary["transitions"] > 100
     assert len(finding.operations) == summary["first"] == summary["shortest"]
-    kept = next(f for f in everything.findings if f.property == "pending-current")
+    kept = next(f for f in everything.findings if f.property == STALE_RULE)
     assert len(kept.operations) == len(finding.operations)
     # the saved file is the shared format, and replaying it reproduces the failure
-    path = finding.save(tmp_path / "explore-pending-current.json")
+    path = finding.save(tmp_path / "explore-stale.json")
     policy, name, operations, recorded = load_counterexample(path)
-    assert name == "pending-current" and len(recorded) == len(operations)
+    assert name == STALE_RULE and len(recorded) == len(operations)
     report = run_sequence(policy, operations, mutant)
-    assert report.failure == "pending-current" and report.failed_at == len(operations) - 1
+    assert report.failure == STALE_RULE and report.failed_at == len(operations) - 1
     assert run_sequence(policy, operations, Controller).failure is None
 
 
 def test_a_counterexample_needing_a_long_history_is_shortest() -> None:
-    """The step-limit mutant breaks step-bound only after max_steps + 1 executions: the
-    counterexample is exactly that long, the shortest (breadth-first) way there."""
+    """The step-limit mutant breaks its rule only at the execution after max_steps:
+    the counterexample is exactly that long, the shortest (breadth-first) way there."""
     result = explore(DEFAULT_POLICY, LONG, mutant_controller("step-limit-off-by-one"))
     finding = result.findings[0]
-    assert finding.property == "step-bound"
+    assert finding.property == "execute-step-limit-stops"
     assert [o.op for o in finding.operations] == ["propose", "execute"] * 5
+    assert result.violation_summary["execute-step-limit-stops"]["first"] == 10
     assert result.violation_summary["step-bound"]["first"] == 10
 
 
 def test_shortest_path_to_violation_offers_the_shortest_equivalent_trace() -> None:
     """What a campaign failure is offered: the shortest run breaking the same invariant."""
     mutant = mutant_controller("stale-plan-check-removed")
-    finding = shortest_path_to_violation(DEFAULT_POLICY, "pending-current", mutant, STALE)
-    assert finding is not None and finding.property == "pending-current"
-    assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == "pending-current"
-    assert shortest_path_to_violation(DEFAULT_POLICY, "pending-current", Controller, STALE) is None
-    with pytest.raises(ValueError, match="not a named invariant"):
+    finding = shortest_path_to_violation(DEFAULT_POLICY, STALE_RULE, mutant, STALE)
+    assert finding is not None and finding.property == STALE_RULE
+    assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == STALE_RULE
+    assert shortest_path_to_violation(DEFAULT_POLICY, STALE_RULE, Controller, STALE) is None
+    with pytest.raises(ValueError, match="not a named property"):
         shortest_path_to_violation(DEFAULT_POLICY, "no-such-invariant")
 
 
@@ -253,7 +259,7 @@ def test_each_mutant_is_caught_with_a_replayable_counterexample(
     result = explore(DEFAULT_POLICY, domains, mutant)
     assert not result.ok
     finding = result.findings[0]
-    assert finding.property in INVARIANTS
+    assert finding.property in REGISTRY
     assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == finding.property
 
 
@@ -290,7 +296,7 @@ def test_a_run_that_can_never_stop_is_a_trap() -> None:
     """A controller whose cancel and plan-limit transitions stay where they are, in a
     domain where nothing else can stop a run (one id: no StepLimit; only parser is
     observed: no Completed; uncounted duplicates: no NoNewEvidence): every state is a
-    trap, and the report says so."""
+    trap, and the report says so, beside the rules those transitions break."""
     model = extract(Replanning)
     stuck = tuple(
         dataclasses.replace(t, target=t.source)
@@ -302,8 +308,9 @@ def test_a_run_that_can_never_stop_is_a_trap() -> None:
     document = policy_to_dict(DEFAULT_POLICY)
     document["limits"]["count_duplicate_deliveries"] = False
     policy = policy_from_dict(document)
-    result = explore(policy, TINY, never_stops)
-    assert result.complete and result.ok
+    result = explore(policy, TINY, never_stops, stop_at_first=False)
+    assert result.complete and not result.ok
+    assert {"cancel-stops-an-active-run", "propose-budget-stops"} <= set(result.violation_summary)
     assert result.traps == result.states
     assert result.trap_example == []  # the initial state already is one
     assert any("trap states" in w for w in result.warnings)

@@ -63,11 +63,11 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
     assert not report["ok"] and report["stopped_by"] == "violation"
     [saved] = report["saved"]
     document = json.loads(Path(saved).read_text(encoding="utf-8"))
-    assert document["property"] == "pending-current"
+    assert document["property"] == "propose-evidence-must-be-current"
     assert document["implementation"] == "verification.mutants:stale_plan_check_removed"
     assert document["source"] == "explorer" and document["steps"]
     assert main(["replay", saved]) == 1  # still fails on the mutant
-    assert "pending-current" in capsys.readouterr().out
+    assert "propose-evidence-must-be-current" in capsys.readouterr().out
     assert main(["replay", saved, "--implementation", "controller:Controller"]) == 0
 
 

@@ -16,11 +16,10 @@ from controller.run import Run
 from replan.cli import main
 from spec.declaration import Replanning
 from spec.model import MachineModel, extract
+from spec.vocabulary import REGISTRY
 from verification import mutants
 from verification.harness import apply
 from verification.prove import (
-    AUXILIARY,
-    CONTRACT_INVARIANTS,
     NOT_PASSED,
     _check,
     decision_difference,
@@ -68,8 +67,7 @@ def test_default_policy_proves_the_equivalence_and_every_invariant() -> None:
     assert report.ok, report.text()
     assert "commit-equivalence" in proved
     assert set(REQUIRED) <= proved
-    assert set(CONTRACT_INVARIANTS) <= proved
-    assert {a.name for a in AUXILIARY} <= proved
+    assert set(REGISTRY) - {"trace-one-record-per-call"} <= proved
     assert all(r.seconds > 0 for r in report.results)
 
 
@@ -159,7 +157,7 @@ def test_step_limit_off_by_one_is_caught_with_a_counterexample_to_induction() ->
     assert cti["before"]["steps"] == cti["limits"]["max_steps"]
     assert cti["after"]["steps"] == cti["limits"]["max_steps"] + 1
     assert "counterexample to induction" in bound.message
-    assert [r.name for r in results if not r.proved] == ["step-bound"]
+    assert [r.name for r in results if not r.proved] == ["step-bound", "execute-step-limit-stops"]
 
 
 def _stale_check_removed() -> MachineModel:
@@ -168,19 +166,27 @@ def _stale_check_removed() -> MachineModel:
 
 #: mutant name -> (declaration, run class, a property the proofs must refute)
 MUTANT_PROOFS: dict[str, tuple[Callable[[], MachineModel], type[Run], str]] = {
-    "stale-plan-check-removed": (_stale_check_removed, Run, "pending-current"),
+    "stale-plan-check-removed": (_stale_check_removed, Run, "propose-evidence-must-be-current"),
     "renumbered-unknown-is-progress": (
         lambda: DECLARATION,
         mutants.RenumberedIsProgress,
-        "revision-honest",
+        "observe-renumbered-is-no-progress",
     ),
-    "step-limit-off-by-one": (lambda: DECLARATION, mutants.StepLimitOffByOne, "step-bound"),
-    "replay-counts-a-step": (lambda: DECLARATION, mutants.ReplayCountsStep, "replay-inert"),
+    "step-limit-off-by-one": (
+        lambda: DECLARATION,
+        mutants.StepLimitOffByOne,
+        "execute-step-limit-stops",
+    ),
+    "replay-counts-a-step": (
+        lambda: DECLARATION,
+        mutants.ReplayCountsStep,
+        "execute-replay-is-inert",
+    ),
     "stopped-run-revived": (lambda: DECLARATION, mutants.StoppedRunRevived, "stop-absorbing"),
     "older-overwrites-newer": (
         lambda: DECLARATION,
         mutants.OlderOverwritesNewer,
-        "latest-is-newest",
+        "observe-older-never-overwrites",
     ),
     "unknown-treated-as-passed": (
         lambda: DECLARATION,

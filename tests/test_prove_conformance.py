@@ -12,14 +12,14 @@ from controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, P
 from controller.policy import Policy, policy_from_dict
 from controller.run import Run
 from spec.declaration import Replanning
-from spec.invariants import AUXILIARY_INVARIANTS
 from spec.model import extract
 from verification import mutants
-from verification.harness import Operation, apply
-from verification.prove import AUXILIARY, STATE_INVARIANTS
+from verification.harness import CHECKER, Operation, apply
+from verification.prove import properties, state_term
 from verification.symbolic import (
     FormulaOnRuns,
     RelationChecker,
+    Translator,
     abstract_run,
     fresh_state,
 )
@@ -91,10 +91,11 @@ def conformance(
 ) -> tuple[list[str], set[int]]:
     checker = RelationChecker(policy, DECLARATION, model_class)
     u = checker.universe
+    translator = Translator(u, model_class)
+    state = fresh_state(u, "inv")
     invariants = [
-        (inv.name, FormulaOnRuns(u, state, inv.holds(u, state)))
-        for state in [fresh_state(u, "inv")]
-        for inv in (*AUXILIARY, *STATE_INVARIANTS)
+        (inv.name, FormulaOnRuns(u, state, state_term(translator, inv, state)))
+        for inv in properties("auxiliary") + properties("invariant")
     ]
     problems: list[str] = []
     fired_seen: set[int] = set()
@@ -112,9 +113,8 @@ def conformance(
             problem = checker.check(operation.op, before, operation.argument, result, after, fired)
             if problem is not None:
                 problems.append(f"{operation} -> {result!r}: {problem}")
-            for name, holds in AUXILIARY_INVARIANTS.items():
-                assert holds(run), (name, operation)
-            for name, formula in invariants:
+            assert CHECKER.state(run) == [], operation
+            for name, formula in invariants:  # the same invariants, as z3 reads them
                 assert formula(run), (name, operation)
             before = after
     return problems, fired_seen

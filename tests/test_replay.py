@@ -13,12 +13,13 @@ import pytest
 from controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
 from controller.policy import DEFAULT_POLICY
 from replan.cli import main
-from verification.harness import Finding, Operation
+from verification.harness import Finding, Operation, run_sequence
 
 
 class AnswersUnknownForStale(Controller):
-    """Broken only in its answer: a stale id is reported as UnknownPlan. No invariant
-    looks at that distinction, so only the lockstep comparison can catch it."""
+    """Broken only in its answer: a stale id is reported as UnknownPlan (its trace
+    still says StalePlan). The contract's properties catch it, and so does the
+    lockstep comparison with the reference model."""
 
     def execute(self, plan_id: str) -> ExecuteResult:
         answer = super().execute(plan_id)
@@ -54,19 +55,26 @@ def test_an_invariant_that_still_breaks_exits_1_and_is_named(
     file = save(tmp_path / "older.json", OLDER_AFTER_NEWER)
     assert main(["replay", str(file), "--mutant", "older-overwrites-newer"]) == 1
     output = capsys.readouterr().out
-    assert "STILL FAILS at operation 2: breaks revision-honest" in output
+    assert "STILL FAILS at operation 2: breaks observe-older-never-overwrites" in output
     assert "EvidenceState.FAILED" in output  # readable, pasteable records
 
 
-def test_a_divergence_from_the_reference_model_is_shown(
+def test_a_wrong_answer_is_named_by_the_rule_it_breaks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = save(tmp_path / "stale.json", STALE_EXECUTION)
     implementation = f"{__name__}:AnswersUnknownForStale"
     assert main(["replay", str(file), "--implementation", implementation]) == 1
     output = capsys.readouterr().out
-    assert "diverges from the reference model" in output
-    assert "implementation answered UnknownPlan, the reference model StalePlan" in output
+    assert "STILL FAILS at operation 3: breaks execute-stale-plan" in output
+
+
+def test_a_divergence_from_the_reference_model_is_shown() -> None:
+    """The lockstep comparison checks the generator: here the implementation keeps
+    every property and the *reference* is the broken one."""
+    report = run_sequence(DEFAULT_POLICY, STALE_EXECUTION, Controller, AnswersUnknownForStale)
+    assert report.failure == "divergence" and report.failed_at == 2
+    assert "implementation answered StalePlan, the reference model UnknownPlan" in report.detail
 
 
 def test_a_fixed_bug_replays_clean_and_exits_0(
@@ -90,7 +98,7 @@ def test_the_implementation_recorded_in_the_file_is_the_default(
     assert document["implementation"] == "verification.mutants:older_overwrites_newer"
     assert document["still_fails"] is True
     assert document["failed_at"] == 2
-    assert document["failure"] == "revision-honest"
+    assert document["failure"] == "observe-older-never-overwrites"
     assert [step["ran"] for step in document["steps"]] == [True, True]
     # --implementation overrides what the file names
     assert main(["replay", str(file), "--implementation", "controller:Controller"]) == 0

@@ -9,7 +9,7 @@ shrunk failure into a ``harness.Finding`` with its JSON and pytest files, and th
 ``CampaignResult`` that ``replan campaign`` prints and ``replan verify`` consumes.
 
 Leaves to others: what an operation, a failure and a counterexample are
-(``verification.harness``), what the invariants say (``spec.invariants``), what the
+(``verification.harness``), what the properties say (``spec.properties``), what the
 coverage targets are (``verification.coverage``, from the declaration).
 
 How inputs are drawn (why): a real run stresses the controller with inputs *near*
@@ -62,19 +62,23 @@ from hypothesis.stateful import (
 
 from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import EvidenceState, Observation, Plan
-from spec.invariants import INVARIANTS, Call, violated
 from spec.reference import ReferenceController
+from spec.vocabulary import REGISTRY
 from verification import mutants
 from verification.coverage import Coverage, targets_for
 from verification.harness import (
+    CHECKER,
     Finding,
     Implementation,
     Operation,
+    appended_since,
     apply,
     pytest_source,
     result_text,
     run_sequence,
+    run_view,
     same_outcome,
+    trace_length,
 )
 
 Factory = Callable[[Policy], Implementation]
@@ -215,6 +219,7 @@ class Recorder:
     examples: int = 0
     runs: int = 0
     operations: int = 0
+    properties_checked: int = 0  # operations checked against every property
     failures: int = 0  # failing runs seen (the first, then each one while shrinking)
     first_failure_at: int | None = None  # the example in which the first was seen
     visited_snapshots: set[str] = field(default_factory=set)
@@ -293,6 +298,7 @@ class CampaignMachine(RuleBasedStateMachine):
         self.calls: list[tuple[str, str, Any, str | None]] = []
         self.absorbed = 0
         self.last: dict[str, Any] = self.subject.snapshot()
+        self.view = run_view(self.subject)  # what the properties read as "before"
         self.last_key = canonical_snapshot(self.last)
         self.recorder.runs += 1
         if self.last != self.twin.snapshot():
@@ -330,8 +336,10 @@ class CampaignMachine(RuleBasedStateMachine):
     def _do(self, op: str, argument: Any = None) -> Any:
         operation = Operation(op, argument)
         before = self.last
+        mark = trace_length(self.subject)
         result = apply(self.subject, operation)
         after = self.subject.snapshot()
+        view = run_view(self.subject)
         self.operations.append(operation)
         self.results.append(result)
         recorder = self.recorder
@@ -341,7 +349,11 @@ class CampaignMachine(RuleBasedStateMachine):
         if recorder.collect_visited:
             self.last_key = canonical_snapshot(after)
             recorder.visited_snapshots.add(self.last_key)
-        broken = violated(Call(self.policy, before, op, argument, result, after))
+        recorder.properties_checked += 1
+        broken = CHECKER.call(
+            op, self.view, argument, result, view, appended_since(self.subject, mark)
+        ) + CHECKER.state(view)
+        self.view = view
         if broken:
             self._fail(
                 broken[0], f"{operation} -> {result_text(result)} breaks {', '.join(broken)}"
@@ -758,10 +770,13 @@ class CampaignResult:
     def operations_per_second(self) -> float:
         return round(self.operations / self.seconds, 1) if self.seconds > 0 else 0.0
 
+    properties_checked: int = 0
+
     @property
     def invariants_checked(self) -> int:
-        """Invariant evaluations: every invariant after every operation."""
-        return self.operations * len(INVARIANTS)
+        """Operations checked against the properties (every one of them, each
+        against every property of its event and every state invariant)."""
+        return self.properties_checked
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -775,8 +790,8 @@ class CampaignResult:
             "operations": self.operations,
             "seconds": round(self.seconds, 2),
             "operations_per_second": self.operations_per_second,
-            "invariants": list(INVARIANTS),
-            "invariants_checked": self.invariants_checked,
+            "properties": list(REGISTRY),
+            "operations_checked": self.invariants_checked,
             "distinct_states_visited": len(self.visited_snapshots),
             "distinct_state_transitions_visited": len(self.visited_transitions),
             "coverage": self.coverage.to_json(),
@@ -799,8 +814,8 @@ class CampaignResult:
             f"examples: {self.examples} (budget {self.budget[0]} x {self.budget[1]} steps; "
             f"{self.runs} runs), operations: {self.operations}, "
             f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
-            f"invariants checked: {self.invariants_checked} "
-            f"({len(INVARIANTS)} invariants after every operation, plus lockstep with the "
+            f"operations checked: {self.invariants_checked} (the {len(REGISTRY)} properties "
+            "of spec/properties.py after every operation, plus lockstep with the "
             "reference model)",
         ]
         if self.visited_snapshots:
@@ -892,6 +907,7 @@ def run_campaign(
         visited_transitions=recorder.visited_transitions,
         budget=(examples, steps),
         found_at_example=recorder.first_failure_at,
+        properties_checked=recorder.properties_checked,
     )
     if failure is not None:
         _record_failure(result, failure, implementation_class, reference, out_dir)

@@ -17,7 +17,7 @@ dead here is dead for certain, while an unreached live one is simply reported
 missed.
 
 Leaves to others: running operations (``verification.campaign``), deciding what a
-failure is (``spec.invariants``, ``verification.harness``).
+failure is (``spec.properties``, ``verification.harness``).
 """
 
 from __future__ import annotations

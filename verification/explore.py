@@ -2,13 +2,14 @@
 
 Owns: enumerating, for a policy and finite input domains (``verification/domains.py``),
 every state the *generated* controller (or any controller class passed in, such as a
-mutant) can reach; checking every named invariant of ``spec/invariants.py`` on every
-transition; the report (distinct states, transitions, depth, speed, which declared
-transitions and stop reasons are reachable, dead-transition warnings, traps); the
+mutant) can reach; checking every property of ``spec/properties.py`` on every
+transition (and every state invariant on every new state); the report (distinct
+states, transitions, depth, speed, which declared transitions and stop reasons are
+reachable, dead-transition warnings, traps); the
 shortest counterexample on a violation, as a ``verification.harness.Finding``; and the
-explorer's side of campaign coverage (``state_of_snapshot``, ``coverage``).
+explorer's side of campaign coverage (``coverage``).
 Leaves to others: what an operation and a counterexample are (``harness``), the
-invariants (``spec.invariants``), the controller's behaviour (the controller: every
+properties (``spec.properties``), the controller's behaviour (the controller: every
 transition here is a real call of the real generated dispatch).
 
 How a transition is explored (the design; figures in the README's "Exhaustive
@@ -26,15 +27,15 @@ exploration" and ``evidence/explore-*.json``):
   keeps its interned part; a field an action *replaced* is caught by identity. Reads
   go to the C methods of dict and set, untouched. A test checks these successors
   against import / call / export on hundreds of states.
-- Invariants are evaluated by ``spec.invariants`` on real ``Call`` objects whose
-  ``before``/``after`` are real ``snapshot()`` dicts. Within one source state, the
-  transitions that share (operation name, fired transition, answer, successor) get
-  one evaluation per invariant, *unless that invariant read the call's argument*
-  (recorded on each evaluation): an invariant is a pure function of the ``Call``, so a
-  call that agrees on everything it read gets the same verdict. Invariants that did
-  read the argument are evaluated again on every such transition. So every invariant
-  holds on every transition; the report counts transitions, distinct edges and
-  evaluations.
+- Properties are evaluated on the runs themselves: ``before`` is the controller the
+  source state was imported into (never called), ``after`` the live one the call
+  changed. Within one source state, the transitions that share (operation name, fired
+  transition, answer, successor) get one evaluation of each property whose
+  parameters do not include the argument (a property is a pure function of what it
+  takes, so a call that agrees on all of it gets the same verdict); a property that
+  takes the argument is evaluated on every transition. State invariants are
+  evaluated once per new state. So every property holds on every transition; the
+  report counts transitions, distinct edges and evaluations.
 - Symmetry (optional; on by default for fresh-id domains): plan ids are
   interchangeable (the contract only compares them for equality), so a state can be
   stored under a canonical renaming of its ids (ordered by accepted, completed,
@@ -71,9 +72,9 @@ from typing import Any
 from controller import Controller
 from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import Plan, StopReason
-from controller.run import Run, RunState
-from spec.invariants import INVARIANTS, Call
+from controller.run import Run, RunState, state_of_snapshot
 from spec.model import parse_guard
+from spec.vocabulary import REGISTRY, Property
 from verification.domains import (
     GROUPS,
     Domains,
@@ -85,7 +86,7 @@ from verification.domains import (
     product_domains,
     spin_domains,
 )
-from verification.harness import Finding, Operation
+from verification.harness import CHECKER, Finding, Operation, violated
 
 __all__ = [
     "Coverage",
@@ -106,7 +107,6 @@ __all__ = [
 _STOP_VALUES = frozenset(reason.value for reason in StopReason)
 _STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopReason}
 _SCALARS = 7  # leading scalar fields of a state tuple (Run._export_state)
-_CLEAN: tuple[Any, ...] = ((), (), None)  # every invariant holds, none reads the argument
 
 # ---- tracked containers: which field did a call change? --------------------------------
 
@@ -224,39 +224,6 @@ def _tracked(value: Any, dirty: set[str], slot: str) -> Any:
     copy._dirty = dirty
     copy._slot = slot
     return copy
-
-
-# ---- invariants: which parts of a call did an invariant read? ----------------------------
-
-#: Set when a watched call's argument is read (one search runs at a time per process).
-_ARGUMENT_READ = [False]
-
-
-class _WatchedCall(Call):
-    """A ``Call`` that notes when its ``argument`` is read. The dataclass keeps its
-    fields in the instance ``__dict__``; this property, a data descriptor on the
-    subclass, takes precedence for ``argument`` (and ``getattr``, ``dataclasses`` and
-    the generated ``__eq__``/``__repr__`` all go through it). Built with
-    ``_watched_call``, which fills ``__dict__`` directly (no frozen-dataclass init)."""
-
-    @property
-    def argument(self) -> Any:
-        _ARGUMENT_READ[0] = True
-        return self.__dict__["argument"]
-
-    @argument.setter
-    def argument(self, value: Any) -> None:
-        self.__dict__["argument"] = value
-
-
-def _watched_call(
-    policy: Policy, before: Any, op: str, argument: Any, result: Any, after: Any
-) -> _WatchedCall:
-    call = _WatchedCall.__new__(_WatchedCall)
-    call.__dict__.update(
-        policy=policy, before=before, op=op, argument=argument, result=result, after=after
-    )
-    return call
 
 
 # ---- what the search found ------------------------------------------------------------
@@ -428,7 +395,7 @@ class ExploreResult:
                 out.append(f"     {finding.message}")
         if not self.findings:
             out.append(
-                f"all {len(INVARIANTS)} invariants hold on every transition explored"
+                f"all {len(REGISTRY)} properties hold on every transition explored"
                 + ("" if self.complete else " (incomplete search)")
             )
         return out
@@ -496,43 +463,17 @@ def _normal(state: RunState) -> RunState:
     )
 
 
-def state_of_snapshot(snapshot: Mapping[str, Any]) -> RunState:
-    """The explorer's abstraction of a controller snapshot: the ``_export_state``
-    tuple holding the same information (snapshot() and _export_state() hold the same
-    fields; a test checks the round trip on every reachable state)."""
-    pending = snapshot["pending"]
-    return (
-        str(snapshot["state"]),
-        snapshot["evidence_revision"],
-        snapshot["plan_revision"],
-        snapshot["steps"],
-        snapshot["proposals"],
-        snapshot["no_progress"],
-        None
-        if pending is None
-        else Plan(
-            pending["id"],
-            pending["revision"],
-            pending["evidence_revision"],
-            pending["step"],
-            pending["resource"],
-        ),
-        tuple(
-            (key, entry["version"], str(entry["state"]))
-            for key, entry in sorted(snapshot["evidence"].items())
-        ),
-        tuple(
-            ((key, version), (str(state), source))
-            for key, version, state, source in sorted(
-                (tuple(item) for item in snapshot["contents"]), key=lambda item: item[:2]
-            )
-        ),
-        tuple(sorted(snapshot["accepted"])),
-        tuple(sorted(snapshot["completed"])),
-    )
-
-
 # ---- the search engine --------------------------------------------------------------------
+
+
+def _split_properties() -> tuple[list[list[Property]], list[list[Property]]]:
+    static: list[list[Property]] = []
+    dynamic: list[list[Property]] = []
+    for event in GROUPS:
+        chosen = CHECKER.for_event(event)
+        static.append([p for p in chosen if not p.reads_argument])
+        dynamic.append([p for p in chosen if p.reads_argument])
+    return static, dynamic
 
 
 def _container_slots(controller: Run) -> tuple[str, ...]:
@@ -602,7 +543,10 @@ class _Engine:
         self.via = array("l")
         self.layer_starts: list[int] = [0]
         self.canon_cache: dict[tuple[Any, ...], tuple[dict[str, str] | None, int, int]] = {}
-        self.snapshots: dict[Any, dict[str, Any]] = {}
+        #: per operation group: the properties of its event whose verdict cannot
+        #: depend on the argument (evaluated once per distinct edge), and the rest
+        #: (evaluated on every transition)
+        self.split = _split_properties()
         self.labels = tuple(implementation.transitions)
         self.fired: dict[int, int] = {}
         self.absorbed: dict[str, int] = {}
@@ -773,7 +717,6 @@ class _Engine:
     def _concrete_path(self, targets: list[tuple[tuple[Any, ...], str | None]]) -> list[Operation]:
         """Operations that drive a fresh controller through states whose canonical
         forms are ``targets`` (the last one, when an invariant is named, breaking it)."""
-        from spec.invariants import violated
         from verification.harness import observe_call
 
         controller = self.implementation(self.policy)
@@ -826,9 +769,9 @@ class _Engine:
         symmetry = self.symmetry
         canonical = self.canonical
         check = self.check_invariants
-        memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        clean: tuple[Any, ...] = _CLEAN
-        before: dict[str, Any] | None = None
+        memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        checker = CHECKER
+        static_properties, dynamic_properties = self.split
         successors: set[int] = set()
         stopped_successor = key[0] in _STOP_VALUES
         position = -1
@@ -857,10 +800,13 @@ class _Engine:
                         setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
                     dirty.clear()
                     loaded = get_containers(live)
+                trace = live._trace
+                mark = len(trace)
                 try:
                     result = live.cancel() if method is None else method(argument)
                 except Exception as error:  # an error is an outcome, as in the harness
                     result = type(error)
+                appended = trace[mark:]
                 replaced = replaced_check(live, loaded)
                 if dirty or replaced:
                     exported = live._export_state()
@@ -888,8 +834,8 @@ class _Engine:
                         completed_part,
                     )
                 concrete = successor
-                trace = live._trace
-                fired = trace[-1][5] if trace else None
+                fired = appended[-1][5] if appended else None
+                new_state = False
                 if successor == last_successor:  # most calls repeat the previous outcome
                     target = last_target
                     if (
@@ -898,12 +844,16 @@ class _Engine:
                         and fired == last_fired
                         and group == last_group
                     ):
-                        continue  # the previous call's edge again, every invariant held
+                        continue  # the previous call's edge again, every property held
                 else:
                     if symmetry:
                         successor = canonical(successor)
                     found = index.get(successor)
-                    target = self.add_state(successor, source, position) if found is None else found
+                    if found is None:
+                        target = self.add_state(successor, source, position)
+                        new_state = True
+                    else:
+                        target = found
                     last_successor, last_target = concrete, target
                 edge = (
                     group,
@@ -914,75 +864,40 @@ class _Engine:
                 )
                 verdict = memo.get(edge)
                 last_result, last_fired, last_group = result, fired, group
-                last_clean = verdict is clean
-                if last_clean:
-                    continue
-                failures: list[str] = []
+                dynamic = dynamic_properties[group]
                 if verdict is None:
-                    # A new distinct edge of this state: count it, and evaluate every
-                    # invariant, recording which ones read the argument.
+                    # A new distinct edge of this state: count it, and evaluate the
+                    # properties whose verdict cannot depend on the argument once.
                     self.distinct_edges += 1
                     self._record_edge(source, op, fired, result, target, successors)
                     if concrete[0] in _STOP_VALUES:
                         stopped_successor = True
-                    if check:
-                        if before is None:  # usually computed when it was a successor
-                            before = self.snapshots.get(key) or proto.snapshot()
-                        after = self._snapshot_after(concrete, live)
-                        verdict = self._evaluate_all(
-                            _watched_call(self.policy, before, op, argument, result, after),
-                            failures,
+                    verdict = (
+                        tuple(
+                            checker.call(
+                                op, proto, argument, result, live, (), only=static_properties[group]
+                            )
                         )
-                    else:
-                        verdict = clean
+                        if check
+                        else ()
+                    )
                     memo[edge] = verdict
-                    last_clean = verdict is clean
-                else:
-                    dependent, failed, call = verdict
-                    failures.extend(failed)
-                    if dependent:
-                        # Same (op, fired, answer, successor) as an evaluated call: only
-                        # the invariants that read the argument can answer differently.
-                        call.__dict__["argument"] = argument
-                        self.evaluations += len(dependent)
-                        for name, holds in dependent:
-                            if not holds(call):
-                                failures.append(name)
+                last_clean = not verdict and not dynamic and not new_state
+                if not check or (last_clean and not verdict):
+                    continue
+                failures = list(verdict)
+                if dynamic:
+                    self.evaluations += len(dynamic)
+                    failures += checker.call(
+                        op, proto, argument, result, live, appended, only=dynamic
+                    )
+                if new_state:
+                    failures += checker.state(live)
                 if failures:
                     self._violation(failures, source, position, concrete)
         self.transitions += position + 1
         if not stopped_successor:
             self.open_states[source] = sorted(successors)
-
-    def _snapshot_after(self, concrete: tuple[Any, ...], live: Run) -> dict[str, Any]:
-        snapshots = self.snapshots
-        snapshot = snapshots.get(concrete)
-        if snapshot is None:
-            if len(snapshots) >= 50_000:
-                snapshots.clear()
-            snapshot = snapshots[concrete] = live.snapshot()
-        return snapshot
-
-    def _evaluate_all(self, call: _WatchedCall, failures: list[str]) -> tuple[Any, ...]:
-        """Evaluate every invariant on ``call``; the memo entry for its edge: the
-        invariants that read the argument (to evaluate again on every transition of
-        the same edge), the ones that failed without reading it, and the call."""
-        dependent = []
-        failed_regardless = []
-        self.evaluations += len(INVARIANTS)
-        for name, holds in INVARIANTS.items():
-            _ARGUMENT_READ[0] = False
-            verdict = holds(call)
-            reads_argument = _ARGUMENT_READ[0]
-            if reads_argument:
-                dependent.append((name, holds))
-            if not verdict:
-                failures.append(name)
-                if not reads_argument:
-                    failed_regardless.append(name)
-        if not dependent and not failed_regardless:
-            return _CLEAN
-        return (tuple(dependent), tuple(failed_regardless), call)
 
     def _record_edge(
         self,
@@ -1019,7 +934,7 @@ class _Engine:
             self.raw_violations.append((source, via, names, concrete))
             return
         found = _Violation(
-            sorted(set(names), key=list(INVARIANTS).index),
+            sorted(set(names), key=list(REGISTRY).index),
             source,
             via,
             concrete,
@@ -1630,7 +1545,6 @@ def _combine(runs: list[ExploreResult], implementation: type[Run]) -> ExploreRes
 def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) -> Finding:
     """The shortest counterexample ending with ``violation``, replayed to record the
     answers and to confirm it breaks ``invariant``."""
-    from spec.invariants import violated
     from verification.harness import apply, observe_call
 
     source_key = engine.keys[violation.source]
@@ -1902,9 +1816,9 @@ def shortest_path_to_violation(
     breaks it. What a campaign offers beside its own (shrunk) failure: breadth-first
     search keeps the first violation of each invariant, and no counterexample to it in
     the same domain is shorter. With several domains, the shortest over all of them."""
-    if invariant_name not in INVARIANTS:
+    if invariant_name not in REGISTRY:
         raise ValueError(
-            f"{invariant_name!r} is not a named invariant (known: {', '.join(INVARIANTS)})"
+            f"{invariant_name!r} is not a named property (known: {', '.join(REGISTRY)})"
         )
     policy = DEFAULT_POLICY if policy is None else policy
     if domains is None:

@@ -1,9 +1,10 @@
 """The one model interface every checker drives, and the shared counterexample record.
 
 Owns: applying an ``Operation`` to any implementation (``Controller``,
-``ReferenceController``, a deliberately broken one) and observing it as a
-``spec.invariants.Call``; checking a call against the invariants and, optionally,
-against a second implementation in lockstep; the counterexample JSON format of
+``ReferenceController``, a deliberately broken one) and observing it as a ``Call``
+(the run before and after it, as ``Run`` objects the properties read); checking a
+call against every property of ``spec/properties.py`` and, optionally, against a
+second implementation in lockstep; the counterexample JSON format of
 DESIGN.md (encode, decode, replay) and its rendering as a pytest regression test.
 
 The campaign (Hypothesis), the explorer (BFS) and ``replan replay`` all go through
@@ -19,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+import spec.properties  # noqa: F401  (registers the contract's properties)
 from controller.policy import Policy, policy_from_dict, policy_to_dict
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
-from spec.invariants import Call, violated
+from controller.run import Run, state_of_snapshot
+from spec.vocabulary import Checker
 
 OPS = ("observe", "propose", "execute", "cancel")
 ARGUMENT_NAME = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
@@ -57,10 +60,76 @@ def apply(implementation: Implementation, operation: Operation) -> Any:
         return type(error)
 
 
-def observe_call(policy: Policy, implementation: Implementation, operation: Operation) -> Call:
-    before = implementation.snapshot()
+@dataclass(frozen=True)
+class Call:
+    """One operation and what it did: the run before and after it (copies, as
+    ``Run`` objects whatever the implementation), its answer or error class, and the
+    trace records it appended."""
+
+    policy: Policy
+    before: Run
+    op: str
+    argument: Any
+    result: Any
+    after: Run
+    appended: tuple[Any, ...] = ()
+
+    @property
+    def raised(self) -> bool:
+        return isinstance(self.result, type) and issubclass(self.result, BaseException)
+
+
+#: Evaluates every registered property (``spec/properties.py``).
+CHECKER = Checker()
+
+
+def run_view(implementation: Any) -> Run:
+    """A copy of an implementation's state as a plain ``Run`` (what the properties
+    read): exported and imported for a ``Run``, rebuilt from ``snapshot()`` for any
+    other implementation of the contract."""
+    view = Run(implementation.policy)
+    if isinstance(implementation, Run):
+        view._import_state(implementation._export_state())
+    else:
+        view._import_state(state_of_snapshot(implementation.snapshot()))
+    return view
+
+
+def trace_length(implementation: Any) -> int:
+    trace = getattr(implementation, "_trace", None)
+    return len(trace) if isinstance(trace, list) else 0
+
+
+def appended_since(implementation: Any, mark: int) -> tuple[Any, ...]:
+    trace = getattr(implementation, "_trace", None)
+    return tuple(trace[mark:]) if isinstance(trace, list) else ()
+
+
+def observe_call(
+    policy: Policy, implementation: Implementation, operation: Operation, before: Run | None = None
+) -> Call:
+    """Run one operation and observe it (``before``: a view taken already)."""
+    if before is None:
+        before = run_view(implementation)
+    mark = trace_length(implementation)
     result = apply(implementation, operation)
-    return Call(policy, before, operation.op, operation.argument, result, implementation.snapshot())
+    return Call(
+        policy,
+        before,
+        operation.op,
+        operation.argument,
+        result,
+        run_view(implementation),
+        appended_since(implementation, mark),
+    )
+
+
+def violated(call: Call, checker: Checker = CHECKER) -> list[str]:
+    """The names of the properties this call breaks: the call properties of its
+    event, then the state invariants of the state after it (empty when all hold)."""
+    return checker.call(
+        call.op, call.before, call.argument, call.result, call.after, call.appended
+    ) + checker.state(call.after)
 
 
 def same_outcome(left: Any, right: Any) -> bool:

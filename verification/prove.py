@@ -6,7 +6,7 @@ to the evidence keys, an active run with a current, in-budget commit plan pendin
 executes it exactly when ``decide`` says ``ReadyToCommit``; (2) the contract's safety
 invariants, proved inductive over one step of the controller with the limits left
 symbolic (``Init ⇒ Inv`` and ``Inv ∧ Step ⇒ Inv'``, strengthened by the auxiliary
-invariants of ``spec/invariants.py``), so they hold in every reachable state for any
+invariants of ``spec/properties.py``), so they hold in every reachable state for any
 ``max_steps``, ``max_proposals`` and ``no_progress_limit``; (3) ``decision_difference``:
 evidence on which two policies' commit decisions differ, for ``replan verify
 --against``.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,18 +35,18 @@ from controller.records import EvidenceState, ExecuteResult, Observation, Plan
 from controller.run import Run
 from controller.workflow import decide
 from spec.model import MachineModel
+from spec.vocabulary import REGISTRY, Property
 from verification.symbolic import (
     EVIDENCE,
-    FIELD_KINDS,
-    UNDECLARED,
-    ContentMap,
-    FMap,
+    Const,
     FormulaOnRuns,
-    IdSet,
     Opt,
     Record,
     State,
+    StateRef,
     StepEncoding,
+    TranslationError,
+    Translator,
     Universe,
     all_of,
     any_of,
@@ -233,7 +233,7 @@ def commit_gate(
         pre["_steps"] >= 0,
         pre["_steps"] < u.limits["max_steps"],
         *(term == True for term in encoding.inputs.values()),  # noqa: E712  (plan_id is a str)
-        *(inv.holds(u, pre) for inv in AUXILIARY),
+        *Reachable(Translator(u, model_class))(pre),
         *encoding.assumptions,
     )
     evidence = {k: u.evidence_state(pre, k) for k in policy.keys}
@@ -491,37 +491,11 @@ def decision_difference(
     return None
 
 
-# ---- invariants over the step relation ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StateInvariant:
-    """A predicate over one state: proved ``Init ⇒ I`` and ``I ∧ Aux ∧ Step ⇒ I'``."""
-
-    name: str
-    meaning: str
-    holds: Callable[[Universe, State], z3.BoolRef]
-    #: assumed before the step by every other proof (mutual induction); one stated for
-    #: an arbitrary value of a free constant is not (it would assume it for one value)
-    shared: bool = True
-
-
-@dataclass(frozen=True)
-class StepInvariant:
-    """A predicate over one step (before, argument, answer, after): proved for every
-    step from a state satisfying the auxiliary invariants (so every reachable step)."""
-
-    name: str
-    meaning: str
-    holds: Callable[[StepEncoding], z3.BoolRef]
+# ---- the properties (spec/properties.py) over the step relation -------------------------
 
 
 def _mode(state: State) -> z3.ExprRef:
     return state["_declared_state"]
-
-
-def _stopped(u: Universe, state: State) -> z3.BoolRef:
-    return z3.Or(*(_mode(state) == f for f in u.final_modes))
 
 
 def _plan(state: State) -> Opt:
@@ -529,277 +503,79 @@ def _plan(state: State) -> Opt:
     return plan
 
 
-def _answer_is(step: StepEncoding, *values: object) -> z3.BoolRef:
-    return z3.Or(*(step.answer == step.universe.answer_of(v) for v in values))
+def properties(kind: str | None = None) -> list[Property]:
+    """The registered properties (``spec/properties.py``), of one kind if given."""
+    import spec.properties  # noqa: F401  (fills the registry)
+
+    return [p for p in REGISTRY.values() if kind is None or p.kind == kind]
 
 
-def _same_fields(a: State, b: State, names: Sequence[str]) -> z3.BoolRef:
-    from verification.symbolic import _same
+def _property_frame(translator: Translator, state: State, where: str) -> Any:
+    from verification.symbolic import _Frame
 
-    return z3.And(*(_same(a[n], b[n]) for n in names))
-
-
-def _unchanged_except(step: StepEncoding, *changing: str) -> z3.BoolRef:
-    return _same_fields(step.pre, step.post, [n for n in FIELD_KINDS if n not in changing])
+    return _Frame(dict(state), {}, (), where, frozenset())
 
 
-def _lookup(fmap: FMap, key: z3.ExprRef, default: z3.ExprRef) -> z3.ExprRef:
-    result = default
-    for name, entry in fmap.entries.items():
-        member = fmap.domain.members[name]
-        result = z3.If(z3.And(key == member, entry.some), entry.value, result)
-    return result
-
-
-def _requirements_passed(u: Universe, state: State, step_term: z3.ExprRef) -> z3.BoolRef:
-    """Every key the named step requires is Passed in ``state`` (a step the policy
-    does not declare requires nothing, as ``requirements.get(step, ())``)."""
-    return z3.And(
-        *(
-            z3.Implies(
-                step_term == u.step.members[s.name],
-                z3.And(*(u.evidence_state(state, k) == PASSED for k in s.requires)),
-            )
-            for s in u.policy.steps
-        )
+def state_term(translator: Translator, prop: Property, state: State) -> z3.BoolRef:
+    """A state invariant over ``state``, translated from its Python (with the
+    conditions its body takes for granted, such as a key being present)."""
+    frame = _property_frame(translator, state, f"invariant {prop.name!r}")
+    before = len(translator.obligations)
+    _, value = translator.run_function(
+        prop.function, [StateRef(state)], frame, state=state, where=f"invariant {prop.name!r}"
     )
+    obligations = [o.condition for o in translator.obligations[before:]]
+    del translator.obligations[before:]
+    return all_of(translator.boolean(frame, value), *obligations)
 
 
-def _meaningful(step: StepEncoding) -> z3.BoolRef:
-    """CONTRACT observe rule 7, from the state before (as ``spec.invariants.meaningful``):
-    a valid observation on an active run, of a (key, version) never seen, not older
-    than the key's latest, whose state differs from the key's state."""
-    if step.event != "observe" or not isinstance(step.argument, Record):
-        return z3.BoolVal(False)
-    u, pre, obs = step.universe, step.pre, step.argument.fields
-    contents: ContentMap = pre["_contents"]
-    from verification.symbolic import CONTENT
+def call_term(translator: Translator, prop: Property, step: StepEncoding) -> z3.BoolRef:
+    """A call property of one step: ``before`` the pre-state, ``after`` the
+    post-state, the step's argument and answer."""
+    import ast as _ast
 
-    seen = CONTENT.is_some(z3.Select(contents.array, obs["key"], obs["version"]))
-    latest = _lookup(pre["_latest_version"], obs["key"], z3.IntVal(0))
-    known = _lookup(pre["_known"], obs["key"], UNKNOWN)
-    return z3.And(
-        z3.Not(step.raised),
-        z3.Not(_stopped(u, pre)),
-        z3.Not(seen),
-        z3.Not(latest > obs["version"]),
-        obs["state"] != known,
+    where = f"property {prop.name!r}"
+    frame = _property_frame(translator, step.pre, where)
+    values: dict[str, Any] = {
+        "before": StateRef(step.pre),
+        "after": StateRef(step.post),
+        "answer": step.answer,
+        "event": Const(step.event),
+        "appended": step.appended,
+    }
+    arguments = []
+    nodes: list[Any] = []
+    for name in prop.parameters:
+        if name in values:
+            if values[name] is None:
+                raise TranslationError(
+                    f"{where}: reads {name!r}, which this step relation does not model"
+                )
+            arguments.append(values[name])
+            nodes.append(None)
+        else:  # the event's argument, under whatever name the property gives it
+            arguments.append(step.argument)
+            nodes.append(_ast.Name(step.parameter or "argument", _ast.Load()))
+    frame.paths = {} if step.parameter is None else {step.parameter: _ast.Name(step.parameter)}
+    before = len(translator.obligations)
+    _, value = translator.run_function(
+        prop.function, arguments, frame, state=step.pre, where=where, nodes=nodes
     )
+    obligations = [o.condition for o in translator.obligations[before:]]
+    del translator.obligations[before:]
+    return all_of(translator.boolean(frame, value), *obligations)
 
 
-def _passed_tracks_known(u: Universe, state: State) -> z3.BoolRef:
-    members = state["_passed"].members
-    return all_of(*(members[k] == u.is_passed(state, k) for k in u.policy.keys))
+class Reachable:
+    """The facts every reachable state satisfies (the auxiliary and the contract's
+    state invariants), as premises, translated once per state."""
 
+    def __init__(self, translator: Translator) -> None:
+        self.translator = translator
+        self.invariants = properties("auxiliary") + properties("invariant")
 
-def _pending_matches_state(u: Universe, state: State) -> z3.BoolRef:
-    plan = _plan(state)
-    return z3.And(
-        z3.Implies(_mode(state) == u.mode_of("idle"), z3.Not(plan.some)),
-        z3.Implies(
-            _mode(state) == u.mode_of("pending"),
-            z3.And(plan.some, plan.value.fields["step"] != u.step.members[UNDECLARED]),
-        ),
-    )
-
-
-def _pending_not_completed(u: Universe, state: State) -> z3.BoolRef:
-    plan = _plan(state)
-    completed: IdSet = state["_completed"]
-    return z3.Implies(plan.some, z3.Not(z3.Select(completed.array, plan.value.fields["id"])))
-
-
-def _counters_in_range(u: Universe, state: State) -> z3.BoolRef:
-    return z3.And(
-        state["_evidence_revision"] >= 1,
-        *(state[name] >= 0 for name in ("_plan_revision", "_steps", "_proposals", "_no_progress")),
-    )
-
-
-#: The auxiliary invariants of spec/invariants.py ("Auxiliary invariants"), in z3.
-AUXILIARY: tuple[StateInvariant, ...] = (
-    StateInvariant(
-        "counters-in-range",
-        "evidence_revision >= 1; plan_revision, steps, proposals, no_progress >= 0",
-        _counters_in_range,
-    ),
-    StateInvariant(
-        "passed-tracks-known",
-        "a key is in the passed set exactly when its latest state is Passed",
-        _passed_tracks_known,
-    ),
-    StateInvariant(
-        "pending-matches-state",
-        "idle has no pending plan; pending has one, naming a declared step",
-        _pending_matches_state,
-    ),
-    StateInvariant(
-        "pending-not-completed",
-        "the pending plan's id has never been executed",
-        _pending_not_completed,
-    ),
-)
-
-
-#: CONTRACT.md's state invariants, in z3.
-def _latest_is_newest(u: Universe, state: State) -> z3.BoolRef:
-    """For each key: a remembered version is at most the latest recorded one, and the
-    latest recorded version is remembered (so it is the highest seen).
-
-    "Every remembered version" is a quantifier; it is stated for one arbitrary
-    version ``any_version``, a free constant, instead. Proving ``P(s, v) ∧ Step ⇒
-    P(s', v)`` for a free ``v`` is sound for ``∀v. P`` (the premise is the quantified
-    one instantiated at ``v``, so weaker) and keeps every query quantifier-free: z3
-    then always answers, and a counterexample names the offending version."""
-    from verification.symbolic import CONTENT
-
-    contents: ContentMap = state["_contents"]
-    version = z3.Int("any_version")
-    parts = []
-    for key in u.policy.keys:
-        latest = state["_latest_version"].entries[key]
-        member = u.key.members[key]
-        remembered = CONTENT.is_some(z3.Select(contents.array, member, version))
-        newest = CONTENT.is_some(z3.Select(contents.array, member, latest.value))
-        parts.append(z3.Implies(remembered, z3.And(latest.some, version <= latest.value)))
-        parts.append(z3.Implies(latest.some, newest))
-    return all_of(*parts)
-
-
-STATE_INVARIANTS: tuple[StateInvariant, ...] = (
-    StateInvariant(
-        "step-bound", "steps <= max_steps", lambda u, s: s["_steps"] <= u.limits["max_steps"]
-    ),
-    StateInvariant(
-        "proposal-bound",
-        "proposals <= max_proposals",
-        lambda u, s: s["_proposals"] <= u.limits["max_proposals"],
-    ),
-    StateInvariant(
-        "pending-current",
-        "a pending plan cites the current evidence revision",
-        lambda u, s: z3.Implies(
-            _plan(s).some, _plan(s).value.fields["evidence_revision"] == s["_evidence_revision"]
-        ),
-    ),
-    StateInvariant(
-        "latest-is-newest",
-        "the latest record of a key has the highest version seen for it",
-        _latest_is_newest,
-        shared=False,
-    ),
-)
-
-
-def _commit_grounded(step: StepEncoding) -> z3.BoolRef:
-    if step.event != "execute":
-        return z3.BoolVal(True)
-    plan = _plan(step.pre)
-    return z3.Implies(
-        _answer_is(step, ExecuteResult.EXECUTED),
-        z3.And(
-            plan.some,
-            plan.value.fields["id"] == step.argument,
-            _requirements_passed(step.universe, step.pre, plan.value.fields["step"]),
-        ),
-    )
-
-
-def _stop_absorbing(step: StepEncoding) -> z3.BoolRef:
-    quiet = _answer_is(step, False, None, ExecuteResult.REPLAYED, ExecuteResult.STOPPED)
-    return z3.Implies(
-        _stopped(step.universe, step.pre),
-        z3.And(_unchanged_except(step), z3.Or(step.raised, quiet)),
-    )
-
-
-def _revision_honest(step: StepEncoding) -> z3.BoolRef:
-    rise = step.post["_evidence_revision"] - step.pre["_evidence_revision"]
-    return rise == z3.If(_meaningful(step), 1, 0)
-
-
-def _completed_iff_terminal_step(step: StepEncoding) -> z3.BoolRef:
-    u = step.universe
-    completed = u.mode_of("completed")
-    newly = z3.And(_mode(step.pre) != completed, _mode(step.post) == completed)
-    if step.event != "execute":
-        return z3.Not(newly)
-    plan = _plan(step.pre)
-    terminal = z3.Or(
-        *(plan.value.fields["step"] == u.step.members[s] for s in sorted(u.policy.terminal_steps))
-    )
-    executed = z3.And(_answer_is(step, ExecuteResult.EXECUTED), plan.some, terminal)
-    return newly == executed
-
-
-def _replay_inert(step: StepEncoding) -> z3.BoolRef:
-    if step.event != "execute":
-        return z3.BoolVal(True)
-    completed: IdSet = step.pre["_completed"]
-    done = z3.Select(completed.array, step.argument)
-    return z3.And(
-        z3.Implies(_answer_is(step, ExecuteResult.REPLAYED), z3.And(_unchanged_except(step), done)),
-        z3.Implies(_answer_is(step, ExecuteResult.EXECUTED), z3.Not(done)),
-    )
-
-
-def _rejection_atomic(step: StepEncoding) -> z3.BoolRef:
-    mode = "_declared_state"
-    parts = [z3.Implies(step.raised, _unchanged_except(step))]
-    if step.event == "propose":
-        parts.append(
-            z3.Implies(_answer_is(step, False), _unchanged_except(step, "_proposals", mode))
-        )
-    if step.event == "execute":
-        parts.append(
-            z3.Implies(
-                z3.Not(_answer_is(step, ExecuteResult.EXECUTED)), _unchanged_except(step, mode)
-            )
-        )
-    if step.event == "observe":
-        parts.append(
-            z3.Implies(
-                _answer_is(step, False),
-                _unchanged_except(step, "_no_progress", "_contents", "_latest_version", mode),
-            )
-        )
-    return z3.And(*parts)
-
-
-#: CONTRACT.md's step invariants, in z3.
-STEP_INVARIANTS: tuple[StepInvariant, ...] = (
-    StepInvariant(
-        "commit-grounded",
-        "every executed step had all its required keys Passed when it ran",
-        _commit_grounded,
-    ),
-    StepInvariant(
-        "revision-honest",
-        "evidence_revision rises by exactly 1 on a meaningful observation, never otherwise",
-        _revision_honest,
-    ),
-    StepInvariant(
-        "stop-absorbing",
-        "once stopped, nothing changes and only False/None/Replayed/Stopped come out",
-        _stop_absorbing,
-    ),
-    StepInvariant("replay-inert", "Replayed changes nothing; no id executes twice", _replay_inert),
-    StepInvariant(
-        "rejection-atomic",
-        "a rejected call or a raised error changes nothing beyond its counters and stop",
-        _rejection_atomic,
-    ),
-    StepInvariant(
-        "completed-iff-terminal-step",
-        "the run stops Completed exactly when a completes_run step executed",
-        _completed_iff_terminal_step,
-    ),
-)
-
-CONTRACT_INVARIANTS: tuple[str, ...] = (
-    *(i.name for i in STATE_INVARIANTS),
-    *(i.name for i in STEP_INVARIANTS),
-)
+    def __call__(self, state: State) -> list[z3.BoolRef]:
+        return [state_term(self.translator, p, state) for p in self.invariants]
 
 
 # ---- describing counterexamples ------------------------------------------------------------
@@ -974,53 +750,54 @@ def _check(
 def prove_invariants(
     policy: Policy, model: MachineModel | None = None, model_class: type = Run
 ) -> list[PropertyResult]:
-    """The auxiliary and contract invariants, inductive over every event's step with
-    the limits symbolic, plus the bodies' well-definedness on reachable states."""
+    """Every property of ``spec/properties.py`` over every event's step, the limits
+    symbolic: the state invariants (auxiliary and the contract's) inductive, each call
+    property for every step from a state satisfying them, and the bodies'
+    well-definedness on such states."""
     model = model or _declaration()
     u = Universe(policy, model, symbolic_limits=True)
+    translator = Translator(u, model_class)
     init = initial_state(u, model_class)
     steps = [encode_event(u, event, model_class) for event in model.events]
-
-    def aux(state: State) -> list[z3.BoolRef]:
-        # Mutual induction: every state invariant may assume all of them before the
-        # step (sound once each is proved: their conjunction is then inductive).
-        return [inv.holds(u, state) for inv in (*AUXILIARY, *STATE_INVARIANTS) if inv.shared]
-
+    reachable = Reachable(translator)
+    premises = {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps}
     results = []
-    for inv in (*AUXILIARY, *STATE_INVARIANTS):
-        auxiliary = inv in AUXILIARY
-        queries: list[Query] = [("Init ⇒ Inv", u.assumptions, inv.holds(u, init), None, init)]
+    for prop in reachable.invariants:
+        queries: list[Query] = [
+            ("Init ⇒ Inv", u.assumptions, state_term(translator, prop, init), None, init)
+        ]
         queries += [
             (
                 f"Inv ∧ {step.event} ⇒ Inv'",
-                [*step.assumptions, inv.holds(u, step.pre), *aux(step.pre)],
-                inv.holds(u, step.post),
+                premises[step.event],
+                state_term(translator, prop, step.post),
                 step,
                 None,
             )
             for step in steps
         ]
-        statement = f"{inv.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
-        results.append(
-            _check(inv.name, "auxiliary" if auxiliary else "invariant", statement, queries, u)
-        )
-    for prop in STEP_INVARIANTS:
+        statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
+        results.append(_check(prop.name, prop.kind, statement, queries, u))
+    for prop in properties("call"):
+        relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
+        if not relevant:
+            continue
         queries = [
             (
                 f"Reach ∧ {step.event} ⇒ {prop.name}",
-                [*step.assumptions, *aux(step.pre)],
-                prop.holds(step),
+                premises[step.event],
+                call_term(translator, prop, step),
                 step,
                 None,
             )
-            for step in steps
+            for step in relevant
         ]
         statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
-        results.append(_check(prop.name, "invariant", statement, queries, u))
+        results.append(_check(prop.name, "property", statement, queries, u))
     obligations: list[Query] = [
         (
             f"{step.event}: {obligation.text}",
-            [*step.assumptions, *aux(step.pre)],
+            premises[step.event],
             obligation.condition,
             step,
             None,

@@ -413,6 +413,52 @@ class _Bound:
     name: str
 
 
+@dataclass(frozen=True, eq=False)
+class StateRef:
+    """A run a property reads besides ``self``: the state before or after a call.
+    Its fields, read-only members (``run.steps``) and pure methods (``run.state(k)``)
+    read ``state``; nothing writes it."""
+
+    state: State
+
+
+@dataclass(frozen=True)
+class _RunMethod:
+    run: StateRef
+    name: str
+
+
+@dataclass(frozen=True)
+class _TypeOf:
+    """``type(<argument>)``: compared with a class, it is an input of the step."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """The class of an error a body raised (``type(error)`` in an ``except``)."""
+
+    member: str  # its ``Answer`` member: "raised InvalidInput", ...
+
+
+@dataclass(frozen=True)
+class TraceLog:
+    """``_trace`` as far as one call sees it: how many records the call appended and
+    the last of them (the generated dispatch appends one; a property says so)."""
+
+    count: z3.ArithRef
+    last: Any
+
+
+@dataclass(frozen=True)
+class _FieldAlias:
+    """A local bound to a container field of ``self`` (``contents = self._contents``,
+    as the generated code reads them): reads and writes go to the field."""
+
+    name: str
+
+
 SELF = _Self()
 POLICY = _PolicyRef()
 
@@ -439,6 +485,27 @@ class _Frame:
     pc: tuple[z3.BoolRef, ...]
     where: str
     parameters: frozenset[str]
+    #: local name -> the expression of the event's argument it stands for (``key`` ->
+    #: ``obs.key`` after ``key, version, state, source = obs``), so a test of the
+    #: argument's type reads as the same input wherever it is written
+    paths: dict[str, ast.expr] = field(default_factory=dict)
+    #: the globals names resolve in (None: the run's modules); a function's own
+    #: module when its body is being run
+    scope: Mapping[str, Any] | None = None
+
+    def inner(self, **changes: Any) -> _Frame:
+        """A frame for a sub-expression or branch: the same unless told otherwise."""
+        values = {
+            "state": self.state,
+            "env": self.env,
+            "pc": self.pc,
+            "where": self.where,
+            "parameters": self.parameters,
+            "paths": self.paths,
+            "scope": self.scope,
+        }
+        values.update(changes)
+        return _Frame(**values)
 
 
 @dataclass
@@ -582,6 +649,23 @@ class Translator:
     # -- comparisons ---------------------------------------------------------------------
 
     def equal(self, frame: _Frame, a: Any, b: Any) -> z3.BoolRef:
+        if (
+            isinstance(b, z3.ExprRef)
+            and b.sort() == self.u.answer.sort
+            and not (isinstance(a, z3.ExprRef))
+        ):
+            a, b = b, a
+        if isinstance(a, z3.ExprRef) and a.sort() == self.u.answer.sort:
+            if isinstance(b, Const):
+                return a == self.u.answer_of(b.value)
+            if isinstance(b, _Raised):
+                return a == self.u.answer.members[b.member]
+        if isinstance(a, Record) and isinstance(b, Record):
+            if a.kind != b.kind:
+                return z3.BoolVal(False)
+            return all_of(*(self.equal(frame, a.fields[n], b.fields[n]) for n in a.fields))
+        if isinstance(a, FMap | FSet | IdSet | ContentMap) and type(a) is type(b):
+            return _same(a, b)
         if isinstance(a, Choice) or isinstance(b, Choice):
             return self.lift(
                 frame, a, lambda x: self.lift(frame, b, lambda y: self.equal(frame, x, y))
@@ -632,6 +716,9 @@ class Translator:
         if domain is not None:
             found = domain.const(value.value)
             return z3.BoolVal(False) if found is None else term == found
+        if isinstance(value.value, str) and term.sort() == z3.IntSort():
+            # an id or a source (strings abstracted as one integer each)
+            return term == z3.IntVal(self.u.intern(value.value))
         return term == self.term(frame, value, term.sort())
 
     def contains(self, frame: _Frame, container: Any, item: Any) -> z3.BoolRef:
@@ -700,11 +787,13 @@ class Translator:
 
     def _eval_Name(self, node: ast.Name, frame: _Frame) -> Any:
         if node.id in frame.env:
-            return frame.env[node.id]
+            value = frame.env[node.id]
+            return frame.state[value.name] if isinstance(value, _FieldAlias) else value
         if node.id == "self":
             return SELF
-        if node.id in self.globals:
-            return Const(self.globals[node.id])
+        scope = self.globals if frame.scope is None else frame.scope
+        if node.id in scope:
+            return Const(scope[node.id])
         if hasattr(builtins, node.id):
             return Const(getattr(builtins, node.id))
         raise self.fail(frame, node, "unknown name")
@@ -728,13 +817,21 @@ class Translator:
     def _eval_Attribute(self, node: ast.Attribute, frame: _Frame) -> Any:
         base = self.eval(node.value, frame)
         name = node.attr
-        if base is SELF:
-            if name in FIELD_KINDS:
-                return frame.state[name]
+        if base is SELF or isinstance(base, StateRef):
+            fields = frame.state if base is SELF else base.state
+            if name in fields:
+                return fields[name]
             if name == "policy":
                 return POLICY
-            if callable(getattr(self.model_class, name, None)):
-                return _Method(name)
+            member = getattr(self.model_class, name, None)
+            if isinstance(member, property) and member.fget is not None:
+                # a read-only member (``run.steps``): its getter's body, on that run
+                _, value = self.run_function(
+                    member.fget, [base], frame, state=fields, where=f"member {name!r}"
+                )
+                return value
+            if callable(member):
+                return _Method(name) if base is SELF else _RunMethod(base, name)
             raise self.fail(frame, node, "not a modelled field of the run")
         if base is POLICY:
             if name in self.u.limits:
@@ -769,6 +866,13 @@ class Translator:
         return results[0] if len(results) == 1 else all_of(*results)
 
     def _compare(self, frame: _Frame, node: ast.AST, op: ast.cmpop, a: Any, b: Any) -> z3.BoolRef:
+        if isinstance(a, _TypeOf) and isinstance(op, ast.Is | ast.IsNot | ast.Eq | ast.NotEq):
+            if not isinstance(b, Const) or not isinstance(b.value, type):
+                raise self.fail(frame, node, "type() compared with something other than a class")
+            atom = self._atom(f"type({a.path}) is {_class_text(b.value)}")
+            return atom if isinstance(op, ast.Is | ast.Eq) else z3.Not(atom)
+        if isinstance(op, ast.LtE) and isinstance(a, IdSet) and isinstance(b, IdSet):
+            return _subset(a.array, b.array)
         if isinstance(op, ast.Eq | ast.Is):
             return self.equal(frame, a, b)
         if isinstance(op, ast.NotEq | ast.IsNot):
@@ -796,9 +900,13 @@ class Translator:
         values: list[z3.BoolRef] = []
         pc = frame.pc
         for operand in node.values:
-            inner = _Frame(frame.state, frame.env, pc, frame.where, frame.parameters)
+            inner = frame.inner(pc=pc)
             value = self.boolean(frame, self.eval(operand, inner))
             frame.state = inner.state
+            # Python stops at the first operand that decides: so does the translation
+            # (a later operand may not even apply, ``event == "observe" and obs.key``)
+            if z3.is_false(value) if is_and else z3.is_true(value):
+                return Const(not is_and)
             values.append(value)
             pc = (*pc, value if is_and else z3.Not(value))
         return all_of(*values) if is_and else any_of(*values)
@@ -829,12 +937,13 @@ class Translator:
         raise self.fail(frame, node, "arithmetic other than + and - is not understood")
 
     def _eval_IfExp(self, node: ast.IfExp, frame: _Frame) -> Any:
-        test = self.boolean(frame, self.eval(node.test, frame))
+        decided = _decided(self.eval(node.test, frame))
+        if isinstance(decided, Const):
+            return self.eval(node.body if decided.value else node.orelse, frame)
+        test = self.boolean(frame, decided)
         branches = []
         for condition, body in ((test, node.body), (z3.Not(test), node.orelse)):
-            inner = _Frame(
-                dict(frame.state), frame.env, (*frame.pc, condition), frame.where, frame.parameters
-            )
+            inner = frame.inner(state=dict(frame.state), pc=(*frame.pc, condition))
             branches.append((self.eval(body, inner), inner.state))
         frame.state = self.merge_states(test, branches[0][1], branches[1][1])
         return self.merge(test, branches[0][0], branches[1][0])
@@ -842,6 +951,13 @@ class Translator:
     def _eval_Subscript(self, node: ast.Subscript, frame: _Frame) -> Any:
         container = self.eval(node.value, frame)
         index = self.eval(node.slice, frame)
+        if isinstance(index, Const) and isinstance(index.value, int):
+            if isinstance(container, Tup):
+                return container.items[index.value]
+            if isinstance(container, TraceLog):
+                if index.value not in (0, -1):
+                    raise self.fail(frame, node, "only the one record a call appends is modelled")
+                return container.last
         if isinstance(container, Const) and isinstance(container.value, Mapping):
             mapping = container.value
             if isinstance(index, Const):
@@ -874,19 +990,95 @@ class Translator:
         function = self.eval(node.func, frame)
         if isinstance(function, _Method):
             arguments = [self.eval(a, frame) for a in node.args]
-            state, value = self.call(function.name, arguments, frame)
+            state, value = self.call(function.name, arguments, frame, nodes=node.args)
             frame.state = state
+            return value
+        if isinstance(function, _RunMethod):
+            arguments = [self.eval(a, frame) for a in node.args]
+            method = getattr(self.model_class, function.name)
+            _, value = self.run_function(
+                method,
+                [function.run, *arguments],
+                frame,
+                state=function.run.state,
+                where=f"method {function.name!r}",
+                nodes=[None, *node.args],
+            )
             return value
         if isinstance(function, _Bound):
             arguments = [self.eval(a, frame) for a in node.args]
             return self._call_bound(frame, node, function, arguments)
-        if isinstance(function, Const) and function.value in (any, all):
-            return self._quantifier(frame, node, function.value is any)
-        if isinstance(function, Const) and function.value in (set, dict) and not node.args:
-            return Const(function.value())
-        if isinstance(function, Const) and callable(function.value):
+        if not isinstance(function, Const):
+            raise self.fail(frame, node, "call not understood")
+        target = function.value
+        if target in (any, all):
+            return self._quantifier(frame, node, target is any)
+        if target in (set, dict) and not node.args:
+            return Const(target())
+        if target is isinstance or target is type:
+            return self._type_test(frame, node, target)
+        if target is len and len(node.args) == 1:
+            return self._length(frame, node, self.eval(node.args[0], frame))
+        helper = HELPERS.get(getattr(target, "__name__", ""))
+        if helper is not None and helper[0] is target:
+            arguments = [self.eval(a, frame) for a in node.args]
+            return helper[1](self, frame, node, arguments)
+        if inspect.isfunction(target) and _has_source(target):
+            arguments = [self.eval(a, frame) for a in node.args]
+            state, value = self.run_function(
+                target, arguments, frame, state=frame.state, nodes=node.args
+            )
+            frame.state = state
+            return value
+        if callable(target):
             return self._input(frame, node)
         raise self.fail(frame, node, "call not understood")
+
+    # -- the argument's type: inputs of the step ------------------------------------------
+
+    def path_of(self, node: ast.AST | None, frame: _Frame) -> ast.expr | None:
+        """The expression of the event's argument ``node`` stands for (in the event
+        parameter's name), or None when it is not a part of the argument."""
+        if isinstance(node, ast.Name):
+            return frame.paths.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.path_of(node.value, frame)
+            return None if base is None else ast.Attribute(base, node.attr, ast.Load())
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            base = self.path_of(node.value, frame)
+            return None if base is None else ast.Subscript(base, node.slice, ast.Load())
+        return None
+
+    def _atom(self, text: str) -> z3.BoolRef:
+        if text not in self.inputs:
+            self.inputs[text] = z3.Bool(text)
+        return self.inputs[text]
+
+    def _type_test(self, frame: _Frame, node: ast.Call, function: Any) -> Any:
+        """``isinstance(<argument>, T)`` is an input of the step; ``type(<argument>)``
+        is one once compared with a class. Written in the event parameter's name
+        (``type(obs.key) is str``) whichever local the body reads it from, so the same
+        test is the same input in the declaration, a property and the generated code."""
+        path = self.path_of(node.args[0], frame) if node.args else None
+        if path is None:
+            return self._input(frame, node)
+        if function is type and len(node.args) == 1:
+            return _TypeOf(ast.unparse(path))
+        if function is isinstance and len(node.args) == 2:
+            kinds = self.eval(node.args[1], frame)
+            if not isinstance(kinds, Const):
+                raise self.fail(frame, node, "isinstance of a class the translator cannot name")
+            return self._atom(f"isinstance({ast.unparse(path)}, {_class_text(kinds.value)})")
+        raise self.fail(frame, node, "type test not understood")
+
+    def _length(self, frame: _Frame, node: ast.Call, value: Any) -> Any:
+        if isinstance(value, Const):
+            return Const(len(value.value))
+        if isinstance(value, Tup):
+            return Const(len(value.items))
+        if isinstance(value, TraceLog):
+            return value.count
+        raise self.fail(frame, node, "len of a value the translator does not model")
 
     def _input(self, frame: _Frame, node: ast.Call) -> z3.BoolRef:
         """A module function of the event's argument alone: a property of the input."""
@@ -916,23 +1108,41 @@ class Translator:
         if len(generator.generators) != 1 or generator.generators[0].is_async:
             raise self.fail(frame, node, "one `for` clause only")
         clause = generator.generators[0]
-        if not isinstance(clause.target, ast.Name):
-            raise self.fail(frame, node, "the loop variable must be a name")
         iterable = self.eval(clause.iter, frame)
-        variable = clause.target.id
+        if isinstance(clause.target, ast.Tuple) and all(
+            isinstance(e, ast.Name) for e in clause.target.elts
+        ):
+            variables = [e.id for e in clause.target.elts if isinstance(e, ast.Name)]
+        elif isinstance(clause.target, ast.Name):
+            variables = [clause.target.id]
+        else:
+            raise self.fail(frame, node, "the loop variable must be a name or a tuple of names")
+
+        def holds_for(bindings: dict[str, Any]) -> tuple[z3.BoolRef, z3.BoolRef]:
+            inner = frame.inner(env={**frame.env, **bindings})
+            conditions = [self.boolean(inner, self.eval(c, inner)) for c in clause.ifs]
+            return all_of(*conditions), self.boolean(inner, self.eval(generator.elt, inner))
 
         def unroll(collection: Any) -> z3.BoolRef:
+            if isinstance(collection, ContentMap) and len(variables) == 2 and not is_any:
+                # "every remembered (key, version)": stated for one arbitrary pair, free
+                # constants named after the loop, so the same statement about the state
+                # before and after a step speaks of the same pair. A validity proof over
+                # free constants holds for all of them; z3's queries stay quantifier-free.
+                where = ast.unparse(clause.iter)
+                key = z3.Const(f"any {variables[0]} of {where}", self.u.key.sort)
+                version = z3.Int(f"any {variables[1]} of {where}")
+                condition, value = holds_for({variables[0]: key, variables[1]: version})
+                seen = CONTENT.is_some(z3.Select(collection.array, key, version))
+                return z3.Implies(all_of(seen, condition), value)
             if not isinstance(collection, Const):
                 raise self.fail(frame, node, "iteration over a symbolic collection")
             parts = []
             for element in collection.value:
-                env = {**frame.env, variable: Const(element)}
-                inner = _Frame(frame.state, env, frame.pc, frame.where, frame.parameters)
-                conditions = [self.boolean(inner, self.eval(c, inner)) for c in clause.ifs]
-                value = self.boolean(inner, self.eval(generator.elt, inner))
-                parts.append(
-                    all_of(*conditions, value) if is_any else z3.Implies(all_of(*conditions), value)
-                )
+                values = element if len(variables) > 1 else (element,)
+                bindings = {name: Const(item) for name, item in zip(variables, values, strict=True)}
+                condition, value = holds_for(bindings)
+                parts.append(all_of(condition, value) if is_any else z3.Implies(condition, value))
             return any_of(*parts) if is_any else all_of(*parts)
 
         return self.lift(frame, iterable, unroll)
@@ -1008,7 +1218,7 @@ class Translator:
                 name = target.id if isinstance(target, ast.Name) else "other"
                 return [_Path(frame, ("raise", name))]
             if isinstance(statement, ast.If):
-                test = self.eval(statement.test, frame)
+                test = _decided(self.eval(statement.test, frame))
                 if isinstance(test, Const):
                     body = statement.body if test.value else statement.orelse
                     statements = [*body, *statements[index + 1 :]]
@@ -1020,12 +1230,11 @@ class Translator:
                     (condition, statement.body),
                     (z3.Not(condition), statement.orelse),
                 ):
-                    branch = _Frame(
-                        dict(frame.state),
-                        dict(frame.env),
-                        (*frame.pc, guard),
-                        frame.where,
-                        frame.parameters,
+                    branch = frame.inner(
+                        state=dict(frame.state),
+                        env=dict(frame.env),
+                        pc=(*frame.pc, guard),
+                        paths=dict(frame.paths),
                     )
                     for path in self.exec_block(list(body), 0, branch):
                         if path.outcome is None:
@@ -1039,6 +1248,12 @@ class Translator:
 
     def exec_simple(self, statement: ast.stmt, frame: _Frame) -> None:
         if isinstance(statement, ast.Pass):
+            return
+        if isinstance(statement, ast.Assert):
+            # what the body takes for granted: an obligation, then assumed
+            condition = self.boolean(frame, self.eval(statement.test, frame))
+            self.require(frame, condition, f"`{_where(statement.test)}`")
+            frame.pc = (*frame.pc, condition)
             return
         if isinstance(statement, ast.Expr):
             value = statement.value
@@ -1080,7 +1295,11 @@ class Translator:
             if name is not None:
                 self.assign_field(frame, statement, name, value)
             elif isinstance(target, ast.Name):
-                frame.env[target.id] = value
+                self.bind(frame, target.id, value, statement.value)
+            elif isinstance(target, ast.Tuple) and all(
+                isinstance(e, ast.Name) for e in target.elts
+            ):
+                self.unpack(frame, statement, target, value, statement.value)
             elif isinstance(target, ast.Subscript) and _self_field(target.value) is not None:
                 field_name = _self_field(target.value)
                 assert field_name is not None
@@ -1092,6 +1311,42 @@ class Translator:
                 raise self.fail(frame, statement, "assignment target not understood")
             return
         raise self.fail(frame, statement, f"{type(statement).__name__} is not understood")
+
+    def bind(self, frame: _Frame, name: str, value: Any, node: ast.expr | None) -> None:
+        """A local: an alias when it names a container field of ``self`` (writes
+        through it reach the field), and the argument's part it reads, if any."""
+        field_name = _self_field(node) if node is not None else None
+        if field_name in FIELD_KINDS and not isinstance(value, z3.ExprRef | Const):
+            frame.env[name] = _FieldAlias(field_name)
+        else:
+            frame.env[name] = value
+        path = self.path_of(node, frame) if node is not None else None
+        if path is None:
+            frame.paths.pop(name, None)
+        else:
+            frame.paths[name] = path
+
+    def unpack(
+        self, frame: _Frame, node: ast.AST, target: ast.Tuple, value: Any, source: ast.expr
+    ) -> None:
+        """``a, b = <record or tuple>``: each name its field or item."""
+        names = [e.id for e in target.elts if isinstance(e, ast.Name)]
+        if isinstance(value, Record):
+            fields = list(RECORD_TYPES[value.kind]._fields)  # type: ignore[attr-defined]
+            items = [value.fields[f] for f in fields]
+        elif isinstance(value, Tup):
+            fields, items = [], list(value.items)
+        else:
+            raise self.fail(frame, node, "unpacking of a value the translator does not model")
+        if len(items) != len(names):
+            raise self.fail(frame, node, "unpacking into the wrong number of names")
+        base = self.path_of(source, frame)
+        for index, (name, item) in enumerate(zip(names, items, strict=True)):
+            frame.env[name] = item
+            if base is not None and fields:
+                frame.paths[name] = ast.Attribute(base, fields[index], ast.Load())
+            else:
+                frame.paths.pop(name, None)
 
     def set_update(self, frame: _Frame, node: ast.AST, container: Any, item: Any, add: bool) -> Any:
         if isinstance(container, FSet):
@@ -1134,23 +1389,85 @@ class Translator:
     # -- calls -----------------------------------------------------------------------------
 
     def call(
-        self, name: str, arguments: list[Any], caller: _Frame, *, as_answer: bool = False
+        self,
+        name: str,
+        arguments: list[Any],
+        caller: _Frame,
+        *,
+        as_answer: bool = False,
+        nodes: list[ast.expr] | None = None,
     ) -> tuple[State, Any]:
         """Run the body of ``self.<name>(*arguments)``: the state after it and its value
         (as an ``Answer`` term when ``as_answer``: a raise is an answer then)."""
         definition = _definition(self.model_class, name)
-        parameters = [a.arg for a in definition.args.args][1:]
+        kind = "guard" if name in _guard_names(self.u.model) else "action"
+        return self.run_definition(
+            definition,
+            [SELF, *arguments],
+            caller,
+            state=caller.state,
+            where=f"{kind} {name!r} ({self.model_class.__name__})",
+            as_answer=as_answer,
+            nodes=None if nodes is None else [None, *nodes],
+        )
+
+    def run_function(
+        self,
+        function: Callable[..., Any],
+        arguments: list[Any],
+        caller: _Frame,
+        *,
+        state: State,
+        where: str = "",
+        nodes: list[ast.expr | None] | None = None,
+    ) -> tuple[State, Any]:
+        """Run a plain function's body (a property, a helper of one, a member of the
+        run) with ``arguments``, names resolving in its own module."""
+        return self.run_definition(
+            _function_definition(function),
+            arguments,
+            caller,
+            state=state,
+            where=where or f"function {function.__name__!r}",
+            scope=getattr(function, "__globals__", None),
+            nodes=nodes,
+        )
+
+    def run_definition(
+        self,
+        definition: ast.FunctionDef,
+        arguments: list[Any],
+        caller: _Frame,
+        *,
+        state: State,
+        where: str,
+        as_answer: bool = False,
+        scope: Mapping[str, Any] | None = None,
+        nodes: list[ast.expr | None] | None = None,
+    ) -> tuple[State, Any]:
+        parameters = [a.arg for a in definition.args.args]
         if len(parameters) != len(arguments):
             raise TranslationError(
-                f"{caller.where}: {name} takes {parameters}, got {len(arguments)} arguments"
+                f"{caller.where}: {definition.name} takes {parameters}, got "
+                f"{len(arguments)} arguments"
             )
-        kind = "guard" if name in _guard_names(self.u.model) else "action"
+        argument_paths: dict[str, ast.expr] = {}
+        for index, parameter in enumerate(parameters):
+            node = None if nodes is None else nodes[index]
+            found = self.path_of(node, caller) if node is not None else None
+            if found is not None:
+                argument_paths[parameter] = found
+        env = dict(zip(parameters, arguments, strict=True))
+        if env.get("self", SELF) is SELF:
+            env.pop("self", None)  # ``self`` reads the frame's state
         frame = _Frame(
-            dict(caller.state),
-            dict(zip(parameters, arguments, strict=True)),
+            dict(state),
+            env,
             caller.pc,
-            f"{kind} {name!r} ({self.model_class.__name__})",
-            frozenset(parameters),
+            where,
+            frozenset(parameters) | caller.parameters,
+            argument_paths,
+            scope if scope is not None else caller.scope,
         )
         paths = self.exec_block(list(definition.body), 0, frame)
         results: list[tuple[z3.BoolRef, State, Any]] = []
@@ -1166,7 +1483,7 @@ class Translator:
                     f"raised {outcome[1] if outcome[1] in _ERRORS else 'other'}"
                 ]
             else:
-                self.require(caller, z3.Not(condition), f"{name} does not raise")
+                self.require(caller, z3.Not(condition), f"{definition.name} does not raise")
                 value = Const(False)
             if as_answer:
                 value = self.answer_term(caller, value)
@@ -1249,6 +1566,133 @@ def _definition(model_class: type, name: str) -> ast.FunctionDef:
     if not isinstance(definition, ast.FunctionDef):
         raise TranslationError(f"{name}: not a plain method")
     return definition
+
+
+@cache
+def _function_definition(function: Callable[..., Any]) -> ast.FunctionDef:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError) as error:
+        raise TranslationError(
+            f"{function.__name__}: its source cannot be read ({error})"
+        ) from None
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef):
+        raise TranslationError(f"{function.__name__}: not a plain function")
+    return definition
+
+
+def _decided(value: Any) -> Any:
+    """A test whose outcome is already known, as a ``Const`` (Python then runs only
+    the branch taken, and so does the translation)."""
+    if isinstance(value, z3.BoolRef):
+        simple = z3.simplify(value)
+        if z3.is_true(simple) or z3.is_false(simple):
+            return Const(z3.is_true(simple))
+    return value
+
+
+def _has_source(function: Callable[..., Any]) -> bool:
+    try:
+        inspect.getsourcefile(function)
+        inspect.getsourcelines(function)
+    except (OSError, TypeError):
+        return False
+    return True
+
+
+def _class_text(kind: object) -> str:
+    """How a class reads in an input's text (``str``, ``Observation``)."""
+    if isinstance(kind, tuple):
+        return "(" + ", ".join(_class_text(k) for k in kind) + ")"
+    name = getattr(kind, "__name__", None)
+    if not isinstance(kind, type) or name is None:
+        raise TranslationError(f"{kind!r} is not a class")
+    return str(name)
+
+
+def _subset(small: z3.ArrayRef, large: z3.ArrayRef) -> z3.BoolRef:
+    """Every member of ``small`` is in ``large`` (sets as arrays to bool), without a
+    quantifier: ``large | small == large``."""
+    union = z3.Map(z3.Or(z3.Bool("a"), z3.Bool("b")).decl(), large, small)
+    return union == large
+
+
+# ---- the vocabulary's helpers (spec/vocabulary.py), in z3 ---------------------------------
+
+
+def _helper_raised(t: Translator, frame: _Frame, node: ast.AST, arguments: list[Any]) -> Any:
+    answer = arguments[0]
+    kind = arguments[1].value if len(arguments) > 1 else Exception
+    if not isinstance(answer, z3.ExprRef) or answer.sort() != t.u.answer.sort:
+        raise t.fail(frame, node, "raised() of something other than a call's answer")
+    if kind in (Exception, BaseException):
+        names = [*_ERRORS, "other"]
+    elif isinstance(kind, type) and kind.__name__ in _ERRORS:
+        names = [kind.__name__]
+    else:
+        raise t.fail(frame, node, f"raised() of {kind!r}: only the contract's errors are modelled")
+    return any_of(*(answer == t.u.answer.members[f"raised {n}"] for n in names))
+
+
+def _helper_unchanged(t: Translator, frame: _Frame, node: ast.AST, arguments: list[Any]) -> Any:
+    from spec.vocabulary import COMPONENTS
+
+    before, after, *names = arguments
+    if not isinstance(before, StateRef) or not isinstance(after, StateRef):
+        raise t.fail(frame, node, "unchanged() compares two runs")
+    changing = set()
+    for name in names:
+        if not isinstance(name, Const) or name.value not in COMPONENTS:
+            raise t.fail(frame, node, f"{name!r} is not a component ({', '.join(COMPONENTS)})")
+        changing.add(name.value)
+    parts = []
+    for component, fields in COMPONENTS.items():
+        if component in changing:
+            continue
+        if component == "evidence":
+            parts.append(_same(before.state["_latest_version"], after.state["_latest_version"]))
+            parts.extend(
+                t.u.evidence_state(before.state, k) == t.u.evidence_state(after.state, k)
+                for k in t.u.policy.keys
+            )
+        else:
+            parts.extend(_same(before.state[f], after.state[f]) for f in fields)
+    return all_of(*parts)
+
+
+def _helper_with_entry(t: Translator, frame: _Frame, node: ast.AST, arguments: list[Any]) -> Any:
+    container, index, value = arguments
+    if not isinstance(container, ContentMap | FMap):
+        raise t.fail(frame, node, "with_entry() of a value the translator does not model")
+    return t.store(frame, node, container, index, value)
+
+
+def _helper_with_member(t: Translator, frame: _Frame, node: ast.AST, arguments: list[Any]) -> Any:
+    container, item = arguments
+    if not isinstance(container, IdSet | FSet):
+        raise t.fail(frame, node, "with_member() of a value the translator does not model")
+    return t.set_update(frame, node, container, item, True)
+
+
+def _helpers() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
+    from spec import vocabulary
+
+    handlers = {
+        "raised": _helper_raised,
+        "unchanged": _helper_unchanged,
+        "with_entry": _helper_with_entry,
+        "with_member": _helper_with_member,
+    }
+    missing = {h.__name__ for h in vocabulary.HELPERS} - set(handlers)
+    if missing:
+        raise TranslationError(
+            f"vocabulary helpers with no z3 meaning: {', '.join(sorted(missing))}"
+        )
+    return {name: (getattr(vocabulary, name), handler) for name, handler in handlers.items()}
+
+
+HELPERS = _helpers()
 
 
 def _blank_plan(u: Universe) -> Record:
@@ -1413,6 +1857,13 @@ class StepEncoding:
     answer: z3.ExprRef
     fired: z3.ArithRef
     obligations: list[Obligation] = field(default_factory=list)
+    #: the trace records the call appended, where the relation models the trace (the
+    #: generated dispatch appends them; the declaration's relation does not)
+    appended: TraceLog | None = None
+
+    def models(self, prop: Any) -> bool:
+        """Whether this relation models everything ``prop`` reads."""
+        return self.appended is not None or "appended" not in prop.parameters
 
     @property
     def raised(self) -> z3.BoolRef:
@@ -1462,8 +1913,24 @@ def encode_event(
     interface = model.interface[event]
     env = {} if parameter is None else {parameter: argument}
     parameters = frozenset(env)
+    paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
+    nodes = [] if parameter is None else [ast.Name(parameter, ast.Load())]
     mode = pre["_declared_state"]
     branches: list[Branch] = []
+    # The input check runs first: refused means its error is raised and nothing
+    # changes. Its body is translated like any other (its tests of the argument's
+    # type are inputs of the step), so a check that lets a malformed input through
+    # is visible to the properties.
+    accepted: z3.BoolRef = z3.BoolVal(True)
+    refused_answer: z3.ExprRef | None = None
+    if interface.check is not None:
+        frame = _Frame(dict(pre), dict(env), (), f"check {interface.check!r}", parameters, paths)
+        _, checked = translator.call(
+            interface.check, [argument], frame, as_answer=True, nodes=nodes
+        )
+        accepted = z3.simplify(checked == u.answer.members["None"])
+        refused_answer = checked
+    entry_pc: tuple[z3.BoolRef, ...] = () if z3.is_true(accepted) else (accepted,)
 
     def run_action(
         label: str,
@@ -1473,12 +1940,14 @@ def encode_event(
         pc: tuple[z3.BoolRef, ...],
         target: str | None,
     ) -> None:
-        frame = _Frame(dict(pre), dict(env), pc, label, parameters)
+        frame = _Frame(dict(pre), dict(env), (*entry_pc, *pc), label, parameters, paths)
         wanted = [
             p for p in inspect.signature(getattr(model_class, action)).parameters if p != "self"
         ]
         arguments = [argument] if wanted else []
-        state, answer = translator.call(action, arguments, frame, as_answer=True)
+        state, answer = translator.call(
+            action, arguments, frame, as_answer=True, nodes=nodes[: len(arguments)]
+        )
         if target is not None:
             # The generated dispatch sets the target after the action returns: an
             # action that raises leaves the declared state as the action left it.
@@ -1498,7 +1967,9 @@ def encode_event(
         exhaustive = False
         for transition in model.leaving(source.id, event):
             pc = (here, *(z3.Not(g) for g in earlier))
-            guard = _guard_term(translator, generator, transition, event, env, pre, pc, parameters)
+            guard = _guard_term(
+                translator, generator, transition, event, env, pre, (*entry_pc, *pc), parameters
+            )
             condition = all_of(*pc, guard)
             target = transition.target if transition.target != transition.source else None
             run_action(
@@ -1536,27 +2007,14 @@ def encode_event(
         answer = z3.If(branch.condition, branch.answer, answer)
         fired = z3.If(branch.condition, z3.IntVal(branch.index), fired)
     assumptions = list(u.assumptions)
-    if interface.check is not None:
-        # The input check: refused means the error is raised and nothing changes;
-        # passed means the argument is of the declared shape.
-        accepted = z3.Bool(f"{interface.check}({parameter})")
-        translator.inputs[f"{interface.check}({parameter})"] = accepted
-        if isinstance(argument, Record) and argument.kind == "Observation":
-            assumptions.append(
-                z3.Implies(
-                    accepted,
-                    all_of(
-                        argument.fields["key"] != u.key.members[UNDECLARED],
-                        argument.fields["version"] >= 1,
-                    ),
-                )
-            )
-        refused = u.answer.members["raised InvalidInput"]
+    if refused_answer is not None:
         state = translator.merge_states(accepted, state, pre)
-        answer = z3.If(accepted, answer, refused)
+        answer = z3.If(accepted, answer, refused_answer)
         fired = z3.If(accepted, fired, z3.IntVal(-1))
         branches.append(
-            Branch(f"{event} refused by {interface.check}", -1, z3.Not(accepted), pre, refused)
+            Branch(
+                f"{event} refused by {interface.check}", -1, z3.Not(accepted), pre, refused_answer
+            )
         )
         for branch in branches[:-1]:
             branch.condition = all_of(accepted, branch.condition)
@@ -1597,8 +2055,9 @@ def _guard_term(
         raise TranslationError(
             f"{transition.label}: the generator cannot inline it: {error}"
         ) from None
+    paths = {name: ast.Name(name, ast.Load()) for name in parameters}
     frame = _Frame(
-        dict(pre), env, pc, f"guard [{transition.cond}] of {transition.label}", parameters
+        dict(pre), env, pc, f"guard [{transition.cond}] of {transition.label}", parameters, paths
     )
     value = translator.boolean(frame, translator.eval(expression, frame))
     for name in FIELD_KINDS:
@@ -1893,7 +2352,10 @@ class RelationChecker:
                     values[text] = False
             else:
                 env = {} if encoding.parameter is None else {encoding.parameter: argument}
-                values[text] = bool(eval(text, dict(self._globals), env))
+                try:
+                    values[text] = bool(eval(text, dict(self._globals), env))
+                except Exception:  # a part of an argument that is not there (a field of
+                    continue  # a non-record): no body reads it, so it stays free
         return values
 
     def check(

@@ -41,7 +41,7 @@ from replan.common import (
     positive_int,
     print_json,
 )
-from spec.invariants import INVARIANTS
+from spec.vocabulary import REGISTRY
 from verification.campaign import (
     DEFAULT_DATABASE,
     DEFAULT_IMPLEMENTATION,
@@ -221,7 +221,7 @@ def write_junit(path: Path, result: CampaignResult) -> None:
     reference model and one for coverage; the failing property carries the
     counterexample."""
     finding = result.finding
-    cases = [*INVARIANTS, DIVERGENCE, "coverage"]
+    cases = [*REGISTRY, DIVERGENCE, "coverage"]
     suite = ET.Element(
         "testsuite",
         name="replan campaign",

@@ -1,5 +1,5 @@
 """Explore every reachable state of the controller, breadth-first, checking all ten
-invariants of spec/invariants.py on every transition, over finite input domains that
+properties of spec/properties.py on every transition, over finite input domains that
 the report states in full.
 
   replan explore                          the default report: two focused domains that
