@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from controller.records import PolicyError
@@ -54,7 +55,8 @@ class Policy:
 
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
-            object.__setattr__(self, "max_proposals", 2 * self.max_steps)
+            per_step = DEFAULTS["proposals_per_step"]
+            object.__setattr__(self, "max_proposals", int(per_step) * self.max_steps)
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
@@ -73,6 +75,19 @@ class Policy:
 
 
 # ---- the TOML schema ------------------------------------------------------------
+
+#: The value a ``[limits]`` field takes when the file leaves it out (CONTRACT.md
+#: "Vocabulary"); ``max_proposals`` defaults to ``proposals_per_step * max_steps``.
+#: ``spec/properties.py`` states the contract's defaults independently
+#: (``policy-defaults``), so a changed default here fails verification.
+DEFAULTS: Mapping[str, int | bool] = MappingProxyType(
+    {
+        "max_steps": 4,
+        "proposals_per_step": 2,
+        "no_progress_limit": 3,
+        "count_duplicate_deliveries": True,
+    }
+)
 
 _TABLES: dict[str, frozenset[str]] = {
     "limits": frozenset(
@@ -128,7 +143,9 @@ def _positive(value: object, path: str) -> int:
     return value
 
 
-def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
+def _parse(
+    document: Mapping[str, Any], defaults: Mapping[str, int | bool] = DEFAULTS
+) -> dict[str, Any]:
     """Check a policy document (the parsed TOML) and return ``Policy``'s fields."""
     document = _expect_table(document, "policy")
     for name in document:
@@ -140,10 +157,17 @@ def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
 
     limits = _expect_table(document.get("limits", {}), "limits")
     _check_fields(limits, "limits", _TABLES["limits"])
-    max_steps = _positive(limits.get("max_steps", 4), "limits.max_steps")
-    max_proposals = _positive(limits.get("max_proposals", 2 * max_steps), "limits.max_proposals")
-    no_progress_limit = _positive(limits.get("no_progress_limit", 3), "limits.no_progress_limit")
-    count_duplicates = limits.get("count_duplicate_deliveries", True)
+    max_steps = _positive(limits.get("max_steps", defaults["max_steps"]), "limits.max_steps")
+    max_proposals = _positive(
+        limits.get("max_proposals", defaults["proposals_per_step"] * max_steps),
+        "limits.max_proposals",
+    )
+    no_progress_limit = _positive(
+        limits.get("no_progress_limit", defaults["no_progress_limit"]), "limits.no_progress_limit"
+    )
+    count_duplicates = limits.get(
+        "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
+    )
     if not isinstance(count_duplicates, bool):
         raise _fail(
             "limits.count_duplicate_deliveries", f"expected true or false, got {count_duplicates!r}"
@@ -220,9 +244,12 @@ def _parse(document: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def policy_from_dict(document: Mapping[str, Any]) -> Policy:
-    """Build a policy from a parsed document (TOML tables or the ``--json`` form)."""
-    return Policy(**_parse(document))
+def policy_from_dict(
+    document: Mapping[str, Any], defaults: Mapping[str, int | bool] = DEFAULTS
+) -> Policy:
+    """Build a policy from a parsed document (TOML tables or the ``--json`` form);
+    ``defaults`` fill in the limits it leaves out."""
+    return Policy(**_parse(document, defaults))
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:

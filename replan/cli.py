@@ -24,13 +24,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "generate",
         "write controller/_generated.py from the declaration (--check: drift)",
     ),
-    "campaign": ("campaign", "Hypothesis model-based campaign against the invariants"),
+    "campaign": ("campaign", "Hypothesis model-based campaign against the contract's properties"),
     "replay": ("replay", "re-run a saved counterexample against both implementations"),
     "explore": ("explore", "exhaustive breadth-first exploration of every reachable state"),
-    "prove": ("prove", "z3 proofs: commit equivalence and inductive invariants"),
+    "prove": ("prove", "z3 proofs: every property, commit equivalence, the generated code"),
     "diagram": ("diagram", "draw the declared machine (svg, png, dot, mermaid)"),
     "trace": ("trace", "run the reference episode through the agent SDK and record it"),
     "bench": ("bench", "measure the controller against python-statemachine and a hand-written one"),
+    "mutate": ("mutate", "mutation adequacy: every broken controller must fail verification"),
     "mutants": ("mutants", "run the executor mutation matrix"),
 }
 

@@ -53,8 +53,10 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import hashlib
 import inspect
 import keyword
+import linecache
 import sys
 import textwrap
 from collections import Counter
@@ -1389,9 +1391,17 @@ def render_controller(model: MachineModel, model_class: type = Run) -> str:
 
 def load_controller(model: MachineModel, model_class: type = Run, name: str = "") -> type[Run]:
     """Generate and load a controller class in memory (never written to disk)."""
-    source = render_controller(model, model_class)
-    namespace: dict[str, object] = {"__name__": f"replan_generated_{name or model.name}"}
-    exec(compile(source, f"<generated {name or model.name}>", "exec"), namespace)
+    return load_source(render_controller(model, model_class), name or model.name)
+
+
+def load_source(source: str, name: str) -> type[Run]:
+    """The ``Controller`` class a generated module's ``source`` defines, loaded in
+    memory. The source is registered like a file's, so its methods can be read back
+    (the translation validation translates exactly what runs) and tracebacks show it."""
+    filename = f"<generated {name} {hashlib.sha256(source.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, object] = {"__name__": f"replan_generated_{name.replace('-', '_')}"}
+    exec(compile(source, filename, "exec"), namespace)
     controller = namespace["Controller"]
     assert isinstance(controller, type) and issubclass(controller, Run)
     return controller

@@ -283,7 +283,7 @@ def transition_table_markdown(model: MachineModel) -> str:
 def _render_table(machine_or_class: Any) -> str:
     """``{statechart:table}`` in a declaration's docstring: the full transition table,
     internal transitions included (the stock ``md`` format leaves those out)."""
-    machine_class = machine_or_class if isinstance(machine_or_class, type) else type(
-        machine_or_class
+    machine_class = (
+        machine_or_class if isinstance(machine_or_class, type) else type(machine_or_class)
     )
     return transition_table_markdown(extract(machine_class))

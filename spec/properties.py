@@ -36,6 +36,8 @@ from controller.run import Run
 from spec.vocabulary import (
     auxiliary_invariant,
     call_property,
+    initial_property,
+    policy_property,
     raised,
     state_invariant,
     unchanged,
@@ -551,6 +553,32 @@ def trace_one_record_per_call(
     )
 
 
+# ==== the state of one run ===================================================================
+
+
+@initial_property("initial-state", rule="state of one run")
+def initial_state(run: Run, policy: Any) -> bool:
+    """A run starts under the policy it was given, with evidence_revision 1,
+    plan_revision 0, no plan pending, every counter 0, no stop reason, and nothing
+    recorded, remembered, accepted or completed."""
+    return (
+        run.policy is policy
+        and run.evidence_revision == 1
+        and run.plan_revision == 0
+        and run.pending is None
+        and run.steps == 0
+        and run.proposals == 0
+        and run.no_progress == 0
+        and active(run)
+        and all(
+            latest(run, k) == 0 and run.state(k) == EvidenceState.UNKNOWN for k in run.policy.keys
+        )
+        and run._contents == {}
+        and run._accepted == set()
+        and run._completed == set()
+    )
+
+
 # ==== the contract's safety invariants ======================================================
 
 
@@ -698,3 +726,43 @@ def pending_not_completed(run: Run) -> bool:
 def known_are_recorded(run: Run) -> bool:
     """A key with a known state has a latest version."""
     return all(k in run._latest_version or k not in run._known for k in run.policy.keys)
+
+
+@auxiliary_invariant("public-view-honest")
+def public_view_honest(run: Run) -> bool:
+    """The read-only view shows the run's own fields (what a host reads is what the
+    controller decides on)."""
+    return (
+        run.evidence_revision == run._evidence_revision
+        and run.plan_revision == run._plan_revision
+        and run.steps == run._steps
+        and run.proposals == run._proposals
+        and run.no_progress == run._no_progress
+        and run.pending == run._pending
+    )
+
+
+# ==== the policy ============================================================================
+
+#: The smallest valid policy document: every limit left to its default.
+MINIMAL_POLICY: dict[str, Any] = {
+    "evidence": {"keys": ["k"]},
+    "resources": {"allowed": ["r"]},
+    "steps": [{"name": "s", "completes_run": True}],
+}
+
+
+@policy_property("policy-defaults", rule="vocabulary")
+def policy_defaults(load: Any) -> bool:
+    """A policy that leaves its limits out gets the contract's: max_steps 4,
+    max_proposals 2 * max_steps (following a max_steps it does give),
+    no_progress_limit 3, count_duplicate_deliveries true."""
+    default = load(MINIMAL_POLICY)
+    six_steps = load({**MINIMAL_POLICY, "limits": {"max_steps": 6}})
+    return (
+        default.max_steps == 4
+        and default.max_proposals == 2 * default.max_steps
+        and six_steps.max_proposals == 12
+        and default.no_progress_limit == 3
+        and default.count_duplicate_deliveries is True
+    )

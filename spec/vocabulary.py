@@ -24,6 +24,7 @@ Stdlib only.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
@@ -62,17 +63,34 @@ def unchanged(before: Any, after: Any, *changing: str) -> bool:
     """Every observable component of the run (``COMPONENTS``) except ``changing`` is
     as it was. Evidence compares each key's latest version and state, not how the run
     stores them."""
+    return _comparator(changing)(before, after)
+
+
+@functools.cache
+def _comparator(changing: tuple[str, ...]) -> Callable[[Any, Any], bool]:
+    """``unchanged`` for one set of changing components, written out (it runs on
+    every transition the explorer makes)."""
+    unknown = set(changing) - set(COMPONENTS)
+    if unknown:
+        raise ValueError(f"unchanged(): {', '.join(sorted(unknown))} is not a component")
+    parts = []
     for name, fields in COMPONENTS.items():
         if name in changing:
             continue
         if name == "evidence":
-            if before._latest_version != after._latest_version or any(
-                before.state(key) != after.state(key) for key in before.policy.keys
-            ):
-                return False
-        elif getattr(before, fields[0]) != getattr(after, fields[0]):
-            return False
-    return True
+            parts.append("b._latest_version == a._latest_version")
+            parts.append(
+                "(b._known == a._known or all(b.state(k) == a.state(k) for k in b.policy.keys))"
+            )
+        else:
+            parts.append(f"b.{fields[0]} == a.{fields[0]}")
+    source = f"def same(b, a):\n    return {' and '.join(parts) or 'True'}\n"
+    namespace: dict[str, Any] = {}
+    exec(
+        compile(source, f"<unchanged except {', '.join(changing) or 'nothing'}>", "exec"), namespace
+    )
+    compared: Callable[[Any, Any], bool] = namespace["same"]
+    return compared
 
 
 def with_entry(mapping: Mapping[Any, Any], index: Any, value: Any) -> dict[Any, Any]:
@@ -96,7 +114,7 @@ class Property:
     """One named property: a contract rule, a state invariant or an auxiliary one."""
 
     name: str
-    kind: str  # "call" | "invariant" | "auxiliary"
+    kind: str  # "call" | "initial" | "invariant" | "auxiliary" | "policy"
     rule: str  # where CONTRACT.md states it, e.g. "observe 3"
     events: tuple[str, ...] | None  # the events a call property constrains (None: all)
     function: Callable[..., bool]
@@ -156,6 +174,21 @@ def auxiliary_invariant(name: str) -> Callable[[Callable[..., bool]], Callable[.
     return _register(name, "auxiliary", "", None)
 
 
+def initial_property(
+    name: str, rule: str = ""
+) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+    """A predicate of a fresh run (``run``, and the ``policy`` it was created with)."""
+    return _register(name, "initial", rule, None)
+
+
+def policy_property(
+    name: str, rule: str = ""
+) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+    """A property of loading a policy (its one parameter: a function from a policy
+    document to a ``Policy``). Checked when a policy is checked, not per call."""
+    return _register(name, "policy", rule, None)
+
+
 def function_tree(function: Callable[..., Any]) -> ast.FunctionDef:
     """A property's (or helper's) definition, parsed (what the translator reads)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
@@ -180,8 +213,12 @@ class Checker:
         chosen = list(REGISTRY.values() if properties is None else properties)
         self.properties = chosen
         self._by_event: dict[str, list[Property]] = {}
-        self.invariants = [p for p in chosen if p.kind != "call"]
+        self.invariants = [p for p in chosen if p.kind in ("invariant", "auxiliary")]
+        self.policy_properties = [p for p in chosen if p.kind == "policy"]
+        self.initial_properties = [p for p in chosen if p.kind == "initial"]
         self.errors: dict[str, str] = {}
+        self._checks: dict[tuple[str, ...], Callable[..., list[str]]] = {}
+        self._by_event_check: dict[str, Callable[..., list[str]]] = {}
 
     def for_event(self, event: str) -> list[Property]:
         found = self._by_event.get(event)
@@ -201,18 +238,42 @@ class Checker:
         appended: Any = (),
         only: Iterable[Property] | None = None,
     ) -> list[str]:
-        values = {
-            "before": before,
-            "after": after,
-            "answer": answer,
-            "event": event,
-            "argument": argument,
-            "appended": appended,
-        }
+        check = self.compiled(event) if only is None else self.compiled_for(tuple(only))
+        return check(event, before, argument, answer, after, appended)
+
+    def compiled(self, event: str) -> Callable[..., list[str]]:
+        """``call`` for one event, as one function: (event, before, argument, answer,
+        after, appended) -> the names of the properties that do not hold."""
+        check = self._by_event_check.get(event)
+        if check is None:
+            check = self._by_event_check[event] = self.compiled_for(tuple(self.for_event(event)))
+        return check
+
+    def compiled_for(self, properties: tuple[Property, ...]) -> Callable[..., list[str]]:
+        """``call`` restricted to ``properties`` (the explorer's split), as one function."""
+        names = tuple(p.name for p in properties)
+        check = self._checks.get(names)
+        if check is None:
+            check = self._checks[names] = functools.partial(_call_checker(properties), self.errors)
+        return check
+
+    def initial(self, run: Any, policy: Any) -> list[str]:
+        """The initial-state properties a fresh ``run`` created with ``policy`` breaks."""
+        return self._failing(self.initial_properties, run, policy)
+
+    def policy(self, load: Callable[[Mapping[str, Any]], Any]) -> list[str]:
+        """The policy properties that do not hold for the loader ``load``."""
+        return self._failing(self.policy_properties, load)
+
+    def state(self, run: Any) -> list[str]:
+        """The state invariants (the contract's and the auxiliary ones) ``run`` breaks."""
+        return self._failing(self.invariants, run)
+
+    def _failing(self, properties: Iterable[Property], *arguments: Any) -> list[str]:
         failed = []
-        for prop in self.for_event(event) if only is None else only:
+        for prop in properties:
             try:
-                holds = prop.function(*(values.get(p, argument) for p in prop.parameters))
+                holds = prop.function(*arguments)
             except Exception as error:  # a property that cannot be evaluated fails
                 self.errors[prop.name] = f"{type(error).__name__}: {error}"
                 holds = False
@@ -220,14 +281,29 @@ class Checker:
                 failed.append(prop.name)
         return failed
 
-    def state(self, run: Any) -> list[str]:
-        failed = []
-        for prop in self.invariants:
-            try:
-                holds = prop.function(run)
-            except Exception as error:
-                self.errors[prop.name] = f"{type(error).__name__}: {error}"
-                holds = False
-            if not holds:
-                failed.append(prop.name)
-        return failed
+
+def _call_checker(properties: tuple[Property, ...]) -> Callable[..., list[str]]:
+    """One function that evaluates ``properties`` on a call, each with the arguments
+    its parameters name, written out: the explorer runs it on every transition, and
+    a loop over the properties with their parameter names costs more than they do."""
+    lines = [
+        "def check(errors, event, before, argument, answer, after, appended):",
+        "    failed = []",
+    ]
+    namespace: dict[str, Any] = {}
+    for number, prop in enumerate(properties):
+        namespace[f"p{number}"] = prop.function
+        given = {"before", "after", "answer", "event", "argument", "appended"}
+        arguments = ", ".join(p if p in given else "argument" for p in prop.parameters)
+        lines += [
+            "    try:",
+            f"        if not p{number}({arguments}):",
+            f"            failed.append({prop.name!r})",
+            "    except Exception as error:  # a property that cannot be evaluated fails",
+            f"        errors[{prop.name!r}] = f'{{type(error).__name__}}: {{error}}'",
+            f"        failed.append({prop.name!r})",
+        ]
+    lines.append("    return failed")
+    exec(compile("\n".join(lines) + "\n", "<property checks>", "exec"), namespace)
+    check: Callable[..., list[str]] = namespace["check"]
+    return check

@@ -5,11 +5,10 @@ generated pytest file fails on the broken controller."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,8 @@ from verification.campaign import mutant_implementation, run_campaign
 from verification.harness import load_counterexample
 from verification.mutants import MUTANTS
 
-#: The shortest counterexample for each mutant under the default policy (max_steps =
-#: 4), and why; the campaign may use two operations more than that.
+#: The shortest counterexample for each mutant the campaign catches under the default
+#: policy (max_steps = 4), and why; the campaign may use SLACK operations more than that.
 SHORTEST: dict[str, tuple[int, str]] = {
     "stale-plan-check-removed": (1, "propose a plan citing evidence revision 0"),
     "renumbered-unknown-is-progress": (1, "observe Unknown, version 1, of a key never seen"),
@@ -30,8 +29,30 @@ SHORTEST: dict[str, tuple[int, str]] = {
     "stopped-run-revived": (2, "cancel, then observe"),
     "older-overwrites-newer": (2, "observe version 2, then version 1 with another state"),
     "unknown-treated-as-passed": (2, "propose the commit step, execute it"),
+    "step-not-counted": (2, "propose, execute"),
+    "conflict-accepted-silently": (2, "observe, then the same version with other content"),
+    "no-progress-limit-one-late": (3, "no_progress_limit observations that teach nothing"),
+    "invalidated-id-never-reproposed": (3, "propose, a meaningful observation, propose it again"),
+    "stale-check-relaxed": (1, "propose a plan citing evidence revision 2"),
+    "proposal-limit-off-by-one": (9, "max_proposals proposals, then one more"),
+    "duplicates-not-counted": (2, "observe, then the same delivery again"),
+    "stopped-run-forgets-replays": (4, "propose, execute, cancel, execute the id again"),
+    "superseded-id-forgotten": (2, "propose, propose another plan"),
+    "invalidation-keeps-pending": (2, "propose, a meaningful observation"),
+    "malformed-proposal-uses-no-slot": (1, "propose a malformed plan"),
+    "generator-negation-dropped": (2, "propose the commit step, execute it"),
+    "raise-leaves-no-trace": (1, "observe an undeclared key"),
+    # shortest: propose revision 0 while plan_revision is 0. The campaign draws a near
+    # plan's evidence revision from the current one and shrinking keeps the four
+    # observations that set it, so this one is allowed more slack.
+    "equal-revision-accepted": (1, "propose revision 0 at plan_revision 0"),
 }
 SLACK = 2
+EXTRA_SLACK = {"equal-revision-accepted": 4}
+#: Broken controllers other engines catch and the campaign's ci budget does not: a
+#: policy default (the policy check) and a generated priority swap that only shows
+#: at the step limit with a prerequisite missing (the proofs, the explorer).
+NOT_THE_CAMPAIGNS = {"max-proposals-defaults-to-max-steps", "generator-priority-swapped"}
 
 #: Short examples (12 steps) shrink fast; each mutant is found well within 150 examples
 #: (generation stops at the first failure, so the budget costs nothing once found).
@@ -39,25 +60,33 @@ BUDGET = ("--profile", "ci", "--examples", "150", "--steps", "12", "--seed", "3"
 
 
 def test_every_mutant_has_an_expected_length() -> None:
-    assert set(SHORTEST) == set(MUTANTS)
+    assert set(SHORTEST) == set(MUTANTS) - NOT_THE_CAMPAIGNS
 
 
 @pytest.fixture(scope="module")
 def caught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
     """Run ``replan campaign --mutant NAME --json`` once per mutant; the parsed
     summary, the exit code and where the files went."""
-    found: dict[str, dict[str, object]] = {}
-    for name in MUTANTS:
-        out = tmp_path_factory.mktemp(name)
-        stdout = io.StringIO()
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
-            command = ["campaign", "--mutant", name, "--json", "--no-database", "--out", str(out)]
-            code = main([*command, *BUDGET])
-        found[name] = {"code": code, "summary": json.loads(stdout.getvalue()), "out": out}
-    return found
+
+    directories = {name: tmp_path_factory.mktemp(name) for name in SHORTEST}
+
+    def one(name: str) -> dict[str, object]:
+        out = directories[name]
+        command = ["campaign", "--mutant", name, "--json", "--no-database", "--out", str(out)]
+        completed = subprocess.run(
+            [sys.executable, "-m", "replan", *command, *BUDGET],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=out,
+        )
+        return {"code": completed.returncode, "summary": json.loads(completed.stdout), "out": out}
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # a process each, two at a time
+        return dict(zip(SHORTEST, pool.map(one, SHORTEST), strict=True))
 
 
-@pytest.mark.parametrize("name", list(MUTANTS))
+@pytest.mark.parametrize("name", list(SHORTEST))
 def test_the_campaign_catches_the_broken_controller(
     name: str, caught: dict[str, dict[str, object]]
 ) -> None:
@@ -71,10 +100,11 @@ def test_the_campaign_catches_the_broken_controller(
     assert finding["implementation"] == mutant_implementation(name)
     shortest, why = SHORTEST[name]
     length = len(finding["steps"])
-    assert shortest <= length <= shortest + SLACK, f"{name}: {length} operations ({why})"
+    slack = EXTRA_SLACK.get(name, SLACK)
+    assert shortest <= length <= shortest + slack, f"{name}: {length} operations ({why})"
 
 
-@pytest.mark.parametrize("name", list(MUTANTS))
+@pytest.mark.parametrize("name", list(SHORTEST))
 def test_the_saved_counterexample_replays_the_failure(
     name: str, caught: dict[str, dict[str, object]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,7 +125,7 @@ def test_the_generated_pytest_files_fail_on_the_broken_controllers(
     caught: dict[str, dict[str, object]], tmp_path: Path
 ) -> None:
     tests = []
-    for name in MUTANTS:
+    for name in SHORTEST:
         saved = [Path(p) for p in caught[name]["summary"]["finding"]["saved"]]  # type: ignore[index]
         tests.append(next(path for path in saved if path.suffix == ".py"))
     report = tmp_path / "report.xml"

@@ -114,3 +114,27 @@ def test_verify_reproduces_the_committed_evidence(tmp_path: Path) -> None:
     assert (tmp_path / "verify-report.md").read_text().startswith("# replan verify")
     names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     assert names == [check["name"] for check in fresh["checks"]]
+
+
+def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Path) -> None:
+    """The explorer never reaches no_progress = 7 under the default policy: a
+    counterexample to induction from there names that field."""
+    from controller import DEFAULT_POLICY
+    from verification.explore import explore, unreachable_fields
+
+    result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
+    runs = result.runs or [result]
+    reached = {
+        "state": "idle",
+        "evidence_revision": 1,
+        "plan_revision": 0,
+        "steps": 0,
+        "proposals": 0,
+        "no_progress": 0,
+        "pending": None,
+        "evidence": {"parser": "Unknown", "access": "Unknown"},
+    }
+    assert unreachable_fields(runs, reached, DEFAULT_POLICY.keys) is None
+    assert unreachable_fields(runs, {**reached, "no_progress": 7}, DEFAULT_POLICY.keys) == [
+        "no_progress=7"
+    ]

@@ -304,13 +304,13 @@ def run_reference_episode(
         facts.expect(f"total {name}", totals[name], expected)
 
     # The same calls, replayed on a fresh controller of the same class in lockstep
-    # with the reference model (python-statemachine), every invariant checked after
+    # with the reference model (python-statemachine), every property checked after
     # every call.
     report = run_sequence(
         policy, operations_from_trace(trace), controller_class, ReferenceController
     )
     facts.expect(
-        "replayed against the reference model: same answers, no invariant broken",
+        "replayed against the reference model: same answers, no property broken",
         report.failure is None,
         True,
     )

@@ -44,12 +44,11 @@ exploration" and ``evidence/explore-*.json``):
   expand; the parent owns the index and merges the chunks in order, so the states,
   their parents and the counterexamples are exactly the serial search's.
 
-What dominates (cProfile, SPIN's (1, 1) domains): evaluating the ten invariants on the
-~7 distinct edges of each state, with a ``snapshot()`` of every new successor, about
-half; the explorer's own loop (restore, key, hash, memo) a quarter; the generated
-controller's calls a fifth; ``revision_honest`` evaluated again on every transition,
-because ``meaningful()`` reads ``call.argument`` before it checks the operation, the
-rest.
+What dominates (cProfile, the default report's observation domain): the properties,
+about half: each transition evaluates the properties of its event that take the
+argument (most of them: a property starts by asking whether its rule applies to this
+argument), through one generated function per operation group; the explorer's own
+loop (restore, key, hash, memo) a sixth; the generated controller's calls a tenth.
 """
 
 from __future__ import annotations
@@ -74,7 +73,7 @@ from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import Plan, StopReason
 from controller.run import Run, RunState, state_of_snapshot
 from spec.model import parse_guard
-from spec.vocabulary import REGISTRY, Property
+from spec.vocabulary import REGISTRY
 from verification.domains import (
     GROUPS,
     Domains,
@@ -466,14 +465,19 @@ def _normal(state: RunState) -> RunState:
 # ---- the search engine --------------------------------------------------------------------
 
 
-def _split_properties() -> tuple[list[list[Property]], list[list[Property]]]:
-    static: list[list[Property]] = []
-    dynamic: list[list[Property]] = []
+def _split_properties() -> tuple[list[Any], list[Any], list[int]]:
+    """Per operation group: the compiled check of the properties whose verdict
+    cannot depend on the argument, that of the others, and how many those are."""
+    static: list[Any] = []
+    dynamic: list[Any] = []
+    counts: list[int] = []
     for event in GROUPS:
         chosen = CHECKER.for_event(event)
-        static.append([p for p in chosen if not p.reads_argument])
-        dynamic.append([p for p in chosen if p.reads_argument])
-    return static, dynamic
+        static.append(CHECKER.compiled_for(tuple(p for p in chosen if not p.reads_argument)))
+        reading = tuple(p for p in chosen if p.reads_argument)
+        dynamic.append(CHECKER.compiled_for(reading))
+        counts.append(len(reading))
+    return static, dynamic, counts
 
 
 def _container_slots(controller: Run) -> tuple[str, ...]:
@@ -771,7 +775,7 @@ class _Engine:
         check = self.check_invariants
         memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
         checker = CHECKER
-        static_properties, dynamic_properties = self.split
+        static_properties, dynamic_properties, dynamic_count = self.split
         successors: set[int] = set()
         stopped_successor = key[0] in _STOP_VALUES
         position = -1
@@ -873,24 +877,18 @@ class _Engine:
                     if concrete[0] in _STOP_VALUES:
                         stopped_successor = True
                     verdict = (
-                        tuple(
-                            checker.call(
-                                op, proto, argument, result, live, (), only=static_properties[group]
-                            )
-                        )
+                        tuple(static_properties[group](op, proto, argument, result, live, ()))
                         if check
                         else ()
                     )
                     memo[edge] = verdict
-                last_clean = not verdict and not dynamic and not new_state
+                last_clean = not verdict and not dynamic_count[group] and not new_state
                 if not check or (last_clean and not verdict):
                     continue
                 failures = list(verdict)
-                if dynamic:
-                    self.evaluations += len(dynamic)
-                    failures += checker.call(
-                        op, proto, argument, result, live, appended, only=dynamic
-                    )
+                if dynamic_count[group]:
+                    self.evaluations += dynamic_count[group]
+                    failures += dynamic(op, proto, argument, result, live, appended)
                 if new_state:
                     failures += checker.state(live)
                 if failures:
@@ -1385,7 +1383,15 @@ def _explore_one(
         stop_at_first=stop_at_first,
     )
     label = domains.name
-    if workers > 1 and not keep_graph:
+    # the initial state is checked like any other (and against the rules of a fresh run)
+    initial_broken = (
+        CHECKER.initial(engine.live, policy) + CHECKER.state(engine.live)
+        if check_invariants
+        else []
+    )
+    if initial_broken and stop_at_first:
+        depth, stopped_by = 0, "violation"
+    elif workers > 1 and not keep_graph:
         depth, stopped_by = _search_parallel(
             engine, workers, max_states, max_depth, stop_at_first, progress, progress_every, label
         )
@@ -1405,8 +1411,23 @@ def _explore_one(
         traps = len(trapped)
         if trapped:
             trap_example = engine.operations_to(trapped[0])
-    findings: list[Finding] = []
-    if stopped_by == "violation":
+    findings: list[Finding] = [
+        Finding(
+            broken,
+            policy,
+            [],
+            [],
+            message=f"the initial state breaks {broken}",
+            source="explorer",
+            extra={"implementation": name, "depth": 0},
+        )
+        for broken in initial_broken
+    ]
+    for broken in initial_broken:
+        engine.violation_summary[broken] = {"transitions": 0, "shortest": 0, "first": 0}
+    if initial_broken and stop_at_first:
+        pass
+    elif stopped_by == "violation":
         first = engine.violations[0]
         findings.append(_finding(engine, first, first.invariants[0], name))
     else:
@@ -1579,6 +1600,54 @@ def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) 
         source="explorer",
         extra={"implementation": name, "depth": len(operations)},
     )
+
+
+# ---- is a proof's counterexample state reachable? -----------------------------------
+
+#: The fields of a described abstract state (``verification.prove.describe_state``)
+#: that a reachable state is compared on (ids are z3's own numbers: not compared).
+_DESCRIBED = ("state", "evidence_revision", "plan_revision", "steps", "proposals", "no_progress")
+
+
+def _described(state: RunState) -> dict[str, Any]:
+    pending = state[6]
+    return {
+        "state": str(state[0]),
+        **dict(zip(_DESCRIBED[1:], state[1:6], strict=True)),
+        "pending": None if pending is None else str(pending[3]),
+        "evidence": {key: str(value) for key, _, value in state[7]},
+    }
+
+
+def unreachable_fields(
+    results: Sequence[ExploreResult], description: Mapping[str, Any], keys: Sequence[str]
+) -> list[str] | None:
+    """Whether no state the explorer reached looks like ``description`` (a proof's
+    counterexample state): None when one does (or the search was incomplete, or kept
+    no graph), else the fields that show it, each ``field=value`` that no reachable
+    state has (all of them when only the combination is new)."""
+    wanted = {name: description.get(name) for name in _DESCRIBED}
+    pending = description.get("pending")
+    wanted["pending"] = None if pending is None else pending.get("step")
+    evidence = description.get("evidence", {})
+    wanted["evidence"] = {k: evidence.get(k, "Unknown") for k in keys}
+    seen: dict[str, set[str]] = {name: set() for name in wanted}
+    for result in results:
+        if result.graph is None or not result.complete:
+            return None
+        for index in range(result.graph.states):
+            found = _described(result.graph.state(index))
+            found["evidence"] = {k: found["evidence"].get(k, "Unknown") for k in keys}
+            if found == wanted:
+                return None
+            for name, value in found.items():
+                seen[name].add(json.dumps(value, sort_keys=True))
+    fields = [
+        f"{name}={json.dumps(value)}"
+        for name, value in wanted.items()
+        if json.dumps(value, sort_keys=True) not in seen[name]
+    ]
+    return fields or [f"{name}={json.dumps(value)}" for name, value in wanted.items()]
 
 
 # ---- the explorer's side of campaign coverage and shortest equivalent traces ------------

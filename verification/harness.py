@@ -298,7 +298,7 @@ def load_counterexample(path: str | Path) -> tuple[Policy, str, list[Operation],
     return policy, str(document.get("property", "")), operations, recorded
 
 
-# ---- running a sequence: lockstep and invariants --------------------------------------
+# ---- running a sequence: lockstep and properties --------------------------------------
 
 
 @dataclass
@@ -318,11 +318,15 @@ def run_sequence(
     reference: Factory | None = None,
 ) -> RunReport:
     """Run ``operations`` on a fresh ``implementation`` (and, in lockstep, a fresh
-    ``reference``), checking every invariant after every operation. Stops at the
+    ``reference``), checking every property after every operation. Stops at the
     first failure."""
     subject = implementation(policy)
     twin = reference(policy) if reference is not None else None
     results: list[Any] = []
+    fresh = run_view(subject)
+    broken = CHECKER.initial(fresh, policy) + CHECKER.state(fresh)
+    if broken:
+        return RunReport(results, broken[0], None, f"a fresh run breaks {', '.join(broken)}")
     for index, operation in enumerate(operations):
         call = observe_call(policy, subject, operation)
         results.append(call.result)
@@ -380,7 +384,7 @@ def pytest_source(
     return f'''"""Regression test written by replan for a counterexample to {property_name!r}.
 
 Replays the recorded operations on the generated controller and the reference model,
-checking every invariant after every operation; it fails while the bug is present.
+checking every property after every operation; it fails while the bug is present.
 """
 
 import json

@@ -38,6 +38,7 @@ from spec.model import MachineModel
 from spec.vocabulary import REGISTRY, Property
 from verification.symbolic import (
     EVIDENCE,
+    POLICY,
     Const,
     FormulaOnRuns,
     Opt,
@@ -748,24 +749,34 @@ def _check(
 
 
 def prove_invariants(
-    policy: Policy, model: MachineModel | None = None, model_class: type = Run
+    policy: Policy,
+    model: MachineModel | None = None,
+    model_class: type = Run,
+    *,
+    events: Sequence[str] | None = None,
+    initial: bool = True,
 ) -> list[PropertyResult]:
     """Every property of ``spec/properties.py`` over every event's step, the limits
     symbolic: the state invariants (auxiliary and the contract's) inductive, each call
     property for every step from a state satisfying them, and the bodies'
-    well-definedness on such states."""
+    well-definedness on such states. ``events`` (default: all) and ``initial``
+    restrict the obligations to those steps (``replan mutate`` proves only what a
+    mutant changed: the rest is the same question as for the original)."""
     model = model or _declaration()
     u = Universe(policy, model, symbolic_limits=True)
     translator = Translator(u, model_class)
     init = initial_state(u, model_class)
-    steps = [encode_event(u, event, model_class) for event in model.events]
+    chosen = model.events if events is None else [e for e in model.events if e in events]
+    steps = [encode_event(u, event, model_class) for event in chosen]
     reachable = Reachable(translator)
     premises = {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps}
     results = []
     for prop in reachable.invariants:
-        queries: list[Query] = [
-            ("Init ⇒ Inv", u.assumptions, state_term(translator, prop, init), None, init)
-        ]
+        queries: list[Query] = (
+            [("Init ⇒ Inv", u.assumptions, state_term(translator, prop, init), None, init)]
+            if initial
+            else []
+        )
         queries += [
             (
                 f"Inv ∧ {step.event} ⇒ Inv'",
@@ -777,7 +788,17 @@ def prove_invariants(
             for step in steps
         ]
         statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
-        results.append(_check(prop.name, prop.kind, statement, queries, u))
+        if queries:
+            results.append(_check(prop.name, prop.kind, statement, queries, u))
+    for prop in properties("initial") if initial else []:
+        frame = _property_frame(translator, init, f"initial {prop.name!r}")
+        _, value = translator.run_function(
+            prop.function, [StateRef(init), POLICY], frame, state=init, where=prop.name
+        )
+        term = translator.boolean(frame, value)
+        queries = [("Init ⇒ " + prop.name, u.assumptions, term, None, init)]
+        statement = f"{prop.meaning} (Init)"
+        results.append(_check(prop.name, "initial", statement, queries, u))
     for prop in properties("call"):
         relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
         if not relevant:
@@ -819,13 +840,22 @@ def prove_invariants(
 
 
 def prove_all(
-    policy: Policy, model: MachineModel | None = None, model_class: type = Run
+    policy: Policy,
+    model: MachineModel | None = None,
+    model_class: type = Run,
+    controller: type[Run] | None = None,
 ) -> ProofReport:
-    """Everything ``replan prove`` proves: the commit equivalence, the invariants."""
+    """Everything ``replan prove`` proves: the commit equivalence, every property, and
+    the generated ``controller`` (default: what the generator makes of ``model`` and
+    ``model_class``, the committed file for the project) equal to the declaration."""
     started = time.perf_counter()
     model = model or _declaration()
     report = ProofReport(policy, model.digest)
     report.results.append(prove_equivalence(policy, model, model_class))
     report.results.extend(prove_invariants(policy, model, model_class))
+    from verification.translation import validate
+
+    generated = controller if controller is not None else _controller_class(model, model_class)
+    report.results.extend(validate(policy, generated, model, model_class))
     report.seconds = time.perf_counter() - started
     return report

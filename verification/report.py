@@ -46,6 +46,8 @@ class CheckResult:
     replay: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     failure_text: str = ""
+    #: the properties (``spec/properties.py`` names) this check found broken
+    properties: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -60,6 +62,7 @@ class CheckResult:
             "counterexamples": self.counterexamples,
             "replay": self.replay,
             "warnings": self.warnings,
+            "properties": self.properties,
             "failure": self.failure_text,
             "details": self.details,
         }
@@ -87,6 +90,7 @@ class VerifyReport:
             "policy": policy_to_dict(self.policy),
             "checks": [check.to_json() for check in self.checks],
             "failed": [check.name for check in self.checks if not check.ok],
+            "broken_properties": self.broken_properties,
             "against": self.against_lines,
             "run": {
                 "seconds": round(self.seconds, 1),
@@ -94,6 +98,25 @@ class VerifyReport:
                 "versions": _versions(),
             },
         }
+
+    @property
+    def broken_properties(self) -> dict[str, list[str]]:
+        """Each broken property and the checks that found it, in the order found."""
+        found: dict[str, list[str]] = {}
+        for check in self.checks:
+            for name in check.properties:
+                found.setdefault(name, []).append(check.name)
+        return found
+
+    def verdict(self) -> str:
+        if self.ok:
+            return "all checks hold"
+        failed = []
+        for check in self.checks:
+            if not check.ok:
+                named = f" ({', '.join(check.properties[:4])})" if check.properties else ""
+                failed.append(check.name + named)
+        return "FAILED: " + ", ".join(failed)
 
     def summary_lines(self) -> list[str]:
         lines = []
@@ -105,13 +128,8 @@ class VerifyReport:
             for command in check.replay:
                 lines.append(f"       replay: {command}")
         lines += [f"     change: {line}" for line in self.against_lines]
-        verdict = (
-            "all checks hold"
-            if self.ok
-            else ("FAILED: " + ", ".join(c.name for c in self.checks if not c.ok))
-        )
         lines.append(
-            f"replan verify: {verdict} ({self.seconds:.0f} s); report in "
+            f"replan verify: {self.verdict()} ({self.seconds:.0f} s); report in "
             f"{Path(self.evidence) / 'verify-report.md'}"
         )
         return lines
@@ -145,11 +163,10 @@ _TIMING = re.compile(r"[\d.,]+ ?(?:s|ms|µs|ops/s|operations/s|states/s|transiti
 
 def write_markdown(report: VerifyReport, path: Path) -> Path:
     policy = report.policy
-    failed = ", ".join(c.name for c in report.checks if not c.ok)
     lines = [
         "# replan verify",
         "",
-        f"**{'All checks hold.' if report.ok else 'FAILED: ' + failed}**"
+        f"**{'All checks hold.' if report.ok else report.verdict() + '.'}**"
         f" Profile `{report.profile}`; policy: keys {', '.join(policy.keys) or 'none'}; "
         f"limits max_steps={policy.max_steps}, max_proposals={policy.max_proposals}, "
         f"no_progress_limit={policy.no_progress_limit}.",
@@ -159,10 +176,19 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
     ]
     for check in report.checks:
         status = {"passed": "✅ passed", "failed": "❌ failed", "error": "⚠️ error"}[check.status]
+        if check.warnings:
+            status += f", {len(check.warnings)} finding{'s' if len(check.warnings) > 1 else ''}"
         lines.append(
             f"| {check.name} | {status} | {check.summary.replace('|', '/')} | "
             f"{check.seconds:.1f} s |"
         )
+    broken = report.broken_properties
+    if broken:
+        lines += ["", "## Broken properties", "", "| property | found by |", "|---|---|"]
+        lines += [f"| `{name}` | {', '.join(checks)} |" for name, checks in broken.items()]
+    warnings = [(c.name, w) for c in report.checks for w in c.warnings]
+    if warnings:
+        lines += ["", "## Findings", ""] + [f"- {name}: {w}" for name, w in warnings]
     failures = [c for c in report.checks if not c.ok]
     if failures:
         lines += ["", "## Counterexamples", ""]
@@ -195,9 +221,6 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
     campaign = next((c for c in report.checks if c.name == "campaign"), None)
     if campaign is not None and campaign.details.get("coverage"):
         lines += ["", "## Coverage", "", "```", campaign.summary, "```"]
-    warnings = [(c.name, w) for c in report.checks for w in c.warnings]
-    if warnings:
-        lines += ["", "## Warnings", ""] + [f"- {name}: {w}" for name, w in warnings]
     if report.mermaid:
         lines += ["", "## The machine", "", "```mermaid", report.mermaid.rstrip(), "```"]
     lines += ["", f"Written by `replan verify` in {report.seconds:.0f} s.", ""]

@@ -461,6 +461,8 @@ class _FieldAlias:
 
 SELF = _Self()
 POLICY = _PolicyRef()
+#: The local holding the name of the error an ``except`` caught (for a bare raise).
+_RAISING = " raising"
 
 State = dict[str, Any]
 
@@ -575,9 +577,21 @@ class Translator:
         """``a if condition else b`` for any symbolic value."""
         if a is b:
             return a
+        if isinstance(a, TraceLog) and isinstance(b, TraceLog):
+            last = a.last if b.last is None else b.last if a.last is None else None
+            if a.last is not None and b.last is not None:
+                last = self.merge(condition, a.last, b.last)
+            return TraceLog(self.merge(condition, a.count, b.count), last)
         if isinstance(a, Const) and isinstance(b, Const):
             if a.value == b.value and type(a.value) is type(b.value):
                 return a
+            if {type(a.value), type(b.value)} <= {int, type(None)}:
+                # an optional index (the fired transition): None reads as -1
+                return z3.If(
+                    condition,
+                    z3.IntVal(-1 if a.value is None else a.value),
+                    z3.IntVal(-1 if b.value is None else b.value),
+                )
             if isinstance(a.value, bool) and isinstance(b.value, bool):
                 return z3.If(condition, z3.BoolVal(a.value), z3.BoolVal(b.value))
             if isinstance(a.value, int) and isinstance(b.value, int):
@@ -588,6 +602,11 @@ class Translator:
                 a = self._coerce_const(a, b)
             if isinstance(b, Const):
                 b = self._coerce_const(b, a)
+            answer = self.u.answer.sort
+            if a.sort() == answer and z3.is_bool(b):  # a boolean answer beside a raise
+                b = z3.If(b, self.u.answer.members["True"], self.u.answer.members["False"])
+            elif b.sort() == answer and z3.is_bool(a):
+                a = z3.If(a, self.u.answer.members["True"], self.u.answer.members["False"])
             if a.eq(b):
                 return a
             return z3.If(condition, a, b)
@@ -622,6 +641,8 @@ class Translator:
     def _coerce_const(self, value: Const, other: z3.ExprRef) -> z3.ExprRef:
         item = value.value
         sort = other.sort()
+        if item is None and sort == z3.IntSort():
+            return z3.IntVal(-1)  # an optional index (the fired transition)
         if sort == self.u.answer.sort:
             return self.u.answer_of(item)
         if isinstance(item, bool):
@@ -649,17 +670,27 @@ class Translator:
     # -- comparisons ---------------------------------------------------------------------
 
     def equal(self, frame: _Frame, a: Any, b: Any) -> z3.BoolRef:
-        if (
-            isinstance(b, z3.ExprRef)
-            and b.sort() == self.u.answer.sort
-            and not (isinstance(a, z3.ExprRef))
-        ):
+        if a is POLICY or b is POLICY:
+            return z3.BoolVal(a is b)
+        if isinstance(b, FMap | FSet | IdSet | ContentMap) and isinstance(a, Const):
+            a, b = b, a
+        if isinstance(a, FMap | FSet | IdSet | ContentMap) and isinstance(b, Const):
+            if isinstance(b.value, dict | set | frozenset) and not b.value:
+                return _empty(self.u, a)
+            raise self.fail(frame, frame.where, "a container compared with a non-empty constant")
+        answer = self.u.answer.sort
+        a_answer = isinstance(a, z3.ExprRef) and a.sort() == answer
+        if isinstance(b, z3.ExprRef) and b.sort() == answer and not a_answer:
             a, b = b, a
         if isinstance(a, z3.ExprRef) and a.sort() == self.u.answer.sort:
             if isinstance(b, Const):
                 return a == self.u.answer_of(b.value)
             if isinstance(b, _Raised):
                 return a == self.u.answer.members[b.member]
+            if isinstance(b, z3.BoolRef):  # a boolean answer
+                return a == self.answer_term(frame, b)
+        if isinstance(a, Opt) and isinstance(b, Opt):
+            return all_of(a.some == b.some, z3.Implies(a.some, self.equal(frame, a.value, b.value)))
         if isinstance(a, Record) and isinstance(b, Record):
             if a.kind != b.kind:
                 return z3.BoolVal(False)
@@ -845,6 +876,14 @@ class Translator:
         if isinstance(base, Record):
             if name not in base.fields:
                 raise self.fail(frame, node, f"{base.kind} has no field {name!r}")
+            path = self.path_of(node.value, frame)
+            if path is not None:
+                # a field of the event's argument exists only if it is that record:
+                # Python raises AttributeError otherwise, so the body must know
+                text = ast.unparse(path)
+                self.require(
+                    frame, self._atom(f"type({text}) is {base.kind}"), f"`{text}` is a {base.kind}"
+                )
             return base.fields[name]
         if isinstance(base, Choice):
             return Choice(tuple((c, Const(getattr(v.value, name))) for c, v in base.options))
@@ -1015,6 +1054,10 @@ class Translator:
             return self._quantifier(frame, node, target is any)
         if target in (set, dict) and not node.args:
             return Const(target())
+        if target is type and len(node.args) == 1:
+            caught = self.eval(node.args[0], frame) if isinstance(node.args[0], ast.Name) else None
+            if isinstance(caught, _Raised):  # ``type(error)`` in an except: its class
+                return self.u.answer.members[caught.member]
         if target is isinstance or target is type:
             return self._type_test(frame, node, target)
         if target is len and len(node.args) == 1:
@@ -1214,9 +1257,22 @@ class Translator:
                 return [_Path(frame, ("return", value))]
             if isinstance(statement, ast.Raise):
                 exception = statement.exc
+                if exception is None:  # re-raise what the enclosing ``except`` caught
+                    caught = frame.env.get(_RAISING)
+                    if not isinstance(caught, str):
+                        raise self.fail(frame, statement, "a bare raise outside an except")
+                    return [_Path(frame, ("raise", caught))]
                 target = exception.func if isinstance(exception, ast.Call) else exception
                 name = target.id if isinstance(target, ast.Name) else "other"
                 return [_Path(frame, ("raise", name))]
+            if isinstance(statement, ast.Try):
+                paths = []
+                for path in self.exec_try(statement, frame):
+                    if path.outcome is None:
+                        paths.extend(self.exec_block(statements, index + 1, path.frame))
+                    else:
+                        paths.append(path)
+                return paths
             if isinstance(statement, ast.If):
                 test = _decided(self.eval(statement.test, frame))
                 if isinstance(test, Const):
@@ -1246,6 +1302,33 @@ class Translator:
             index += 1
         return [_Path(frame, None)]
 
+    def exec_try(self, statement: ast.Try, frame: _Frame) -> list[_Path]:
+        """``try: ... except Exception as error: ...`` (what the generated dispatch
+        wraps every call in): a path that raises continues in the handler, ``error``
+        naming the class it raised."""
+        handlers = statement.handlers
+        if statement.orelse or statement.finalbody or len(handlers) != 1:
+            raise self.fail(frame, statement, "only try / one except is understood")
+        handler = handlers[0]
+        caught = handler.type
+        if not (isinstance(caught, ast.Name) and caught.id == "Exception"):
+            raise self.fail(frame, statement, "only `except Exception` is understood")
+        paths = []
+        for path in self.exec_block(list(statement.body), 0, frame):
+            if path.outcome is None or path.outcome[0] != "raise":
+                paths.append(path)
+                continue
+            name = path.outcome[1]
+            inner = path.frame
+            inner.env = {**inner.env, _RAISING: name}
+            if handler.name is not None:
+                member = f"raised {name if name in _ERRORS else 'other'}"
+                inner.env[handler.name] = _Raised(member)
+            for after in self.exec_block(list(handler.body), 0, inner):
+                after.frame.env.pop(_RAISING, None)
+                paths.append(after)
+        return paths
+
     def exec_simple(self, statement: ast.stmt, frame: _Frame) -> None:
         if isinstance(statement, ast.Pass):
             return
@@ -1262,12 +1345,18 @@ class Translator:
             if (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Attribute)
-                and value.func.attr in ("add", "discard")
-                and _self_field(value.func.value) is not None
+                and value.func.attr in ("add", "discard", "append")
+                and self.field_of(value.func.value, frame) is not None
                 and len(value.args) == 1
             ):
-                name = _self_field(value.func.value)
+                name = self.field_of(value.func.value, frame)
                 assert name is not None
+                if name == "_trace":
+                    if name in frame.state:  # the generated dispatch's trace record
+                        log = frame.state[name]
+                        item = self.eval(value.args[0], frame)
+                        frame.state[name] = TraceLog(log.count + 1, item)
+                    return
                 item = self.eval(value.args[0], frame)
                 frame.state[name] = self.set_update(
                     frame, statement, frame.state[name], item, value.func.attr == "add"
@@ -1277,6 +1366,8 @@ class Translator:
                 self.eval(value, frame)
                 return
             raise self.fail(frame, statement, "statement not understood")
+        if isinstance(statement, ast.AnnAssign) and statement.value is None:
+            return  # a declaration (``result: bool``)
         if isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
             if len(targets) != 1 or statement.value is None:
@@ -1300,8 +1391,8 @@ class Translator:
                 isinstance(e, ast.Name) for e in target.elts
             ):
                 self.unpack(frame, statement, target, value, statement.value)
-            elif isinstance(target, ast.Subscript) and _self_field(target.value) is not None:
-                field_name = _self_field(target.value)
+            elif isinstance(target, ast.Subscript) and self.field_of(target.value, frame):
+                field_name = self.field_of(target.value, frame)
                 assert field_name is not None
                 index = self.eval(target.slice, frame)
                 frame.state[field_name] = self.store(
@@ -1311,6 +1402,18 @@ class Translator:
                 raise self.fail(frame, statement, "assignment target not understood")
             return
         raise self.fail(frame, statement, f"{type(statement).__name__} is not understood")
+
+    def field_of(self, node: ast.AST, frame: _Frame) -> str | None:
+        """The field of ``self`` that ``node`` names: ``self.<field>``, or a local
+        alias of one (``contents`` after ``contents = self._contents``)."""
+        name = _self_field(node)
+        if name is not None:
+            return name
+        if isinstance(node, ast.Name):
+            bound = frame.env.get(node.id)
+            if isinstance(bound, _FieldAlias):
+                return bound.name
+        return None
 
     def bind(self, frame: _Frame, name: str, value: Any, node: ast.expr | None) -> None:
         """A local: an alias when it names a container field of ``self`` (writes
@@ -1420,9 +1523,11 @@ class Translator:
         state: State,
         where: str = "",
         nodes: list[ast.expr | None] | None = None,
+        as_answer: bool = False,
     ) -> tuple[State, Any]:
         """Run a plain function's body (a property, a helper of one, a member of the
-        run) with ``arguments``, names resolving in its own module."""
+        run, a generated method) with ``arguments``, names resolving in its own
+        module."""
         return self.run_definition(
             _function_definition(function),
             arguments,
@@ -1431,6 +1536,7 @@ class Translator:
             where=where or f"function {function.__name__!r}",
             scope=getattr(function, "__globals__", None),
             nodes=nodes,
+            as_answer=as_answer,
         )
 
     def run_definition(
@@ -1611,6 +1717,18 @@ def _class_text(kind: object) -> str:
     return str(name)
 
 
+def _empty(u: Universe, container: Any) -> z3.BoolRef:
+    """The container holds nothing."""
+    if isinstance(container, FMap):
+        return all_of(*(z3.Not(e.some) for e in container.entries.values()))
+    if isinstance(container, FSet):
+        return all_of(*(z3.Not(m) for m in container.members.values()))
+    if isinstance(container, IdSet):
+        return container.array == z3.K(z3.IntSort(), z3.BoolVal(False))
+    assert isinstance(container, ContentMap)
+    return container.array == empty_field(u, "contents").array
+
+
 def _subset(small: z3.ArrayRef, large: z3.ArrayRef) -> z3.BoolRef:
     """Every member of ``small`` is in ``large`` (sets as arrays to bool), without a
     quantifier: ``large | small == large``."""
@@ -1784,16 +1902,55 @@ def initial_state(u: Universe, model_class: type = Run) -> State:
         for s in definition.body
         if not (isinstance(s, ast.Assign | ast.AnnAssign) and _self_field(_target(s)) == "policy")
     ]
+    unmodelled = {
+        _self_field(_target(s))
+        for s in definition.body
+        if isinstance(s, ast.Assign | ast.AnnAssign)
+    } & UNMODELLED_FIELDS
+    _check_policy_kept(translator, definition, model_class)
     paths = translator.exec_block(body, 0, frame)
-    if len(paths) != 1 or set(paths[0].frame.state) != set(FIELD_KINDS):
+    if (
+        len(paths) != 1
+        or set(paths[0].frame.state) != set(FIELD_KINDS)
+        or unmodelled != UNMODELLED_FIELDS
+    ):
         raise TranslationError(
-            f"{model_class.__name__}.__init__ must set every modelled field once, unconditionally"
+            f"{model_class.__name__}.__init__ must set every field once, unconditionally "
+            f"(modelled: {', '.join(FIELD_KINDS)}; and {', '.join(sorted(UNMODELLED_FIELDS))})"
         )
     state = paths[0].frame.state
     initial = next(s for s in u.model.states if s.initial)
     if not z3.is_true(z3.simplify(state["_declared_state"] == u.mode_of(initial.id))):
         raise TranslationError("Run.__init__ does not start in the declaration's initial state")
     return state
+
+
+class _Given:
+    """Stands for the policy a caller passes to ``__init__``."""
+
+
+def _check_policy_kept(translator: Translator, definition: ast.FunctionDef, cls: type) -> None:
+    """``__init__`` keeps the policy it is given, and takes the default for None: the
+    z3 universe *is* that policy, so a body that swapped it would be invisible."""
+    assignments = [
+        s
+        for s in definition.body
+        if isinstance(s, ast.Assign | ast.AnnAssign) and _self_field(_target(s)) == "policy"
+    ]
+    parameters = [a.arg for a in definition.args.args]
+    if len(assignments) != 1 or "policy" not in parameters or assignments[0].value is None:
+        raise TranslationError(f"{cls.__name__}.__init__ must set self.policy once from `policy`")
+    from controller.policy import DEFAULT_POLICY
+
+    given = _Given()
+    for passed, expected in ((given, given), (None, DEFAULT_POLICY)):
+        frame = _Frame({}, {"policy": Const(passed)}, (), f"{cls.__name__}.__init__", frozenset())
+        value = translator.eval(assignments[0].value, frame)
+        if not (isinstance(value, Const) and value.value is expected):
+            raise TranslationError(
+                f"{cls.__name__}.__init__ does not keep the policy it is given "
+                f"(with {'a policy' if passed is given else 'None'}: `{_where(assignments[0])}`)"
+            )
 
 
 def _target(statement: ast.Assign | ast.AnnAssign) -> ast.expr:

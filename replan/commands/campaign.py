@@ -1,6 +1,6 @@
 """Hypothesis model-based campaign: drive a controller and the reference model in
 lockstep through observe / propose / execute / cancel / replay interleavings, check
-every named invariant after every operation, and measure coverage of the declared
+every property of spec/properties.py after every operation, and measure coverage of the declared
 transitions, ExecuteResults and StopReasons.
 
   replan campaign --profile ci              the CI budget (the smallest profile)
@@ -41,6 +41,7 @@ from replan.common import (
     positive_int,
     print_json,
 )
+from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
 from verification.campaign import (
     DEFAULT_DATABASE,
@@ -150,9 +151,13 @@ def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
+    reference = ReferenceController
     try:
         if args.mutant is not None:
             implementation = mutant_implementation(args.mutant)
+            # the mutant's own reference: its broken bodies under python-statemachine,
+            # or none when it changes the declaration (the properties judge alone)
+            reference = MUTANTS[args.mutant].reference
         else:
             implementation = args.implementation or DEFAULT_IMPLEMENTATION
         resolve_implementation(implementation)
@@ -166,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
         examples=args.examples,
         steps=args.steps,
         implementation=implementation,
+        reference=reference,
         out_dir=Path(args.out),
         database=None if args.no_database else DEFAULT_DATABASE,
         progress=show,
@@ -217,7 +223,7 @@ def print_failure(result: CampaignResult) -> None:
 
 
 def write_junit(path: Path, result: CampaignResult) -> None:
-    """One test case per invariant, one for the lockstep comparison with the
+    """One test case per property, one for the lockstep comparison with the
     reference model and one for coverage; the failing property carries the
     counterexample."""
     finding = result.finding

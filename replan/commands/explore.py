@@ -20,12 +20,12 @@ listed apart; one that no explored state reaches is a warning), and whether a st
 state is reachable from every reachable state (traps).
 
 On a violation the shortest counterexample (breadth-first: no shorter run in these
-domains breaks an invariant) is printed and saved as --out DIR/explore-<invariant>.json
+domains breaks a property) is printed and saved as --out DIR/explore-<property>.json
 in the shared counterexample format: `replan replay FILE` re-runs it.
 
-Exit codes: 0 every invariant held on every transition explored; a search stopped by
+Exit codes: 0 every property held on every transition explored; a search stopped by
 --max-states or --max-depth also exits 0 but says INCOMPLETE (JSON "complete": false),
-and then makes no reachability claims; 1 an invariant failed; 2 bad input.
+and then makes no reachability claims; 1 a property failed; 2 bad input.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-going",
         action="store_true",
-        help="do not stop at the first violation: the shortest counterexample per invariant",
+        help="do not stop at the first violation: the shortest counterexample per property",
     )
     parser.add_argument(
         "--workers",

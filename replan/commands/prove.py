@@ -1,6 +1,7 @@
 """Prove with z3 that the controller commits exactly when the fixed workflow says
 ReadyToCommit, for every Unknown/Passed/Failed assignment of the evidence, and that
-the contract's safety invariants hold in every reachable state for any limits.
+every property of the contract (spec/properties.py) holds for every step from a
+reachable state for any limits, and the generated code equals the declaration.
 
 The proofs are derived from the declaration (spec/declaration.py), the guard and
 action bodies of controller/run.py and the policy: the same sources the generated
@@ -65,6 +66,16 @@ def counterexample_document(report: Any) -> dict[str, Any]:
     }
 
 
+def translation_source(error: Exception) -> str:
+    """The file whose Python the z3 translator could not read."""
+    text = str(error)
+    if text.startswith(("property ", "invariant ", "function ", "member ", "method ")):
+        return "spec/properties.py"
+    if text.startswith("generated "):
+        return "controller/_generated.py"
+    return "controller/run.py"
+
+
 def run(args: argparse.Namespace) -> int:
     from verification.prove import prove_all
     from verification.symbolic import TranslationError
@@ -73,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = prove_all(policy)
     except TranslationError as error:
-        raise CliError(f"controller/run.py: {error}") from None
+        raise CliError(f"{translation_source(error)}: {error}") from None
     out = Path(args.out)
     document = report.to_json()
     try:

@@ -1,6 +1,6 @@
 """Re-run a saved counterexample against an implementation and the reference model,
-checking every invariant after every operation, and show where they diverge or
-which invariant breaks.
+checking every property after every operation, and show where they diverge or
+which property breaks.
 
   replan replay evidence/counterexamples/campaign_controller_step_bound.json
   replan replay FILE --implementation controller:Controller
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"STILL FAILS at operation {(report.failed_at or 0) + 1}: {kind}: {report.detail}")
         return 1
     print(
-        f"passes now: every invariant held after each of the {len(operations)} operation(s) "
+        f"passes now: every property held after each of the {len(operations)} operation(s) "
         "and the implementation agreed with the reference model"
     )
     return 0

@@ -3,11 +3,16 @@
 "I changed the policy (or the declaration): is the controller still safe, and what
 exactly changed?" One command runs every check, in order, and stops at nothing:
 
-  1. policy         the file validates (else exit 2)
+  1. policy         the file validates (else exit 2), and the loader keeps the
+                    contract's defaults (policy-defaults)
   2. drift          controller/_generated.py matches the declaration
-  3. proofs         z3: commit equivalence with the fixed workflow, inductive invariants
-  4. explorer       every reachable state within the stated bounds, every invariant
-  5. campaign       Hypothesis lockstep campaign, coverage against the explorer
+  3. proofs         z3: every property of spec/properties.py (the contract, rule by
+                    rule, inductive with the limits symbolic), commit equivalence with
+                    the fixed workflow, the generated code equal to the declaration
+  4. explorer       every reachable state within the stated bounds, every property
+                    on every transition (stops at the first violation)
+  5. campaign       Hypothesis lockstep campaign checking every property after every
+                    operation, coverage against the explorer
   6. diagram        the machine drawn from the declaration (SVG + Mermaid)
   7. workflow       the running controller commits exactly when decide() says so
   8. episode        (default policy) the reference episode through the agent SDK
@@ -20,6 +25,9 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
                                                   only one version has, the diagram diff)
   replan verify --against HEAD~1                  against an earlier declaration
   replan verify --profile thorough --junit out/junit.xml --json
+  replan verify --mutant step-not-counted         every engine on a deliberately
+                                                  broken controller: exit 1, naming
+                                                  the rule it breaks
 
 Profiles set the campaign's budget: ci (the default here: 200 examples x 60 steps),
 default (600 x 80), thorough (3000 x 100). The campaign seed is
@@ -77,6 +85,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=int, default=0, help="the campaign's seed (default: 0, reproducible)"
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
+    parser.add_argument(
+        "--mutate",
+        action="store_true",
+        help="also run `replan mutate` and put the mutation score in the report (about 90 s "
+        "more on the default declaration: not part of the ci budget)",
+    )
+    parser.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="verify a deliberately broken controller of verification/mutants.py instead "
+        "of the project (its evidence goes to out/verify/mutant-NAME/)",
+    )
     add_json_option(parser)
 
 
@@ -87,7 +107,12 @@ def _progress(text: str) -> None:
 class Pipeline:
     """Runs the checks in order, recording each one's result even when it fails."""
 
-    def __init__(self, policy: Policy, evidence: Path, profile: str, seed: int) -> None:
+    def __init__(
+        self, policy: Policy, evidence: Path, profile: str, seed: int, subject: Any = None
+    ) -> None:
+        from verification.subject import PROJECT
+
+        self.subject = PROJECT if subject is None else subject
         self.policy = policy
         self.evidence = evidence
         self.profile = profile
@@ -116,6 +141,39 @@ class Pipeline:
         )
         return result
 
+    def label_unreachable_counterexamples(self) -> None:
+        """A proof's counterexample to induction from a state the explorer never
+        reached (within its bounds) usually means an auxiliary invariant is missing,
+        not a reachable bug: say so, with the fields that show it."""
+        from verification.explore import unreachable_fields
+
+        proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
+        if proofs is None or proofs.ok or self.explored is None:
+            return
+        runs = self.explored.runs or [self.explored]
+        for entry in proofs.details.get("properties", []):
+            counterexample = entry.get("counterexample") or {}
+            before = counterexample.get("before")
+            limits = counterexample.get("limits", {})
+            if not isinstance(before, dict):
+                continue
+            if any(limits.get(name) != getattr(self.policy, name) for name in limits):
+                entry["reachable"] = (
+                    "not compared: the counterexample's limits are not the policy's"
+                )
+                continue
+            fields = unreachable_fields(runs, before, self.policy.keys)
+            if fields is None:
+                continue
+            note = (
+                f"{entry['name']}: its counterexample starts from a state the explorer never "
+                f"reached ({', '.join(fields)}): probably a missing auxiliary invariant "
+                "rather than a reachable bug"
+            )
+            entry["reachable"] = note
+            proofs.warnings.append(note)
+            proofs.failure_text += f"\n(unreachable: {', '.join(fields)})"
+
     # ---- the checks -------------------------------------------------------------------
 
     def drift(self) -> CheckResult:
@@ -142,14 +200,21 @@ class Pipeline:
         from replan.commands.prove import counterexample_document
         from verification.prove import prove_all
 
-        report = prove_all(self.policy)
+        subject = self.subject
+        report = prove_all(self.policy, subject.model, subject.model_class, subject.controller)
         document = report.to_json()
         result = CheckResult(
             "proofs",
             "passed" if report.ok else "failed",
             f"{sum(1 for r in report.results if r.proved)} of {len(report.results)} "
-            "properties proved",
+            "properties proved"
+            + (
+                f"; not proved: {', '.join(r.name for r in report.failures)}"
+                if not report.ok
+                else ""
+            ),
             details=document,
+            properties=[r.name for r in report.failures],
         )
         if not report.ok:
             counterexample = counterexample_document(report)
@@ -164,7 +229,15 @@ class Pipeline:
     def explorer(self) -> CheckResult:
         from verification.explore import explore, save_findings
 
-        result = explore(self.policy, keep_graph=True, stop_at_first=False)
+        # Stops at the first violation: a broken controller can make the state space
+        # unbounded, and its shortest counterexample is what a reviewer needs.
+        result = explore(
+            self.policy,
+            implementation=self.subject.controller,
+            implementation_name=self.subject.implementation_path,
+            keep_graph=True,
+            stop_at_first=True,
+        )
         self.explored = result
         document = result.to_json()
         problems = [] if result.ok else [f.property for f in result.findings]
@@ -176,10 +249,10 @@ class Pipeline:
             f"{', '.join(k for k, v in result.stop_reasons.items() if v) or 'none'}"
         )
         if problems:
-            summary = f"invariants broken: {', '.join(problems)}; " + summary
+            summary = f"properties broken: {', '.join(problems)}; " + summary
         elif not result.complete:
             summary = f"incomplete ({result.stopped_by}); " + summary
-        check = CheckResult("explorer", status, summary, details=document)
+        check = CheckResult("explorer", status, summary, details=document, properties=problems)
         check.warnings.extend(result.warnings)
         if result.findings:
             directory = self.evidence / "counterexamples"
@@ -198,6 +271,8 @@ class Pipeline:
             self.policy,
             self.profile,
             seed=self.seed,
+            implementation=self.subject.implementation_path,
+            reference=self.subject.reference,
             out_dir=self.evidence / "counterexamples",
             database=None,  # reproducible: no examples carried over from other runs
         )
@@ -223,7 +298,10 @@ class Pipeline:
                 summary += f"; vs explorer ({name}): {against.line()}"
             document["coverage_vs_explorer"] = measured
         status = "passed" if result.passed else "failed"
-        check = CheckResult("campaign", status, summary, details=document)
+        broken = [] if result.finding is None else [result.finding.property]
+        if broken:
+            summary = f"properties broken: {broken[0]}; " + summary
+        check = CheckResult("campaign", status, summary, details=document, properties=broken)
         check.details["coverage"] = coverage
         if result.finding is not None:
             check.failure_text = (
@@ -256,7 +334,7 @@ class Pipeline:
     def workflow(self) -> CheckResult:
         from verification.fixed_workflow import fixed_workflow_table
 
-        table = fixed_workflow_table(self.policy)
+        table = fixed_workflow_table(self.policy, self.subject.controller)
         write_json(self.evidence / "fixed-workflow.json", table)
         rows = table.get("rows", [])
         disagree = [row for row in rows if not row.get("agree")]
@@ -273,7 +351,7 @@ class Pipeline:
     def episode(self) -> CheckResult:
         from verification.episode import failing_facts, run_reference_episode
 
-        record = run_reference_episode()
+        record = run_reference_episode(self.subject.controller)
         write_json(self.evidence / "replan-trace.json", record)
         holds = bool(record.get("holds"))
         totals = record.get("totals", {})
@@ -287,6 +365,28 @@ class Pipeline:
         check.details = {"totals": totals, "facts": record.get("facts")}
         if not holds:
             check.failure_text = "\n".join(failing_facts(record))
+        return check
+
+    def mutation(self) -> CheckResult:
+        """Mutation adequacy: every non-equivalent mutant of the declaration, the
+        bodies and the policy defaults is killed by the engines above."""
+        import os
+
+        from verification.adequacy import run_matrix
+
+        matrix = run_matrix(self.policy, workers=min(2, os.cpu_count() or 1))
+        document = matrix.to_json()
+        write_json(self.evidence / "mutate.json", document)
+        summary = (
+            f"{len(matrix.verdicts)} mutants: {matrix.count('killed')} killed, "
+            f"{matrix.count('equivalent')} equivalent, {matrix.count('survived')} survived "
+            f"(score {matrix.score:.1%}) in {matrix.seconds:.0f} s"
+        )
+        check = CheckResult(
+            "mutation", "passed" if matrix.ok else "failed", summary, details=document
+        )
+        if not matrix.ok:
+            check.failure_text = "\n".join(line for line in matrix.lines() if "SURVIVED" in line)
         return check
 
     def against(self, old: str) -> CheckResult:
@@ -379,6 +479,8 @@ def json_line(row: Any) -> str:
 def _evidence_dir(args: argparse.Namespace) -> Path:
     if args.evidence:
         return Path(args.evidence)
+    if args.mutant is not None:
+        return Path("out") / "verify" / f"mutant-{args.mutant}"
     if args.policy is None:
         return Path("evidence")
     return Path("out") / "verify" / Path(args.policy).stem
@@ -394,13 +496,14 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(error)) from None
     if args.against is not None:
         _check_against(args.against)
+    subject = _subject(args.mutant)
     evidence = _evidence_dir(args)
     try:
         (evidence / "counterexamples").mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CliError(f"--evidence {evidence}: cannot write ({error.strerror or error})") from None
 
-    pipeline = Pipeline(policy, evidence, args.profile, args.seed)
+    pipeline = Pipeline(policy, evidence, args.profile, args.seed, subject)
     steps: list[tuple[str, Callable[[], CheckResult]]] = [
         ("drift", pipeline.drift),
         ("proofs", pipeline.proofs),
@@ -411,16 +514,17 @@ def run(args: argparse.Namespace) -> int:
     ]
     if policy == DEFAULT_POLICY:
         steps.append(("episode", pipeline.episode))
+    if args.mutate:
+        steps.append(("mutation", pipeline.mutation))
     if args.against is not None:
         old = args.against
         steps.append(("against", lambda: pipeline.against(old)))
     pipeline.total = len(steps) + 1
-    pipeline.report.checks.append(
-        CheckResult("policy", "passed", f"{args.policy or 'spec/policy.toml'} is valid")
-    )
-    _progress(f"[1/{pipeline.total}] policy: passed")
+    pipeline.report.checks.append(_policy_check(args.policy, subject))
+    _progress(f"[1/{pipeline.total}] policy: {pipeline.report.checks[0].status}")
     for number, (name, check) in enumerate(steps, start=2):
         pipeline.run(number, name, check)
+    pipeline.label_unreachable_counterexamples()
 
     report = pipeline.report
     report.seconds = time.perf_counter() - started
@@ -435,6 +539,42 @@ def run(args: argparse.Namespace) -> int:
         for line in report.summary_lines():
             print(line)
     return 0 if report.ok else 1
+
+
+def _subject(name: str | None) -> Any:
+    from verification.subject import PROJECT
+
+    if name is None:
+        return PROJECT
+    from verification.mutants import MUTANTS
+
+    if name not in MUTANTS:
+        raise CliError(f"--mutant {name!r}: no such mutant (known: {', '.join(MUTANTS)})")
+    return MUTANTS[name]
+
+
+def _policy_check(path: str | None, subject: Any) -> CheckResult:
+    """The file loaded (else exit 2, earlier); the loader's defaults are the contract's."""
+    from verification.harness import CHECKER
+
+    broken = CHECKER.policy(subject.load)
+    name = path or "spec/policy.toml"
+    if broken:
+        check = CheckResult(
+            "policy",
+            "failed",
+            f"{name} is valid, but the loader breaks {', '.join(broken)}",
+            details={"properties": broken},
+            properties=broken,
+        )
+        check.failure_text = "; ".join(
+            f"{b}: {CHECKER.errors.get(b) or 'the defaults differ from the contract'}"
+            for b in broken
+        )
+        return check
+    return CheckResult(
+        "policy", "passed", f"{name} is valid; the loader keeps the contract's defaults"
+    )
 
 
 def _check_against(old: str) -> None:

@@ -1,0 +1,125 @@
+"""`replan mutate`: mutants of the declaration, the bodies and the policy defaults,
+made automatically and judged by the verify engines; equivalent mutants come with
+z3's proof, survivors with their diff, and a weakened specification lets mutants
+survive (so the score measures the properties, not the tool)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from controller import DEFAULT_POLICY
+from replan.cli import main
+from spec import vocabulary
+from spec.declaration import Replanning
+from spec.model import extract
+from verification.adequacy import Judge, run_matrix
+from verification.mutation import OPERATORS, all_mutants, body_names
+
+DECLARATION = extract(Replanning)
+EVIDENCE = Path(__file__).resolve().parent.parent / "evidence" / "mutate.json"
+
+
+def mutate(*arguments: str) -> tuple[int, dict[str, object]]:
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["mutate", "--json", *arguments])
+    return code, json.loads(stdout.getvalue())
+
+
+def test_every_operator_makes_mutants_with_unique_ids() -> None:
+    mutants = all_mutants(DECLARATION)
+    assert len({m.id for m in mutants}) == len(mutants)
+    assert set(Counter(m.operator for m in mutants)) == set(OPERATORS)
+    assert all(m.diff and m.description for m in mutants)
+    assert "check_observation" in body_names(DECLARATION) and "__init__" in body_names(DECLARATION)
+
+
+def test_swapped_transitions_are_killed_or_proved_equivalent() -> None:
+    code, matrix = mutate("--operator", "swap-transitions")
+    assert code == 0
+    assert matrix["survived"] == 0
+    assert matrix["killed"] + matrix["equivalent"] == matrix["generated"] > 30
+    equivalent = [m for m in matrix["mutants"] if m["status"] == "equivalent"]  # type: ignore[attr-defined]
+    assert equivalent and all("z3" in m["reason"] for m in equivalent)
+    # two rejections of a plan in either order reject it: equivalent; a rejection moved
+    # before the malformed check reads a field that may not be there: killed
+    names = {m["id"]: m["status"] for m in matrix["mutants"]}  # type: ignore[attr-defined]
+    assert names["swap-transitions:11-12"] == "equivalent"
+    assert names["swap-transitions:10-11"] == "killed"
+
+
+def test_a_flipped_comparison_is_killed_naming_the_rule() -> None:
+    code, matrix = mutate("--mutant", "flip-comparison:plan_outdated:8.0")
+    assert code == 0
+    [verdict] = matrix["mutants"]  # type: ignore[misc]
+    assert verdict["status"] == "killed" and verdict["killed_by"] == "proofs"
+    assert verdict["properties"] == ["propose-revision-must-increase"]
+    assert verdict["description"] == (
+        "`plan.revision <= self._plan_revision` -> `plan.revision < self._plan_revision`"
+    )
+
+
+def test_policy_defaults_are_mutated_and_killed_by_the_policy_check() -> None:
+    code, matrix = mutate("--operator", "policy-default")
+    assert code == 0 and matrix["generated"] == 7
+    assert matrix["killed_by"] == {"policy": 7}
+
+
+def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Delete the property that says a revision must increase: the mutant that accepts
+    an equal revision survives every engine, and the report shows why."""
+    trimmed = {
+        k: v for k, v in vocabulary.REGISTRY.items() if k != "propose-revision-must-increase"
+    }
+    monkeypatch.setattr(vocabulary, "REGISTRY", trimmed)
+    from verification import campaign, explore, harness, prove
+
+    weaker = vocabulary.Checker(trimmed.values())
+    for module in (harness, campaign, explore):  # every engine's bound checker
+        monkeypatch.setattr(module, "CHECKER", weaker)
+    monkeypatch.setattr(prove, "REGISTRY", trimmed)
+    code, matrix = mutate(
+        "--mutant", "flip-comparison:plan_outdated:8.0", "-o", str(tmp_path / "m.json")
+    )
+    assert code == 1
+    [verdict] = matrix["mutants"]  # type: ignore[misc]
+    assert verdict["status"] == "survived"
+    assert "-    return plan.revision <= self._plan_revision" in verdict["diff"]
+    assert "+    return plan.revision < self._plan_revision" in verdict["diff"]
+    assert "differs from the original: propose" in verdict["reason"]
+    assert json.loads((tmp_path / "m.json").read_text())["survived"] == 1
+
+
+def test_an_untouched_copy_of_a_body_is_equivalent() -> None:
+    """The equivalence check is a real proof: a mutant whose change cannot matter
+    (the default of a version lookup no version ever reaches) is proved equivalent."""
+    judge = Judge(DEFAULT_POLICY, DECLARATION)
+    mutant = next(
+        m for m in all_mutants(DECLARATION) if m.id == "shift-integer:older_than_latest:17.1"
+    )
+    assert judge.judge(mutant).status == "equivalent"
+
+
+def test_the_committed_matrix_kills_every_non_equivalent_mutant() -> None:
+    """evidence/mutate.json is `replan mutate` on the default declaration and policy:
+    every mutant the generator makes today is in it, and none survived."""
+    matrix = json.loads(EVIDENCE.read_text(encoding="utf-8"))
+    assert {m["id"] for m in matrix["mutants"]} == {m.id for m in all_mutants(DECLARATION)}
+    assert matrix["survived"] == 0 and matrix["score"] == 1.0
+    assert matrix["killed"] + matrix["equivalent"] == matrix["generated"]
+
+
+def test_the_full_matrix_runs_and_kills_every_non_equivalent_mutant() -> None:
+    matrix = run_matrix(DEFAULT_POLICY, workers=2)
+    assert matrix.count("survived") == 0, "\n".join(matrix.lines())
+    committed = json.loads(EVIDENCE.read_text(encoding="utf-8"))
+    assert matrix.count("killed") == committed["killed"]
+    assert matrix.count("equivalent") == committed["equivalent"]

@@ -1,0 +1,143 @@
+"""The contract as properties: every rule of CONTRACT.md is a named property in
+spec/properties.py, checked by the campaign, the explorer and z3 from the one
+definition; the checker's verdicts follow the definitions exactly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import spec.properties  # noqa: F401  (registers)
+from controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
+from controller.policy import DEFAULTS, policy_from_dict
+from controller.records import ExecuteResult, InvalidInput
+from controller.run import Run
+from spec.vocabulary import REGISTRY, Checker, unchanged
+from verification.harness import CHECKER, Operation, observe_call, violated
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Every rule of CONTRACT.md, as the properties cite them.
+RULES = (
+    *(f"observe {n}" for n in range(1, 9)),
+    *(f"propose {n}" for n in range(1, 6)),
+    *(f"execute {n}" for n in range(1, 7)),
+    "cancel",
+    "stopping",
+    "trace",
+    "state of one run",
+    "vocabulary",
+    "invariant",
+)
+
+
+def test_every_rule_of_the_contract_has_a_named_property() -> None:
+    cited = {prop.rule for prop in REGISTRY.values()}
+    assert set(RULES) <= cited, sorted(set(RULES) - cited)
+
+
+def test_the_readme_table_lists_every_property_with_its_engines() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [^|]+ \| `([a-z-]+)` \| ([^|]+) \|$", readme, re.MULTILINE)
+    listed = {name: engines.strip() for name, engines in rows}
+    assert set(listed) == set(REGISTRY), set(REGISTRY) ^ set(listed)
+    for name, engines in listed.items():
+        assert engines, name
+
+
+def test_every_property_has_a_meaning() -> None:
+    for prop in REGISTRY.values():
+        assert len(prop.meaning) > 10, prop.name
+
+
+def run_at(operations: list[Operation]) -> Controller:
+    controller = Controller()
+    for operation in operations:
+        getattr(controller, operation.op)(
+            *(() if operation.op == "cancel" else (operation.argument,))
+        )
+    return controller
+
+
+def test_a_correct_call_breaks_nothing() -> None:
+    controller = Controller()
+    call = observe_call(
+        DEFAULT_POLICY,
+        controller,
+        Operation("observe", Observation("parser", 1, EvidenceState.PASSED, "ci")),
+    )
+    assert violated(call) == []
+
+
+def test_renumbered_unknown_is_not_progress_whatever_the_controller_says() -> None:
+    """The property works out from the state before what should have happened: a
+    controller that counts a renumbered Unknown as progress is caught by name."""
+    before = Run(DEFAULT_POLICY)
+    after = Run(DEFAULT_POLICY)
+    after._evidence_revision = 2  # the controller claims progress
+    after._latest_version = {"parser": 1}
+    obs = Observation("parser", 1, EvidenceState.UNKNOWN, "ci")
+    after._contents = {("parser", 1): (EvidenceState.UNKNOWN, "ci")}
+    broken = CHECKER.call(
+        "observe", before, obs, True, after, (("observe", obs, True, 2, "idle", 8),)
+    )
+    assert "observe-renumbered-is-no-progress" in broken
+    assert "revision-honest" in broken
+
+
+def test_a_property_that_raises_does_not_hold_and_keeps_its_message() -> None:
+    checker = Checker([REGISTRY["execute-counts-one-step"]])
+    before = Run(DEFAULT_POLICY)
+    before._declared_state = "pending"
+    before._pending = Plan("p", 1, 1, "no-such-step", "input-A")  # unreachable: no requirements
+    broken = checker.call("execute", before, "p", ExecuteResult.EXECUTED, Run(DEFAULT_POLICY))
+    assert broken == ["execute-counts-one-step"]
+    assert "KeyError" in checker.errors["execute-counts-one-step"]
+
+
+def test_unchanged_compares_what_a_run_shows_not_how_it_stores_it() -> None:
+    before, after = Run(DEFAULT_POLICY), Run(DEFAULT_POLICY)
+    before._latest_version = after._latest_version = {"parser": 1}
+    after._known = {"parser": EvidenceState.UNKNOWN}  # stored, but reads as it did
+    assert unchanged(before, after)
+    after._steps = 1
+    assert not unchanged(before, after) and unchanged(before, after, "steps")
+    with pytest.raises(ValueError, match="not a component"):
+        unchanged(before, after, "stepz")
+
+
+def test_the_policy_defaults_are_the_contracts() -> None:
+    assert CHECKER.policy(policy_from_dict) == []
+    changed = {**DEFAULTS, "proposals_per_step": 1}
+    assert CHECKER.policy(lambda document: policy_from_dict(document, changed)) == [
+        "policy-defaults"
+    ]
+
+
+def test_a_fresh_run_is_checked_against_the_state_of_one_run() -> None:
+    run = Controller(DEFAULT_POLICY)
+    assert CHECKER.initial(run, DEFAULT_POLICY) == []
+    run._steps = 1
+    assert CHECKER.initial(run, DEFAULT_POLICY) == ["initial-state"]
+    assert CHECKER.initial(
+        Controller(),
+        policy_from_dict(
+            {
+                "evidence": {"keys": ["parser", "access"]},
+                "resources": {"allowed": ["input-A"]},
+                "steps": [{"name": "s", "completes_run": True}],
+            }
+        ),
+    ) == ["initial-state"]
+
+
+def test_a_malformed_observation_must_raise_and_change_nothing() -> None:
+    before = Run(DEFAULT_POLICY)
+    after = Run(DEFAULT_POLICY)
+    bad = Observation("parser", True, EvidenceState.PASSED, "ci")  # a bool is not an int
+    assert "observe-malformed-raises" in CHECKER.call("observe", before, bad, False, after)
+    assert "observe-malformed-raises" not in CHECKER.call(
+        "observe", before, bad, InvalidInput, after
+    )

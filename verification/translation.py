@@ -1,0 +1,227 @@
+"""Translation validation: the generated controller proved equal to its declaration.
+
+Owns: translating the generated event methods (``controller/_generated.py``, or any
+class ``spec.generator`` renders) with the same z3 translator that reads the
+declaration's guard and action bodies, and proving, event by event, that from every
+state and for every argument the generated method leaves the same state, gives the
+same answer and names the same fired transition as the declaration's step relation
+(``verification.symbolic.encode_event``). A generated file with two priorities
+swapped, a dropped negation or a hand edit fails here, naming the transition where
+the two differ; the campaign's lockstep run only samples that question.
+
+The generated methods also append the trace, which the declaration's relation does
+not model: ``trace-one-record-per-call`` is proved on their translation here.
+Leaves to ``verification/prove.py`` the reporting shape (``PropertyResult``).
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from typing import Any
+
+import z3  # type: ignore[import-untyped]
+
+from controller.policy import Policy
+from controller.run import Run
+from spec.model import MachineModel
+from verification.prove import (
+    PropertyResult,
+    Reachable,
+    call_term,
+    describe_state,
+    properties,
+)
+from verification.symbolic import (
+    SELF,
+    Const,
+    StepEncoding,
+    TraceLog,
+    TranslationError,
+    Translator,
+    Universe,
+    _Frame,
+    encode_event,
+    same_state,
+)
+
+
+def encode_generated(
+    u: Universe, event: str, controller_class: type[Run], pre: dict[str, Any], argument: Any
+) -> StepEncoding:
+    """The generated method of ``event`` as a step relation over ``pre`` and
+    ``argument`` (the declaration's encoding's own, so the two can be compared)."""
+    method = controller_class.__dict__.get(event) or getattr(controller_class, event, None)
+    if method is None:
+        raise TranslationError(f"{controller_class.__name__} has no method {event!r}")
+    translator = Translator(u, controller_class)
+    parameter = u.model.interface[event].parameter
+    state = {**pre, "_trace": TraceLog(z3.IntVal(0), None)}
+    paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
+    frame = _Frame(state, {}, (), f"generated {event}", frozenset(), paths)
+    arguments: list[Any] = [SELF] if parameter is None else [SELF, argument]
+    nodes: list[Any] = [None] if parameter is None else [None, ast.Name(parameter, ast.Load())]
+    post, answer = translator.run_function(
+        method,
+        arguments,
+        frame,
+        state=state,
+        where=f"generated {controller_class.__name__}.{event}",
+        nodes=nodes,
+        as_answer=True,
+    )
+    post = dict(post)
+    appended = post.pop("_trace")
+    fired = appended.last.items[5] if appended.last is not None else Const(None)
+    if isinstance(fired, Const):
+        fired = z3.IntVal(-1 if fired.value is None else fired.value)
+    return StepEncoding(
+        universe=u,
+        event=event,
+        pre=pre,
+        argument=argument,
+        parameter=parameter,
+        inputs=translator.inputs,
+        assumptions=list(u.assumptions),
+        branches=[],
+        post=post,
+        answer=answer,
+        fired=fired,
+        obligations=translator.obligations,
+        appended=appended,
+    )
+
+
+def _label(labels: tuple[str, ...], index: int) -> str:
+    if 0 <= index < len(labels):
+        return labels[index]
+    return "no declared transition (a final state absorbs it, or the input check refuses it)"
+
+
+def validate(
+    policy: Policy,
+    controller_class: type[Run],
+    model: MachineModel,
+    model_class: type = Run,
+) -> list[PropertyResult]:
+    """``generated-matches-declaration`` (every event, every state, every argument)
+    and ``trace-one-record-per-call`` (on the generated methods, from every state
+    satisfying the invariants)."""
+    u = Universe(policy, model, symbolic_limits=True)
+    started = time.perf_counter()
+    encodings = []
+    for event in model.events:
+        declared = encode_event(u, event, model_class)
+        generated = encode_generated(u, event, controller_class, declared.pre, declared.argument)
+        encodings.append((declared, generated))
+    generated_labels = tuple(getattr(controller_class, "transitions", ()))
+    results = [_equal(u, model, generated_labels, encodings, started)]
+    translator = Translator(u, model_class)
+    reachable = Reachable(translator)
+    for prop in properties("call"):
+        if "appended" not in prop.parameters:
+            continue
+        began = time.perf_counter()
+        failure = None
+        for _, generated in encodings:
+            if not prop.applies_to(generated.event):
+                continue
+            solver = z3.Solver()
+            solver.add(*generated.assumptions, *reachable(generated.pre))
+            solver.add(z3.Not(call_term(translator, prop, generated)))
+            if solver.check() != z3.unsat:
+                model_ = solver.model()
+                failure = (generated.event, describe_state(model_, u, generated.pre))
+                break
+        statement = f"{prop.meaning} (the generated methods, every step from a reachable state)"
+        results.append(
+            PropertyResult(
+                prop.name,
+                "property",
+                failure is None,
+                time.perf_counter() - began,
+                statement,
+                "" if failure is None else f"{failure[0]}: the generated method breaks it",
+                None if failure is None else {"event": failure[0], "before": failure[1]},
+            )
+        )
+    return results
+
+
+def _same_label(
+    labels: tuple[str, ...], generated_labels: tuple[str, ...], wanted: Any, fired: Any
+) -> Any:
+    """The generated code fired the transition the declaration fires, compared by
+    label (the two tables may number them differently)."""
+    if generated_labels == labels:
+        return wanted == fired
+    cases = [z3.And(wanted == -1, fired == -1)]
+    for index, label in enumerate(labels):
+        matches = [i for i, other in enumerate(generated_labels) if other == label]
+        cases.append(z3.And(wanted == index, z3.Or(*(fired == i for i in matches))))
+    return z3.Or(*cases)
+
+
+def _equal(
+    u: Universe,
+    model: MachineModel,
+    generated_labels: tuple[str, ...],
+    encodings: list[tuple[StepEncoding, StepEncoding]],
+    started: float,
+) -> PropertyResult:
+    """The generated code names transitions by its own table (``TRANSITIONS``): a
+    different table is a difference too, reported by label."""
+    labels = tuple(t.label for t in model.transitions)
+    statement = (
+        "each generated event method leaves the same state, gives the same answer and "
+        "fires the same transition as the declaration, from every state, for every argument"
+    )
+    for declared, generated in encodings:
+        solver = z3.Solver()
+        solver.add(*declared.assumptions)
+        same = z3.And(
+            same_state(declared.post, generated.post),
+            declared.answer == generated.answer,
+            _same_label(labels, generated_labels, declared.fired, generated.fired),
+        )
+        solver.add(z3.Not(same))
+        verdict = solver.check()
+        if verdict == z3.unsat:
+            continue
+        if verdict == z3.unknown:
+            message = f"{declared.event}: z3 could not decide ({solver.reason_unknown()})"
+            counterexample: dict[str, Any] = {"event": declared.event, "unknown": True}
+        else:
+            found = solver.model()
+            wanted = found.eval(declared.fired, model_completion=True).as_long()
+            fired = found.eval(generated.fired, model_completion=True).as_long()
+            expected_answer = u.answer.name_of(found.eval(declared.answer, model_completion=True))
+            answer = u.answer.name_of(found.eval(generated.answer, model_completion=True))
+            before = describe_state(found, u, declared.pre)
+            message = (
+                f"{declared.event}: the declaration fires `{_label(labels, wanted)}` "
+                f"-> {expected_answer}; the generated code fires "
+                f"`{_label(generated_labels, fired)}` -> {answer}"
+            )
+            counterexample = {
+                "event": declared.event,
+                "declared": {"transition": _label(labels, wanted), "answer": expected_answer},
+                "generated": {"transition": _label(generated_labels, fired), "answer": answer},
+                "before": before,
+            }
+        return PropertyResult(
+            "generated-matches-declaration",
+            "translation",
+            False,
+            time.perf_counter() - started,
+            statement,
+            message,
+            counterexample,
+        )
+    return PropertyResult(
+        "generated-matches-declaration",
+        "translation",
+        True,
+        time.perf_counter() - started,
+        statement,
+    )
