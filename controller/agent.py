@@ -57,6 +57,9 @@ FUNCTION_INVOCATION: Final[FunctionInvocationConfiguration] = {
 
 PROPOSE_PLAN: Final = "propose_plan"
 EXECUTE_STEP: Final = "execute_step"
+#: The tool of each event the declaration offers the model (its interface's caller
+#: "model"); a host-only event has none, so a model cannot call it.
+TOOLS_OF_EVENTS: Final = {"propose": PROPOSE_PLAN, "execute": EXECUTE_STEP}
 
 
 class ModelFacing(Protocol):
@@ -108,6 +111,13 @@ class ControllerTools:
 
     def __init__(self, controller: ModelFacing) -> None:
         self.controller = controller
+        events: Mapping[str, tuple[Any, ...]] = getattr(type(controller), "events", {})
+        offered = {event for event, (_, _, caller) in events.items() if caller == "model"}
+        if events and offered != set(TOOLS_OF_EVENTS):
+            raise ValueError(
+                f"the declaration offers the model {sorted(offered)}, the tools here are for "
+                f"{sorted(TOOLS_OF_EVENTS)}: give each model-facing event a tool"
+            )
         self.propose_plan = FunctionTool(
             name=PROPOSE_PLAN,
             description=(
@@ -120,8 +130,9 @@ class ControllerTools:
         self.execute_step = FunctionTool(
             name=EXECUTE_STEP,
             description=(
-                "Execute the pending plan with this id. Returns one of Executed, "
-                "Replayed, Stopped, UnknownPlan, StalePlan, StepLimit, PreconditionDenied."
+                "Execute the pending plan with this id. Returns one of "
+                + ", ".join(str(result) for result in ExecuteResult)
+                + "."
             ),
             func=self._execute_step,
             input_model=ExecuteStepArguments,

@@ -11,8 +11,19 @@ input (a rejected proposal that still uses a slot). See CONTRACT.md "Vocabulary"
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+_Function = TypeVar("_Function", bound=Callable[..., object])
+
+
+def opaque(function: _Function) -> _Function:
+    """Marks a pure function whose result the z3 proofs treat as unknown but
+    consistent: equal arguments give equal results, nothing else is assumed (a hash:
+    what it computes is not the controller's business, only which value it names)."""
+    function.__replan_opaque__ = True  # type: ignore[attr-defined]
+    return function
 
 
 class EvidenceState(StrEnum):
@@ -46,6 +57,11 @@ class ExecuteResult(StrEnum):
     PRECONDITION_DENIED = "PreconditionDenied"
 
 
+#: The answers that mean a step's evidence admits it (the fixed workflow's
+#: ReadyToCommit): it ran. The commit equivalence compares these with ``decide``.
+ADMITTED: frozenset[ExecuteResult] = frozenset({ExecuteResult.EXECUTED})
+
+
 class Decision(StrEnum):
     """The fixed workflow's answer (``controller.workflow.decide``)."""
 
@@ -75,6 +91,23 @@ class Plan(NamedTuple):
     evidence_revision: int
     step: str
     resource: str
+
+
+#: What kind of value each field of an event's record holds. The explorer's and the
+#: campaign's inputs are drawn by kind (``spec/inputs.py``), and z3 abstracts each
+#: kind as a sort: the policy's keys, steps and resources and the evidence states as
+#: enumerations, an int field as an integer, any other string (an id, a source) as
+#: one integer per distinct value, compared only for equality.
+RECORD_KINDS: dict[str, dict[str, str]] = {
+    "Observation": {"key": "key", "version": "version", "state": "evidence", "source": "source"},
+    "Plan": {
+        "id": "plan id",
+        "revision": "revision",
+        "evidence_revision": "evidence revision",
+        "step": "step",
+        "resource": "resource",
+    },
+}
 
 
 class InvalidInput(ValueError):

@@ -22,10 +22,14 @@ plain statements ending in at most one ``return`` is copied too; one with an ear
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
+from controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
+from controller.fields import state_of_snapshot as state_of_snapshot
 from controller.policy import DEFAULT_POLICY, Policy
 from controller.records import (
+    RECORD_KINDS,
     EvidenceState,
     ExecuteResult,
     InvalidInput,
@@ -39,21 +43,13 @@ PASSED = EvidenceState.PASSED
 UNKNOWN = EvidenceState.UNKNOWN
 
 #: Where every run starts: the declaration's initial state.
-INITIAL_STATE = "idle"
+INITIAL_STATE = next(f.initial for f in FIELDS if f.attribute == "_declared_state")
 
 # A trace entry as stored: (operation, argument, result or error class, evidence
 # revision after, declared state after, index of the fired transition or None when a
 # final state absorbed the call or the input check refused it). It becomes a
 # JSON-ready dict only when read, so tracing costs one tuple per call on the hot path.
 TraceEntry = tuple[str, Any, Any, int, Any, int | None]
-
-#: A run's state as one hashable value (``Run._export_state``): declared state,
-#: evidence_revision, plan_revision, steps, proposals, no_progress, pending plan,
-#: ((key, latest version, state), ...), (((key, version), (state, source)), ...),
-#: accepted ids, completed ids.
-RunState = tuple[Any, ...]
-
-_STOP_REASONS: dict[str, str] = {reason.value: reason for reason in StopReason}
 
 
 def shown(value: object) -> str:
@@ -88,96 +84,46 @@ def jsonable(value: object) -> Any:
         return (
             str(value) if isinstance(value, StopReason | EvidenceState | ExecuteResult) else value
         )
-    if isinstance(value, Observation | Plan):
-        return {name: jsonable(item) for name, item in zip(value._fields, value, strict=True)}
+    if isinstance(value, tuple) and type(value).__name__ in RECORD_KINDS:
+        return {name: jsonable(item) for name, item in zip(value._fields, value, strict=True)}  # type: ignore[attr-defined]
     if isinstance(value, type) and issubclass(value, BaseException):
         return {"error": value.__name__}
     return repr(value)
 
 
-def state_of_snapshot(snapshot: Mapping[str, Any]) -> RunState:
-    """A snapshot as the state tuple ``Run._export_state`` gives for the same run
-    (the two hold the same fields; a test checks the round trip on every reachable
-    state), so any implementation's state can be read as a ``Run``."""
-    pending = snapshot["pending"]
-    return (
-        str(snapshot["state"]),
-        snapshot["evidence_revision"],
-        snapshot["plan_revision"],
-        snapshot["steps"],
-        snapshot["proposals"],
-        snapshot["no_progress"],
-        None
-        if pending is None
-        else Plan(
-            pending["id"],
-            pending["revision"],
-            pending["evidence_revision"],
-            pending["step"],
-            pending["resource"],
-        ),
-        tuple(
-            (key, entry["version"], str(entry["state"]))
-            for key, entry in sorted(snapshot["evidence"].items())
-        ),
-        tuple(
-            ((key, version), (str(state), source))
-            for key, version, state, source in sorted(
-                (tuple(item) for item in snapshot["contents"]), key=lambda item: item[:2]
-            )
-        ),
-        tuple(sorted(snapshot["accepted"])),
-        tuple(sorted(snapshot["completed"])),
-    )
-
-
-
 class Run:
     """One run's remembered state plus the named guards and actions over it."""
 
-    __slots__ = (
-        "_accepted",
-        "_completed",
-        "_contents",
-        "_declared_state",
-        "_evidence_revision",
-        "_known",
-        "_latest_version",
-        "_no_progress",
-        "_passed",
-        "_pending",
-        "_plan_revision",
-        "_proposals",
-        "_steps",
-        "_trace",
-        "policy",
-    )
+    __slots__ = (*SLOTS, "policy")
+
+    # The fields' types, for mypy (``controller/fields.py`` declares the fields; a test
+    # checks these name exactly its attributes).
+    _declared_state: str  # the declared state's value, or the StopReason of a final one
+    _evidence_revision: int
+    _plan_revision: int
+    _steps: int
+    _proposals: int
+    _no_progress: int
+    _pending: Plan | None
+    _latest_version: dict[str, int]
+    _known: dict[str, EvidenceState]  # key -> state of its latest record (absent: Unknown)
+    _contents: dict[tuple[str, int], tuple[EvidenceState, str]]  # every content remembered
+    _accepted: set[str]
+    _completed: set[str]
+    _passed: set[str]  # keys whose latest state is Passed: the commit gate is one set test
+    _trace: list[TraceEntry]
 
     #: Labels of the declared transitions, by index (set by each implementation from
     #: the declaration; the trace names the transition that fired with it).
     transitions: tuple[str, ...] = ()
+    #: Every event: (parameter, parameter type, caller), from the declaration's
+    #: interface (set by each implementation; the trace names arguments with it).
+    events: ClassVar[Mapping[str, tuple[str | None, str | None, str]]] = MappingProxyType({})
 
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = DEFAULT_POLICY if policy is None else policy
-        #: The declared state's value: "idle", "pending", or the StopReason of a
-        #: final state (python-statemachine writes it here in the reference model).
-        self._declared_state: str = INITIAL_STATE
-        self._evidence_revision = 1
-        self._plan_revision = 0
-        self._steps = 0
-        self._proposals = 0
-        self._no_progress = 0
-        self._pending: Plan | None = None
-        #: (key, version) -> (state, source): every content ever remembered.
-        self._contents: dict[tuple[str, int], tuple[EvidenceState, str]] = {}
-        self._latest_version: dict[str, int] = {}
-        #: key -> state of its latest record (absent = Unknown).
-        self._known: dict[str, EvidenceState] = {}
-        #: keys whose latest state is Passed (kept so the commit gate is one set test).
-        self._passed: set[str] = set()
-        self._accepted: set[str] = set()
-        self._completed: set[str] = set()
-        self._trace: list[TraceEntry] = []
+        for field in FIELDS:
+            setattr(self, field.attribute, field.fresh())
 
     # ---- input validation (before any transition is chosen) -----------------------
 
@@ -435,83 +381,20 @@ class Run:
     def snapshot(self) -> dict[str, Any]:
         """The whole observable state except the trace: JSON-ready, canonical (equal
         for equal states), the identity of a state for the explorer."""
-        pending = self._pending
-        return {
-            "state": str(self._declared_state),
-            "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
-            "evidence_revision": self._evidence_revision,
-            "plan_revision": self._plan_revision,
-            "steps": self._steps,
-            "proposals": self._proposals,
-            "no_progress": self._no_progress,
-            "pending": None if pending is None else jsonable(pending),
-            "evidence": {
-                # A key first observed as Unknown has a latest version but, its state
-                # being unchanged, no entry in ``_known``: it reads as Unknown.
-                key: {"version": version, "state": str(self._known.get(key, UNKNOWN))}
-                for key, version in sorted(self._latest_version.items())
-            },
-            "contents": [
-                [key, version, str(state), source]
-                for (key, version), (state, source) in sorted(self._contents.items())
-            ],
-            "accepted": sorted(self._accepted),
-            "completed": sorted(self._completed),
-        }
+        return snapshot(self)
 
     # ---- the state as one hashable value (the explorer's fast copy and restore) -----
 
     def _export_state(self) -> RunState:
-        """The run's state as a hashable tuple holding exactly what ``snapshot()``
-        holds, field for field (equal tuples <=> equal snapshots): the declared state,
-        the five counters, the pending plan, ``(key, version, state)`` of each key's
-        latest record, every remembered content, the accepted and completed ids.
-        Containers are sorted tuples, so the value is canonical. The trace is not
-        part of it. ``verification/explore.py`` uses it as a state's identity."""
-        known = self._known
-        return (
-            self._declared_state,
-            self._evidence_revision,
-            self._plan_revision,
-            self._steps,
-            self._proposals,
-            self._no_progress,
-            self._pending,
-            tuple(sorted((k, v, known.get(k, UNKNOWN)) for k, v in self._latest_version.items())),
-            tuple(sorted(self._contents.items())),
-            tuple(sorted(self._accepted)),
-            tuple(sorted(self._completed)),
-        )
+        """The run's state as a hashable tuple (``controller.fields.export_state``):
+        equal tuples <=> equal snapshots; the trace is not part of it. The explorer
+        uses it as a state's identity."""
+        return export_state(self)
 
     def _import_state(self, state: RunState) -> None:
         """Put this run in ``state`` (a value of ``_export_state``, or one built from a
-        snapshot); fresh containers, the trace untouched. Strings stand for their
-        ``StopReason``/``EvidenceState`` members."""
-        (
-            declared,
-            self._evidence_revision,
-            self._plan_revision,
-            self._steps,
-            self._proposals,
-            self._no_progress,
-            pending,
-            evidence,
-            contents,
-            accepted,
-            completed,
-        ) = state
-        reason = _STOP_REASONS.get(declared)
-        self._declared_state = declared if reason is None else reason
-        self._pending = None if pending is None else Plan(*pending)
-        self._latest_version = {key: version for key, version, _ in evidence}
-        self._known = {key: EvidenceState(value) for key, _, value in evidence}
-        self._passed = {key for key, _, value in evidence if value == PASSED}
-        self._contents = {
-            (key, version): (EvidenceState(value), source)
-            for (key, version), (value, source) in contents
-        }
-        self._accepted = set(accepted)
-        self._completed = set(completed)
+        snapshot); fresh containers, the trace untouched."""
+        import_state(self, state)
 
     @property
     def trace(self) -> list[dict[str, Any]]:
@@ -520,11 +403,12 @@ class Run:
         for sequence, (op, argument, result, revision, declared, fired) in enumerate(
             self._trace, start=1
         ):
+            parameter = self.events.get(op, (None, None, ""))[0]
             records.append(
                 {
                     "seq": sequence,
                     "op": op,
-                    "args": {} if op == "cancel" else {_ARGUMENT[op]: jsonable(argument)},
+                    "args": {} if parameter is None else {parameter: jsonable(argument)},
                     "result": jsonable(result),
                     "evidence_revision": revision,
                     "stop_reason": str(declared) if isinstance(declared, StopReason) else None,
@@ -532,9 +416,6 @@ class Run:
                 }
             )
         return records
-
-
-_ARGUMENT = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
 
 
 def _transition_name(

@@ -23,9 +23,31 @@ from __future__ import annotations
 from typing import ClassVar
 
 from statemachine import State, StateMachine
+from statemachine.transition_list import TransitionList
 
 from controller.records import StopReason
 from spec.model import EventInterface
+
+#: A row's target that is the state it leaves (an internal self-transition).
+STAY = None
+
+
+def every(states: tuple[State, ...], *rows: tuple[State | None, str, str]) -> TransitionList:
+    """The same rows, in this priority order, out of each of ``states``: what every
+    active state does alike is written once (and the generator emits it once). A row
+    is (target or ``STAY``, guard or "", action)."""
+    declared = []
+    for state in states:
+        for target, cond, action in rows:
+            guard = {"cond": cond} if cond else {}
+            if target is STAY:
+                declared.append(state.to.itself(internal=True, on=action, **guard))
+            else:
+                declared.append(state.to(target, on=action, **guard))
+    combined: TransitionList = declared[0]
+    for transitions in declared[1:]:
+        combined = combined | transitions
+    return combined
 
 
 class Replanning(StateMachine):
@@ -46,53 +68,38 @@ class Replanning(StateMachine):
     plan_limit = State("PlanLimit", final=True, value=StopReason.PLAN_LIMIT)
     canceled = State("Canceled", final=True, value=StopReason.CANCELED)
 
-    # ---- observe(obs): host-only; evidence arrives ----------------------------------
-    observe = (
+    # ---- observe(obs): host-only; every active state alike --------------------------
+    observe = every(
+        (idle, pending),
         # a duplicate delivery (same content under a seen key and version)
-        idle.to(no_new_evidence, cond="duplicate_delivery and counts_duplicates and exhausts_no_progress", on="count_no_progress")
-        | pending.to(no_new_evidence, cond="duplicate_delivery and counts_duplicates and exhausts_no_progress", on="count_no_progress")
-        | idle.to.itself(internal=True, cond="duplicate_delivery and counts_duplicates", on="count_no_progress")
-        | pending.to.itself(internal=True, cond="duplicate_delivery and counts_duplicates", on="count_no_progress")
-        | idle.to.itself(internal=True, cond="duplicate_delivery", on="ignore_duplicate")
-        | pending.to.itself(internal=True, cond="duplicate_delivery", on="ignore_duplicate")
+        (no_new_evidence, "duplicate_delivery and counts_duplicates and exhausts_no_progress", "count_no_progress"),
+        (STAY, "duplicate_delivery and counts_duplicates", "count_no_progress"),
+        (STAY, "duplicate_delivery", "ignore_duplicate"),
         # other content under a seen key and version: raises ObservationConflict
-        | idle.to.itself(internal=True, cond="conflicting_content", on="refuse_conflict")
-        | pending.to.itself(internal=True, cond="conflicting_content", on="refuse_conflict")
+        (STAY, "conflicting_content", "refuse_conflict"),
         # an older version never overwrites a newer one
-        | idle.to(no_new_evidence, cond="older_than_latest and exhausts_no_progress", on="remember_older")
-        | pending.to(no_new_evidence, cond="older_than_latest and exhausts_no_progress", on="remember_older")
-        | idle.to.itself(internal=True, cond="older_than_latest", on="remember_older")
-        | pending.to.itself(internal=True, cond="older_than_latest", on="remember_older")
-        # a changed state is progress: new evidence revision, pending plan invalidated
-        | idle.to.itself(internal=True, cond="changes_state", on="record_meaningful")
-        | pending.to(idle, cond="changes_state", on="record_meaningful")
+        (no_new_evidence, "older_than_latest and exhausts_no_progress", "remember_older"),
+        (STAY, "older_than_latest", "remember_older"),
+        # a changed state is progress: new evidence revision, any pending plan invalidated
+        (idle, "changes_state", "record_meaningful"),
         # the same state renumbered is not progress
-        | idle.to(no_new_evidence, cond="exhausts_no_progress", on="record_renumbered")
-        | pending.to(no_new_evidence, cond="exhausts_no_progress", on="record_renumbered")
-        | idle.to.itself(internal=True, on="record_renumbered")
-        | pending.to.itself(internal=True, on="record_renumbered")
+        (no_new_evidence, "exhausts_no_progress", "record_renumbered"),
+        (STAY, "", "record_renumbered"),
     )
 
     # ---- propose(plan): model-facing; every proposal considered uses a slot ---------
-    propose = (
-        idle.to(plan_limit, cond="proposals_exhausted", on="refuse_plan")
-        | pending.to(plan_limit, cond="proposals_exhausted", on="refuse_plan")
+    propose = every(
+        (idle, pending),
+        (plan_limit, "proposals_exhausted", "refuse_plan"),
         # rejected: nothing changes but the slot it used
-        | idle.to.itself(internal=True, cond="plan_malformed", on="reject_plan")
-        | pending.to.itself(internal=True, cond="plan_malformed", on="reject_plan")
-        | idle.to.itself(internal=True, cond="plan_outdated", on="reject_plan")
-        | pending.to.itself(internal=True, cond="plan_outdated", on="reject_plan")
-        | idle.to.itself(internal=True, cond="evidence_stale", on="reject_plan")
-        | pending.to.itself(internal=True, cond="evidence_stale", on="reject_plan")
-        | idle.to.itself(internal=True, cond="resource_not_allowed", on="reject_plan")
-        | pending.to.itself(internal=True, cond="resource_not_allowed", on="reject_plan")
-        | idle.to.itself(internal=True, cond="step_unknown", on="reject_plan")
-        | pending.to.itself(internal=True, cond="step_unknown", on="reject_plan")
-        | idle.to.itself(internal=True, cond="plan_completed", on="reject_plan")
-        | pending.to.itself(internal=True, cond="plan_completed", on="reject_plan")
+        (STAY, "plan_malformed", "reject_plan"),
+        (STAY, "plan_outdated", "reject_plan"),
+        (STAY, "evidence_stale", "reject_plan"),
+        (STAY, "resource_not_allowed", "reject_plan"),
+        (STAY, "step_unknown", "reject_plan"),
+        (STAY, "plan_completed", "reject_plan"),
         # accepted: it becomes the pending plan (superseding another)
-        | idle.to(pending, on="accept_plan")
-        | pending.to.itself(internal=True, on="accept_plan")
+        (pending, "", "accept_plan"),
     )
 
     # ---- execute(plan_id): model-facing ---------------------------------------------
@@ -110,14 +117,16 @@ class Replanning(StateMachine):
     )
 
     # ---- cancel(): host-only ----------------------------------------------------------
-    cancel = idle.to(canceled, on="cancel_run") | pending.to(canceled, on="cancel_run")
+    cancel = every((idle, pending), (canceled, "", "cancel_run"))
 
     #: Each event's one parameter and answer type, the input check run before any
     #: transition is chosen, and its answer in a final state (which python-statemachine
     #: lets admit no transition): a stopped run changes nothing and is never revived.
     interface: ClassVar[dict[str, EventInterface]] = {
         "observe": EventInterface("obs", "Observation", "bool", "check_observation", "refuse_stopped"),
-        "propose": EventInterface("plan", "Plan", "bool", None, "refuse_stopped"),
-        "execute": EventInterface("plan_id", "str", "ExecuteResult", None, "answer_stopped"),
+        "propose": EventInterface("plan", "Plan", "bool", None, "refuse_stopped", "model"),
+        "execute": EventInterface(
+            "plan_id", "str", "ExecuteResult", None, "answer_stopped", "model"
+        ),
         "cancel": EventInterface(None, None, "None", None, "cancel_run"),
     }

@@ -68,7 +68,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeGuard, TypeVar
 
+import controller.fields
+import controller.policy
 import controller.records
+from controller.fields import FIELDS, STATE_FIELDS, export_expression
 from controller.records import StopReason
 from controller.run import Run
 from spec.model import MachineModel, StateInfo, TransitionInfo, extract
@@ -76,7 +79,9 @@ from spec.model import MachineModel, StateInfo, TransitionInfo, extract
 GENERATED_PATH = Path(__file__).resolve().parent.parent / "controller" / "_generated.py"
 
 #: Names every generated module binds (imports added by ``render``, its constants).
-_MODULE_NAMES = frozenset({"DECLARATION_DIGEST", "TRANSITIONS", "Controller", "annotations"})
+_MODULE_NAMES = frozenset(
+    {"DECLARATION_DIGEST", "EVENTS", "TRANSITIONS", "Controller", "annotations"}
+)
 
 #: The records the generated module always imports, with the answers' enumerations.
 _RECORDS = ("ExecuteResult", "Observation", "Plan", "StopReason")
@@ -635,6 +640,8 @@ class _Generator:
         self.constants: dict[str, str] = {}
         #: the functions being copied right now (a recursive one is then called)
         self.inlining: set[str] = set()
+        #: the states whose chain for the event is being emitted once for all of them
+        self.sharing: tuple[str, ...] = ()
         for name in _RECORDS:
             self._import(name, controller.records)
         self._import(model_class.__name__, sys.modules[model_class.__module__])
@@ -962,16 +969,38 @@ class _Generator:
     # -- the dispatch -----------------------------------------------------------------
 
     def transition_nodes(self, transition: TransitionInfo) -> list[_Node]:
+        """One transition's code; for a row every state in ``self.sharing`` has (the
+        same guard, action and target), one copy with the fired index chosen by state."""
         action, raises = self.action_nodes(transition.action, transition.event)
-        nodes: list[_Node] = [
-            _Line(None, f"{transition.index}: {transition.label}"),
-            _Line(_statement(f"fired = {transition.index}")),
-            *action,
-        ]
-        if transition.target != transition.source and not raises:
+        rows = self._same_rows(transition)
+        if len(rows) == 1:
+            comment, fired = f"{transition.index}: {transition.label}", str(transition.index)
+        else:
+            sources = "|".join(t.source for t in rows)
+            label = transition.label.replace(f"{transition.source} --", f"{sources} --", 1)
+            if _row(transition)[2] is None:  # each stays where it is
+                label = label.rsplit("--> ", 1)[0] + "--> (stays)"
+            comment = f"{', '.join(str(t.index) for t in rows)}: {label}"
+            fired = str(rows[-1].index)
+            for row in reversed(rows[:-1]):
+                constant = _state_constant(self.model.state(row.source))
+                fired = f"{row.index} if current == {constant} else {fired}"
+        nodes: list[_Node] = [_Line(None, comment), _Line(_statement(f"fired = {fired}")), *action]
+        moves = _row(transition)[2] is not None and (
+            transition.target != transition.source or len(rows) > 1
+        )
+        if moves and not raises:
             target = _state_constant(self.model.state(transition.target))
             nodes.append(_Line(_statement(f"self._declared_state = {target}")))
         return nodes
+
+    def _same_rows(self, transition: TransitionInfo) -> list[TransitionInfo]:
+        """The transition and its copies out of the other states that share its chain
+        (the states of ``self.sharing``), in their order."""
+        if len(self.sharing) < 2:
+            return [transition]
+        position = transition.priority - 1
+        return [self.model.leaving(s, transition.event)[position] for s in self.sharing]
 
     def branch_nodes(self, branches: list[_Branch], event: str) -> list[_Node]:
         arms: list[_Arm] = []
@@ -1015,18 +1044,19 @@ class _Generator:
             nodes.extend(self.check_nodes(event))
         checked = len(nodes)
         nodes.append(_Line(_statement("current = self._declared_state")))
-        sources = [s for s in self.model.active_states if self.model.leaving(s.id, event)]
-        arms = [
-            _Arm(
-                ast.parse(f"current == {_state_constant(source)}", mode="eval").body,
-                "",
-                self.branch_nodes(
-                    [_Branch(_conjuncts(t), t) for t in self.model.leaving(source.id, event)],
-                    event,
-                ),
+        arms = []
+        for sharing in _sharing_states(self.model, event):
+            constants = [_state_constant(self.model.state(s)) for s in sharing]
+            test = (
+                f"current == {constants[0]}"
+                if len(sharing) == 1
+                else f"current in ({', '.join(constants)})"
             )
-            for source in sources
-        ]
+            self.sharing = sharing
+            first = self.model.leaving(sharing[0], event)
+            branches = self.branch_nodes([_Branch(_conjuncts(t), t) for t in first], event)
+            self.sharing = ()
+            arms.append(_Arm(ast.parse(test, mode="eval").body, "", branches))
         stopped, _ = self.action_nodes(interface.when_stopped, event)
         if arms:
             arms.append(_Arm(None, "a final state: the run stopped, nothing changes", stopped))
@@ -1161,6 +1191,31 @@ class _Generator:
                     self.emit(indent, f"{keyword_} {_unparse(arm.test)}:{suffix}")
                 self.emit_nodes(indent + 1, arm.body)
 
+    def emit_fields(self) -> None:
+        """``__init__`` and ``_export_state`` written out from the field table
+        (``controller/fields.py``): the generic ones loop over it, and a run is built
+        and exported on every episode and every explored state. A run class with its
+        own ``__init__`` keeps it."""
+        if _own(self.model_class, "__init__") is _own(Run, "__init__"):
+            for name in ("DEFAULT_POLICY", "Policy"):
+                self._import(name, controller.policy)
+            self.emit(1, "def __init__(self, policy: Policy | None = None) -> None:")
+            self.emit(2, '"""A fresh run: the initial values of ``controller/fields.py``."""')
+            self.emit(2, "self.policy = DEFAULT_POLICY if policy is None else policy")
+            for field in FIELDS:
+                self.emit(2, f"self.{field.attribute} = {field.initial!r}")
+            self.emit(0, "")
+        if _own(self.model_class, "_export_state") is _own(Run, "_export_state"):
+            self._import("RunState", controller.fields)
+            self._import("UNKNOWN", controller.fields)
+            self.emit(1, "def _export_state(self) -> RunState:")
+            self.emit(2, '"""``controller.fields.export_state``, written out."""')
+            self.emit(2, "return (")
+            for field in STATE_FIELDS:
+                self.emit(3, f"{export_expression(field, 'self.' + field.attribute)},")
+            self.emit(2, ")")
+            self.emit(0, "")
+
     def emit_event(self, event: str) -> None:
         interface = self.model.interface[event]
         parameter = interface.parameter
@@ -1241,13 +1296,22 @@ class _Generator:
             emit(1, f"{transition.label!r},  # {transition.index}")
         emit(0, ")")
         emit(0, "")
+        emit(0, "#: Every event: (its parameter, the parameter's type, who may call it).")
+        emit(0, "EVENTS: dict[str, tuple[str | None, str | None, str]] = {")
+        for event, interface in model.interface.items():
+            described = (interface.parameter, interface.parameter_type, interface.caller)
+            emit(1, f"{event!r}: {described!r},")
+        emit(0, "}")
+        emit(0, "")
         emit(0, "")
         emit(0, f"class Controller({self.model_class.__name__}):")
         emit(1, '"""One run of the controller (CONTRACT.md), owned by one caller at a time."""')
         emit(0, "")
         emit(1, "__slots__ = ()")
         emit(1, "transitions = TRANSITIONS")
+        emit(1, "events = EVENTS")
         emit(0, "")
+        self.emit_fields()
         for event in model.events:
             self.emit_event(event)
         while self.lines and not self.lines[-1]:
@@ -1294,9 +1358,18 @@ class _Generator:
 # ---- what methods do to the run's fields ---------------------------------------------
 
 
+def _own(cls: type, name: str) -> object:
+    """The function ``cls`` has for ``name`` (its own or inherited)."""
+    return getattr(cls, name, None)
+
+
 def _fields_set_by_init(model_class: type) -> set[str]:
-    """The slots ``__init__`` always sets (top-level assignments to ``self.<slot>``)."""
+    """The slots ``__init__`` always sets: every field of the table and the policy
+    when it is ``Run``'s (which sets them from the table), else its top-level
+    assignments to ``self.<slot>``."""
     slots = {s for cls in model_class.__mro__ for s in getattr(cls, "__slots__", ())}
+    if _own(model_class, "__init__") is _own(Run, "__init__"):
+        return {f.attribute for f in FIELDS} | {"policy"}
     definition = _definition(model_class, "__init__")
     if definition is None:
         return set()
@@ -1355,6 +1428,24 @@ def _stores_of_method(model_class: type, name: str, seen: set[str]) -> set[str] 
 def _import_order(name: str) -> tuple[int, str]:
     # isort's order: CONSTANTS, Classes, functions
     return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def _row(transition: TransitionInfo) -> tuple[str, str, str | None]:
+    """What a transition does, whatever state it leaves: its guard, its action and
+    its target (None: it stays where it is)."""
+    stays = transition.internal and transition.target == transition.source
+    return (transition.cond, transition.action, None if stays else transition.target)
+
+
+def _sharing_states(model: MachineModel, event: str) -> list[tuple[str, ...]]:
+    """The active states with transitions on ``event``, grouped by chain: states whose
+    rows are the same, in the same order, share one copy of the code."""
+    groups: dict[tuple[tuple[str, str, str | None], ...], list[str]] = {}
+    for state in model.active_states:
+        leaving = model.leaving(state.id, event)
+        if leaving:
+            groups.setdefault(tuple(_row(t) for t in leaving), []).append(state.id)
+    return [tuple(states) for states in groups.values()]
 
 
 def _conjuncts(transition: TransitionInfo) -> list[ast.expr]:

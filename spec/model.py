@@ -35,14 +35,19 @@ class DeclarationError(ValueError):
 
 class EventInterface(NamedTuple):
     """What the declaration says about one event besides its transitions: its one
-    parameter (name and type) and answer type, the check run before any transition is
-    chosen, and the action that answers it in a final state."""
+    parameter (name and type: a record of ``controller.records``, ``str`` for a plan
+    id, or None) and answer type, the check run before any transition is chosen, the
+    action that answers it in a final state, and who may call it (``"host"``: the
+    application only; ``"model"``: also offered to the model as an agent tool).
+    Every tool reads events from here: the harness, the sampling, the reference
+    model, the agent tools, the diagrams."""
 
     parameter: str | None
     parameter_type: str | None
     returns: str
     check: str | None
     when_stopped: str
+    caller: str = "host"
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ design (one machine instance per run); applications use ``Controller``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from statemachine.transition import Transition
 
-from controller.records import ExecuteResult, Observation, Plan, StopReason
+from controller.records import StopReason
 from controller.run import Run
 from spec.declaration import Replanning
 from spec.model import MachineModel, extract
@@ -37,6 +38,9 @@ class ReferenceController(Run):
     __slots__ = ("_fired", "_machine")
 
     transitions = tuple(t.label for t in MODEL.transitions)
+    events: ClassVar[Mapping[str, tuple[str | None, str | None, str]]] = {
+        e: (i.parameter, i.parameter_type, i.caller) for e, i in MODEL.interface.items()
+    }
 
     def __init__(self, policy: Any = None) -> None:
         super().__init__(policy)
@@ -85,20 +89,28 @@ class ReferenceController(Run):
         )
         return answer
 
-    def observe(self, obs: Observation) -> bool:
-        answer: bool = self._send("observe", obs)
-        return answer
 
-    def propose(self, plan: Plan) -> bool:
-        answer: bool = self._send("propose", plan)
-        return answer
+def _event_method(event: str, parameter: str | None) -> Any:
+    """``Controller.<event>``'s counterpart: one call of the declaration's event."""
+    if parameter is None:
 
-    def execute(self, plan_id: str) -> ExecuteResult:
-        result: ExecuteResult = self._send("execute", plan_id)
-        return result
+        def call(self: ReferenceController) -> Any:
+            return self._send(event, None)
 
-    def cancel(self) -> None:
-        self._send("cancel", None)
+    else:
+
+        def call(self: ReferenceController, argument: Any) -> Any:  # type: ignore[misc]
+            return self._send(event, argument)
+
+    call.__name__ = call.__qualname__ = event
+    call.__doc__ = f"The declaration's ``{event}``, dispatched by python-statemachine."
+    return call
+
+
+# One method per declared event, read from the declaration's interface (a new event
+# needs no edit here).
+for _event, _interface in MODEL.interface.items():
+    setattr(ReferenceController, _event, _event_method(_event, _interface.parameter))
 
 
 def _takes_argument(method: Any) -> bool:

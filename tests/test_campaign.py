@@ -116,7 +116,7 @@ def test_dead_transitions_are_derived_from_the_policy() -> None:
         "idle --observe[duplicate_delivery]--> idle",
         "pending --observe[duplicate_delivery]--> pending",
     }
-    assert all("counts_duplicates is True" in why for why in default_dead.values())
+    assert all("counts_duplicates is always True" in why for why in default_dead.values())
     uncounted = dead_transitions(UNCOUNTED_DUPLICATES_TWO_RESOURCES)
     assert set(uncounted) == {
         label

@@ -106,7 +106,7 @@ def test_svg_shows_every_declared_transition_with_its_guard(tmp_path: Path) -> N
     assert missing_from_svg(MODEL, svg) == []
     rows = svg_rows(svg)
     assert sorted(rows) == sorted(t.label for t in MODEL.transitions)
-    assert len(rows) == 46 and sum(t.internal for t in MODEL.transitions) == 31
+    assert len(rows) == 46 and sum(t.internal for t in MODEL.transitions) == 29
     assert (
         "observe #3 [duplicate_delivery] / ignore_duplicate ↺"
         in rows["idle --observe[duplicate_delivery]--> idle"]
@@ -378,10 +378,10 @@ def test_diff_against_an_older_declaration_colours_added_removed_changed(
     gate = next(line for line in source.splitlines(True) if '"not prerequisites_passed"' in line)
     older = source.replace(gate, "")  # added since
     older = older.replace('cond="steps_exhausted"', 'cond="steps_exhausted and completes_run"')
-    cancel = '    cancel = idle.to(canceled, on="cancel_run")'
+    cancel = '    cancel = every((idle, pending), (canceled, "", "cancel_run"))'
     assert cancel in older
-    removed = 'idle.to(canceled, cond="plan_completed", on="cancel_run") | idle.to'
-    older = older.replace(cancel, cancel.replace("idle.to", removed, 1))
+    removed = 'every((idle,), (canceled, "plan_completed", "cancel_run")) | every('
+    older = older.replace(cancel, cancel.replace("every(", removed, 1))
     repository = tmp_path / "repo"
     (repository / "spec").mkdir(parents=True)
     (repository / "spec" / "declaration.py").write_text(older, encoding="utf-8")

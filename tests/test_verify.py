@@ -138,3 +138,23 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
     assert unreachable_fields(runs, {**reached, "no_progress": 7}, DEFAULT_POLICY.keys) == [
         "no_progress=7"
     ]
+
+
+def test_what_no_engine_exercised_is_a_gap() -> None:
+    """A campaign too short to reach the no-progress limit from the pending state,
+    beside the explorer that does: verify's gaps name the transitions."""
+    from controller import DEFAULT_POLICY
+    from replan.commands.verify import Pipeline
+    from verification.campaign import run_campaign
+    from verification.explore import explore
+
+    pipeline = Pipeline(DEFAULT_POLICY, Path("unused"), "ci", 0)
+    pipeline.explored = explore(DEFAULT_POLICY, stop_at_first=False)
+    pipeline.campaigned = run_campaign(
+        DEFAULT_POLICY, "ci", seed=0, examples=2, steps=3, out_dir=None, database=None
+    )
+    pipeline.find_gaps()
+    gaps = pipeline.report.gaps
+    assert any("the campaign never fired pending --observe" in g for g in gaps)
+    assert any("the campaign never stopped a run StepLimit (the explorer does)" in g for g in gaps)
+    assert pipeline.report.verdict().startswith("passed with gaps")

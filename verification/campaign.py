@@ -62,10 +62,12 @@ from hypothesis.stateful import (
 
 from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import EvidenceState, Observation, Plan
+from spec import inputs
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
 from verification import mutants
 from verification.coverage import Coverage, targets_for
+from verification.domains import HAND_WRITTEN, PARAMETER_TYPES
 from verification.harness import (
     CHECKER,
     Finding,
@@ -95,6 +97,8 @@ ABSORBED_CALLS = 3
 DIVERGENCE = "divergence"
 
 SOURCES = ("ci", "owner")
+#: Events whose parameter type no rule below spells out (drawn by ``derived_event``).
+DERIVED_EVENTS = tuple(e for e, kind in PARAMETER_TYPES.items() if kind not in HAND_WRITTEN)
 STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
 
 
@@ -705,6 +709,14 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text).strip("_")
 
 
+def _derived_event(self: CampaignMachine, data: st.DataObject) -> None:
+    """An event no rule of ``CampaignMachine`` spells out, its argument drawn from what
+    ``spec.inputs`` says it can be in this state: a new event is sampled without a rule
+    of its own. (Added to a machine only when the declaration has such an event.)"""
+    event = self._pick(data, DERIVED_EVENTS)
+    self._do(event, self._pick(data, inputs.arguments(PARAMETER_TYPES[event], self.view)))
+
+
 def build_machine(
     policy: Policy,
     implementation: Factory,
@@ -732,6 +744,8 @@ def build_machine(
         # function_digest(machine) hashes this in: the example database's key.
         "_hypothesis_internal_add_digest": identity.encode(),
     }
+    if DERIVED_EVENTS:
+        attributes["derived_event"] = rule(data=st.data())(_derived_event)
     return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)
 
 

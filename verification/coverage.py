@@ -22,10 +22,6 @@ failure is (``spec.properties``, ``verification.harness``).
 
 from __future__ import annotations
 
-import ast
-import inspect
-import itertools
-import textwrap
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,7 +32,8 @@ from controller.policy import Policy
 from controller.records import ExecuteResult, StopReason
 from controller.run import Run
 from spec.declaration import Replanning
-from spec.model import MachineModel, TransitionInfo, extract
+from spec.model import MachineModel, extract
+from verification.liveness import answers, liveness
 
 
 @cache
@@ -45,108 +42,11 @@ def declared_model() -> MachineModel:
     return extract(Replanning)
 
 
-# ---- which guards are facts about the policy alone ------------------------------------
-
-
-def _policy_constants(model: MachineModel, policy: Policy) -> dict[str, bool]:
-    """Guard name -> its value under ``policy``, for the guards that read only the
-    policy."""
-    names = {name for t in model.transitions for name in t.guard_names}
-    probe = Run(policy)
-    constants: dict[str, bool] = {}
-    for name in sorted(names):
-        method = getattr(Run, name, None)
-        if method is not None and _has_only_policy_reads(method):
-            constants[name] = bool(getattr(probe, name)())
-    return constants
-
-
-def _has_only_policy_reads(method: Any) -> bool:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    function = tree.body[0]
-    if not isinstance(function, ast.FunctionDef) or len(function.args.args) != 1:
-        return False
-    statements = [
-        node
-        for node in function.body
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
-    ]
-    if len(statements) != 1 or not isinstance(statements[0], ast.Return):
-        return False
-    expression = statements[0].value
-    if expression is None:
-        return False
-    self_attributes = [
-        node
-        for node in ast.walk(expression)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    ]
-    self_names = [
-        node for node in ast.walk(expression) if isinstance(node, ast.Name) and node.id == "self"
-    ]
-    calls = [node for node in ast.walk(expression) if isinstance(node, ast.Call)]
-    return (
-        bool(self_attributes)
-        and len(self_names) == len(self_attributes)  # self only as `self.<attr>`
-        and all(node.attr == "policy" for node in self_attributes)
-        and not calls
-    )
-
-
-def _evaluate(tree: ast.expr | None, values: Mapping[str, bool]) -> bool:
-    if tree is None:
-        return True
-    if isinstance(tree, ast.Name):
-        return values[tree.id]
-    if isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not):
-        return not _evaluate(tree.operand, values)
-    if isinstance(tree, ast.BoolOp):
-        parts = (_evaluate(value, values) for value in tree.values)
-        return all(parts) if isinstance(tree.op, ast.And) else any(parts)
-    if isinstance(tree, ast.Constant):
-        return bool(tree.value)
-    raise ValueError(f"unexpected guard node {ast.dump(tree)}")
-
-
 def dead_transitions(policy: Policy, model: MachineModel | None = None) -> dict[str, str]:
-    """Declared transitions that can never fire under ``policy``: label -> why.
-
-    A transition fires when its guard holds and no earlier transition of the same
-    state and event fires. With the policy-only guards fixed and every other guard a
-    free boolean, if no assignment makes it fire, no run can."""
+    """Declared transitions that can never fire under ``policy``: label -> why (dead,
+    disabled by the policy, or leaving a state it never enters: ``liveness``)."""
     model = model or declared_model()
-    constants = _policy_constants(model, policy)
-    groups: dict[tuple[str, str], list[TransitionInfo]] = {}
-    for transition in model.transitions:
-        groups.setdefault((transition.source, transition.event), []).append(transition)
-    dead: dict[str, str] = {}
-    for group in groups.values():
-        names = sorted({n for t in group for n in t.guard_names} - constants.keys())
-        involved = sorted({n for t in group for n in t.guard_names} & constants.keys())
-        for position, transition in enumerate(group):
-            earlier = group[:position]
-            holds = fires = False
-            for bits in itertools.product((False, True), repeat=len(names)):
-                values = {**constants, **dict(zip(names, bits, strict=True))}
-                if _evaluate(transition.guard_tree, values):
-                    holds = True
-                    if not any(_evaluate(e.guard_tree, values) for e in earlier):
-                        fires = True
-                        break
-            if not fires:
-                why = (
-                    "an earlier transition of the same state and event always fires first"
-                    if holds
-                    else "its guard never holds"
-                )
-                facts = ", ".join(f"{n} is {constants[n]}" for n in involved)
-                dead[transition.label] = f"{why} ({facts})" if facts else why
-    return dead
+    return liveness(Run, policy, [t.label for t in model.transitions]).not_live
 
 
 # ---- targets and counts --------------------------------------------------------------
@@ -167,11 +67,22 @@ class Targets:
 
 
 def targets_for(policy: Policy, model: MachineModel | None = None) -> Targets:
+    """What a campaign under ``policy`` should reach: the live transitions, the
+    ``ExecuteResult`` members they can answer, every stop reason."""
     model = model or declared_model()
+    dead = dead_transitions(policy, model)
+    live_execute = [t.label for t in model.transitions if t.event == "execute"]
+    results = answers(
+        Run,
+        {t.label: t.action for t in model.transitions},
+        model.interface["execute"].when_stopped,
+        [label for label in live_execute if label not in dead],
+        ExecuteResult,
+    )
     return Targets(
         transitions=tuple(t.label for t in model.transitions),
-        dead=dead_transitions(policy, model),
-        execute_results=tuple(str(result) for result in ExecuteResult),
+        dead=dead,
+        execute_results=results,
         stop_reasons=tuple(str(reason) for reason in StopReason),
     )
 

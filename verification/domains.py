@@ -34,16 +34,25 @@ without fixing K. ``max_proposals`` bounds how many ids a run can ever accept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controller.policy import Policy
 from controller.records import EvidenceState, Observation, Plan
-from verification.harness import Operation
+from spec import inputs
+from verification.harness import MODEL, Operation
 
-#: Operations are tried in this order in every state, observe first.
-GROUPS = ("observe", "propose", "execute", "cancel")
+#: Operations are tried in this order in every state: the declaration's events.
+GROUPS: tuple[str, ...] = MODEL.events
+#: Each event's parameter type (the declaration's interface).
+PARAMETER_TYPES: dict[str, str | None] = {
+    event: interface.parameter_type for event, interface in MODEL.interface.items()
+}
+#: The parameter types the domains below spell out by hand; an event with any other
+#: takes its arguments from ``spec.inputs`` (every combination of its record's
+#: fields' candidates, in every state).
+HAND_WRITTEN = frozenset({"Observation", "Plan", "str", None})
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,9 @@ class Domains:
     evidence_states: tuple[str, ...] = ("Unknown", "Passed", "Failed")
     #: Declared steps proposed (default: every step of the policy).
     steps: tuple[str, ...] | None = None
+    #: Also try the events whose arguments come from ``spec.inputs`` (SPIN's model
+    #: has only observe, propose, execute and cancel).
+    derived_events: bool = True
 
     def __post_init__(self) -> None:
         if self.versions < 1:
@@ -152,6 +164,7 @@ def spin_domains(versions: int = 1, ids: int = 1) -> Domains:
         malformed_plan=False,
         malformed_observation=False,
         one_id_per_kind=False,
+        derived_events=False,
     )
 
 
@@ -282,6 +295,32 @@ class InputSpace:
             plans = self._plans[cache_key] = tuple(built)
         return plans
 
+    def arguments(
+        self,
+        event: str,
+        plan_revision: int,
+        evidence_revision: int,
+        ids: tuple[tuple[str, ...], tuple[str, ...]],
+        run: Any = None,
+    ) -> Sequence[Any]:
+        """Every argument ``event`` is tried with in a state (with these revisions, these
+        (ids to propose, ids to execute), and ``run`` in that state, which the derived
+        arguments of ``spec.inputs`` read)."""
+        kind = PARAMETER_TYPES[event]
+        if kind is None:
+            return (None,)
+        if kind == "Observation":
+            return self.observations
+        if kind == "Plan":
+            return self.plans(plan_revision, evidence_revision, ids[0])
+        if kind == "str":
+            return ids[1]
+        if not self.domains.derived_events:
+            return ()
+        if run is None:
+            raise ValueError(f"{event}: its arguments depend on the run's state")
+        return inputs.arguments(kind, run)
+
     def operations(
         self,
         plan_revision: int,
@@ -289,17 +328,14 @@ class InputSpace:
         accepted: tuple[str, ...] = (),
         completed: tuple[str, ...] = (),
         pending_id: str | None = None,
+        run: Any = None,
     ) -> list[Operation]:
         """Every operation tried in a state, in the explorer's order."""
-        to_propose, to_execute = self.ids(accepted, completed, pending_id)
+        ids = self.ids(accepted, completed, pending_id)
         return [
-            *(Operation("observe", obs) for obs in self.observations),
-            *(
-                Operation("propose", plan)
-                for plan in self.plans(plan_revision, evidence_revision, to_propose)
-            ),
-            *(Operation("execute", plan_id) for plan_id in to_execute),
-            Operation("cancel", None),
+            Operation(event, argument)
+            for event in GROUPS
+            for argument in self.arguments(event, plan_revision, evidence_revision, ids, run)
         ]
 
     # ---- the report ---------------------------------------------------------------

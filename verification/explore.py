@@ -53,14 +53,10 @@ loop (restore, key, hash, memo) a sixth; the generated controller's calls a tent
 
 from __future__ import annotations
 
-import ast
-import inspect
 import itertools
 import json
 import operator
-import re
 import sys
-import textwrap
 import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -69,13 +65,15 @@ from pathlib import Path
 from typing import Any
 
 from controller import Controller
+from controller.fields import SCALAR_KINDS, STATE_FIELDS, state_of_snapshot
+from controller.fields import position as field_position
 from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import Plan, StopReason
-from controller.run import Run, RunState, state_of_snapshot
-from spec.model import parse_guard
+from controller.run import Run, RunState
 from spec.vocabulary import REGISTRY
 from verification.domains import (
     GROUPS,
+    PARAMETER_TYPES,
     Domains,
     InputSpace,
     default_report_domains,
@@ -86,6 +84,7 @@ from verification.domains import (
     spin_domains,
 )
 from verification.harness import CHECKER, Finding, Operation, violated
+from verification.liveness import liveness
 
 __all__ = [
     "Coverage",
@@ -105,7 +104,44 @@ __all__ = [
 
 _STOP_VALUES = frozenset(reason.value for reason in StopReason)
 _STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopReason}
-_SCALARS = 7  # leading scalar fields of a state tuple (Run._export_state)
+#: The state tuple's layout (``controller/fields.py``): its leading scalar fields (the
+#: hot loop rewrites them by name), then its containers (interned as small ints).
+_SCALAR_NAMES = tuple(f.attribute for f in STATE_FIELDS if f.kind in SCALAR_KINDS)
+_SCALARS = len(_SCALAR_NAMES)
+if any(f.kind not in SCALAR_KINDS for f in STATE_FIELDS[:_SCALARS]):
+    raise RuntimeError("controller/fields.py: the scalar fields must come first in FIELDS")
+P_DECLARED = field_position("_declared_state")
+P_EVIDENCE_REVISION = field_position("_evidence_revision")
+P_PLAN_REVISION = field_position("_plan_revision")
+P_PENDING = field_position("_pending")
+P_LATEST = field_position("_latest_version")
+P_KNOWN = field_position("_known")
+P_CONTENTS = field_position("_contents")
+P_ACCEPTED = field_position("_accepted")
+P_COMPLETED = field_position("_completed")
+
+
+def _written_out(name: str, source: str) -> Callable[..., Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<explorer: {name}>", "exec"), namespace)
+    function: Callable[..., Any] = namespace[name]
+    return function
+
+
+#: ``set_scalars(live, values)`` and ``successor(live, parts)``, written out for the
+#: layout: they run on every transition.
+_SET_SCALARS = _written_out(
+    "set_scalars",
+    "def set_scalars(live, values):\n    "
+    + ", ".join(f"live.{n}" for n in _SCALAR_NAMES)
+    + ", = values\n",
+)
+_SUCCESSOR = _written_out(
+    "successor",
+    "def successor(live, parts):\n    return ("
+    + "".join(f"live.{n}, " for n in _SCALAR_NAMES)
+    + "*parts)\n",
+)
 
 # ---- tracked containers: which field did a call change? --------------------------------
 
@@ -450,16 +486,13 @@ def _normal(state: RunState) -> RunState:
     """A state tuple with plain strings for enum members, so that tuples built from
     snapshots and from controllers compare and hash alike (they already do; this
     only makes the stored form JSON-friendly and independent of the enum classes)."""
-    pending = state[6]
-    return (
-        str(state[0]),
-        *state[1:6],
-        None if pending is None else Plan(*pending),
-        tuple((k, v, str(s)) for k, v, s in state[7]),
-        tuple(((k, v), (str(s), src)) for (k, v), (s, src) in state[8]),
-        tuple(state[9]),
-        tuple(state[10]),
-    )
+    normal = list(state)
+    normal[P_DECLARED] = str(state[P_DECLARED])
+    pending = state[P_PENDING]
+    normal[P_PENDING] = None if pending is None else Plan(*pending)
+    normal[P_KNOWN] = tuple((k, str(s)) for k, s in state[P_KNOWN])
+    normal[P_CONTENTS] = tuple(((k, v), (str(s), src)) for (k, v), (s, src) in state[P_CONTENTS])
+    return tuple(normal)
 
 
 # ---- the search engine --------------------------------------------------------------------
@@ -570,7 +603,6 @@ class _Engine:
         if symmetry:
             initial = self.canonical(initial)
         self.add_state(initial, -1, -1)
-        self._check_scalar_layout()
 
     # -- states ---------------------------------------------------------------------------
 
@@ -586,8 +618,10 @@ class _Engine:
         is the ``StopReason`` member when it is one: the hot loop writes it back into
         the controller as it is, and a plain string would not read as stopped."""
         intern = self.intern
-        declared = _STOP_MEMBERS.get(state[0], state[0])
-        return (declared, *state[1:_SCALARS], *(intern(part) for part in state[_SCALARS:]))
+        declared = _STOP_MEMBERS.get(state[P_DECLARED], state[P_DECLARED])
+        scalars = list(state[:_SCALARS])
+        scalars[P_DECLARED] = declared
+        return (*scalars, *(intern(part) for part in state[_SCALARS:]))
 
     def full(self, key: tuple[Any, ...]) -> RunState:
         parts = self.parts
@@ -599,8 +633,8 @@ class _Engine:
         self.keys.append(key)
         self.parent.append(parent)
         self.via.append(via)
-        if key[0] in _STOP_VALUES:
-            self.stop_seen.add(str(key[0]))
+        if key[P_DECLARED] in _STOP_VALUES:
+            self.stop_seen.add(str(key[P_DECLARED]))
         if self.discovered is not None:
             self.discovered.append(number)
         return number
@@ -611,29 +645,6 @@ class _Engine:
             index = self.parent[index]
             depth += 1
         return depth
-
-    def _check_scalar_layout(self) -> None:
-        """The hot loop rewrites the leading scalar fields by name: make sure they are
-        the ones ``_export_state`` leads with, in its order, and that the rest are
-        exactly the containers it exports (so a change to Run fails here, loudly)."""
-        live = self.live
-        marker = (object(), -101, -102, -103, -104, -105, None)
-        (
-            live._declared_state,
-            live._evidence_revision,
-            live._plan_revision,
-            live._steps,
-            live._proposals,
-            live._no_progress,
-            live._pending,
-        ) = marker
-        exported = live._export_state()
-        if exported[:_SCALARS] != marker or len(exported) != _SCALARS + 4:
-            raise RuntimeError(
-                "Run._export_state no longer leads with the 7 scalar fields the explorer "
-                "rewrites; update verification/explore.py with it"
-            )
-        live._import_state(self.full(self.keys[0]))
 
     # -- symmetry -------------------------------------------------------------------------
 
@@ -681,18 +692,20 @@ class _Engine:
         )
 
     def canonical(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
-        pending = key[6]
+        pending = key[P_PENDING]
         pending_id = None if pending is None else pending[0]
-        cache_key = (pending_id, key[9], key[10])
+        cache_key = (pending_id, key[P_ACCEPTED], key[P_COMPLETED])
         hit = self.canon_cache.get(cache_key)
         if hit is None:
-            hit = self.canon_cache[cache_key] = self._canon_parts(pending_id, key[9], key[10])
+            hit = self.canon_cache[cache_key] = self._canon_parts(pending_id, *cache_key[1:])
         rename, accepted, completed = hit
         if rename is None:
             return key
+        renamed = list(key)
         if pending is not None:
-            pending = Plan(rename.get(pending[0], pending[0]), *pending[1:])
-        return (*key[:6], pending, key[7], key[8], accepted, completed)
+            renamed[P_PENDING] = Plan(rename.get(pending[0], pending[0]), *pending[1:])
+        renamed[P_ACCEPTED], renamed[P_COMPLETED] = accepted, completed
+        return tuple(renamed)
 
     def canonical_full(self, state: RunState) -> RunState:
         return self.full(self.canonical(self.key(state)))
@@ -701,11 +714,19 @@ class _Engine:
 
     def mentioned(self, key: tuple[Any, ...]) -> tuple[Any, Any, Any]:
         """(accepted, completed, pending id): what the domain's ids depend on."""
-        pending = key[6]
-        return (self.parts[key[9]], self.parts[key[10]], None if pending is None else pending[0])
+        pending = key[P_PENDING]
+        return (
+            self.parts[key[P_ACCEPTED]],
+            self.parts[key[P_COMPLETED]],
+            None if pending is None else pending[0],
+        )
 
     def operations(self, key: tuple[Any, ...]) -> list[Operation]:
-        return self.space.operations(key[2], key[1], *self.mentioned(key))
+        scratch = Run(self.policy)  # the derived arguments read the state
+        scratch._import_state(self.full(key))
+        return self.space.operations(
+            key[P_PLAN_REVISION], key[P_EVIDENCE_REVISION], *self.mentioned(key), run=scratch
+        )
 
     def operations_to(self, index: int) -> list[Operation]:
         """A shortest run to ``index`` (concrete: ids renamed back when symmetric)."""
@@ -759,15 +780,20 @@ class _Engine:
         loaded = get_containers(live)
         live._trace = []
         scalars = key[:_SCALARS]
-        ev_part, contents_part, accepted_part, completed_part = key[_SCALARS:]
+        parts = key[_SCALARS:]
+        set_scalars = _SET_SCALARS
+        make_successor = _SUCCESSOR
         space = self.space
-        to_propose, to_execute = space.ids(*self.mentioned(key))
-        groups = (
-            (0, live.observe, space.observations),
-            (1, live.propose, space.plans(key[2], key[1], to_propose)),
-            (2, live.execute, to_execute),
-            (3, None, (None,)),
-        )
+        ids = space.ids(*self.mentioned(key))
+        groups = [
+            (
+                group,
+                getattr(live, event),
+                PARAMETER_TYPES[event] is None,
+                space.arguments(event, key[P_PLAN_REVISION], key[P_EVIDENCE_REVISION], ids, proto),
+            )
+            for group, event in enumerate(GROUPS)
+        ]
         intern = self.intern
         index = self.index
         symmetry = self.symmetry
@@ -777,7 +803,7 @@ class _Engine:
         checker = CHECKER
         static_properties, dynamic_properties, dynamic_count = self.split
         successors: set[int] = set()
-        stopped_successor = key[0] in _STOP_VALUES
+        stopped_successor = key[P_DECLARED] in _STOP_VALUES
         position = -1
         replaced_check = self.replaced
         last_successor: tuple[Any, ...] | None = None
@@ -786,19 +812,11 @@ class _Engine:
         last_result: Any = None
         last_fired: int | None = None
         last_group = -1
-        for group, method, arguments in groups:
+        for group, method, bare, arguments in groups:
             op = GROUPS[group]
             for argument in arguments:
                 position += 1
-                (
-                    live._declared_state,
-                    live._evidence_revision,
-                    live._plan_revision,
-                    live._steps,
-                    live._proposals,
-                    live._no_progress,
-                    live._pending,
-                ) = scalars
+                set_scalars(live, scalars)
                 if dirty:
                     for slot in dirty:
                         setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
@@ -807,36 +825,18 @@ class _Engine:
                 trace = live._trace
                 mark = len(trace)
                 try:
-                    result = live.cancel() if method is None else method(argument)
+                    result = method() if bare else method(argument)
                 except Exception as error:  # an error is an outcome, as in the harness
                     result = type(error)
                 appended = trace[mark:]
                 replaced = replaced_check(live, loaded)
                 if dirty or replaced:
                     exported = live._export_state()
-                    successor = (
-                        *exported[:_SCALARS],
-                        intern(exported[7]),
-                        intern(exported[8]),
-                        intern(exported[9]),
-                        intern(exported[10]),
-                    )
+                    successor = (*exported[:_SCALARS], *map(intern, exported[_SCALARS:]))
                     if replaced:
                         dirty.update(slots)
                 else:
-                    successor = (
-                        live._declared_state,
-                        live._evidence_revision,
-                        live._plan_revision,
-                        live._steps,
-                        live._proposals,
-                        live._no_progress,
-                        live._pending,
-                        ev_part,
-                        contents_part,
-                        accepted_part,
-                        completed_part,
-                    )
+                    successor = make_successor(live, parts)
                 concrete = successor
                 fired = appended[-1][5] if appended else None
                 new_state = False
@@ -874,7 +874,7 @@ class _Engine:
                     # properties whose verdict cannot depend on the argument once.
                     self.distinct_edges += 1
                     self._record_edge(source, op, fired, result, target, successors)
-                    if concrete[0] in _STOP_VALUES:
+                    if concrete[P_DECLARED] in _STOP_VALUES:
                         stopped_successor = True
                     verdict = (
                         tuple(static_properties[group](op, proto, argument, result, live, ()))
@@ -1160,123 +1160,14 @@ def _merge_report(engine: _Engine, report: dict[str, Any]) -> None:
 
 # ---- the policy's switches: guards that read nothing but the policy ---------------------
 
-_LABEL = re.compile(r"^(?P<source>\S+) --(?P<event>\w+)(?:\[(?P<cond>.*)\])?--> (?P<target>\S+)$")
-
-
-def _reads_only_policy(function: Any) -> bool:
-    """Whether a guard is ``return <expression over self.policy only>`` (no calls, no
-    parameters, no other field): under a given policy it is a constant."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
-        return False
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 1:
-        return False
-    body = list(definition.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return False
-    expression = body[0].value
-    parents = {child: node for node in ast.walk(expression) for child in ast.iter_child_nodes(node)}
-    for node in ast.walk(expression):
-        if isinstance(node, ast.Call | ast.Lambda | ast.NamedExpr):
-            return False
-        if isinstance(node, ast.Name):
-            if node.id != definition.args.args[0].arg:
-                return False
-            parent = parents.get(node)
-            if not (isinstance(parent, ast.Attribute) and parent.attr == "policy"):
-                return False
-    return True
-
-
-def policy_switches(implementation: type[Run], policy: Policy) -> dict[str, bool]:
-    """Guard name -> its constant value under ``policy``, for every guard of the
-    declared transitions that reads nothing but the policy."""
-    names: list[str] = []
-    for label in implementation.transitions:
-        match = _LABEL.match(label)
-        if match and match["cond"]:
-            for node in ast.walk(parse_guard(match["cond"])):
-                if isinstance(node, ast.Name) and node.id not in names:
-                    names.append(node.id)
-    switches: dict[str, bool] = {}
-    instance = implementation(policy)
-    for name in names:
-        function = getattr(implementation, name, None)
-        if function is not None and _reads_only_policy(function):
-            switches[name] = bool(getattr(instance, name)())
-    return switches
-
-
-def _satisfiable(trees: list[tuple[ast.expr | None, bool]], fixed: Mapping[str, bool]) -> bool:
-    """Whether some assignment of the guard names (those in ``fixed`` held at their
-    values) makes every (tree, wanted) pair evaluate to ``wanted``; None = always."""
-    names = sorted(
-        {
-            node.id
-            for tree, _ in trees
-            if tree is not None
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Name) and node.id not in fixed
-        }
-    )
-    compiled = [
-        (None if tree is None else compile(ast.Expression(tree), "<guard>", "eval"), wanted)
-        for tree, wanted in trees
-    ]
-    for values in itertools.product((False, True), repeat=len(names)):
-        assignment = {**fixed, **dict(zip(names, values, strict=True))}
-        if all(
-            (True if code is None else bool(eval(code, {"__builtins__": {}}, assignment))) == wanted
-            for code, wanted in compiled
-        ):
-            return True
-    return False
-
 
 def guard_analysis(
     implementation: type[Run], policy: Policy
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(disabled by the policy, structurally dead): label -> why. A transition fires
-    when its guard holds and no earlier transition of the same state and event fires
-    (priority order), read as a formula over guard names. Dead: no assignment of the
-    names satisfies it. Disabled: only the policy's constant guards make it
-    unsatisfiable (e.g. ``duplicate_delivery`` alone under
-    ``count_duplicate_deliveries = true``): configuration, not a defect."""
-    switches = policy_switches(implementation, policy)
-    parsed: list[tuple[str, str, ast.expr | None]] = []
-    for label in implementation.transitions:
-        match = _LABEL.match(label)
-        if match is None:
-            continue
-        group = f"{match['source']}/{match['event']}"
-        parsed.append((label, group, parse_guard(match["cond"]) if match["cond"] else None))
-    disabled: dict[str, str] = {}
-    dead: dict[str, str] = {}
-    for position, (label, group, tree) in enumerate(parsed):
-        earlier = [(t, False) for _, g, t in parsed[:position] if g == group]
-        formula = [(tree, True), *earlier]
-        if any(t is None for t, wanted in earlier if not wanted):
-            dead[label] = "an earlier transition of the same state and event always fires"
-        elif not _satisfiable(formula, {}):
-            dead[label] = "its guard can never hold"
-        elif not _satisfiable(formula, switches):
-            used = sorted(
-                {
-                    node.id
-                    for t, _ in formula
-                    if t is not None
-                    for node in ast.walk(t)
-                    if isinstance(node, ast.Name) and node.id in switches
-                }
-            )
-            disabled[label] = "; ".join(
-                f"{name} is always {switches[name]} under this policy" for name in used
-            )
-    return disabled, dead
+    """(switched off by the policy, structurally dead): label -> why, for the
+    implementation's own transitions (``verification.liveness``)."""
+    found = liveness(implementation, policy, implementation.transitions)
+    return found.switched_off, found.dead
 
 
 # ---- the search ------------------------------------------------------------------------
@@ -1609,13 +1500,20 @@ def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) 
 _DESCRIBED = ("state", "evidence_revision", "plan_revision", "steps", "proposals", "no_progress")
 
 
+def _evidence(state: RunState) -> list[tuple[str, int, str]]:
+    """(key, latest version, state) of every key with a record."""
+    known = dict(state[P_KNOWN])
+    return [(key, version, str(known.get(key, "Unknown"))) for key, version in state[P_LATEST]]
+
+
 def _described(state: RunState) -> dict[str, Any]:
-    pending = state[6]
+    pending = state[P_PENDING]
+    counters = {name: state[field_position(f"_{name}")] for name in _DESCRIBED[1:]}
     return {
-        "state": str(state[0]),
-        **dict(zip(_DESCRIBED[1:], state[1:6], strict=True)),
+        "state": str(state[P_DECLARED]),
+        **counters,
         "pending": None if pending is None else str(pending[3]),
-        "evidence": {key: str(value) for key, _, value in state[7]},
+        "evidence": {key: value for key, _, value in _evidence(state)},
     }
 
 
@@ -1653,6 +1551,14 @@ def unreachable_fields(
 # ---- the explorer's side of campaign coverage and shortest equivalent traces ------------
 
 
+#: The counters coverage keeps as they are (every one but the plan revision).
+_ABSTRACT_COUNTERS = tuple(
+    index
+    for index, f in enumerate(STATE_FIELDS)
+    if f.kind == "counter" and f.attribute != "_plan_revision"
+)
+
+
 def abstract_state(state: RunState) -> tuple[Any, ...]:
     """The abstraction coverage is measured in: a state up to what the contract cannot
     tell apart, so that a campaign's states (any ids, sources, version numbers) land
@@ -1663,10 +1569,11 @@ def abstract_state(state: RunState) -> tuple[Any, ...]:
     revision matters, and a campaign's revisions step by other amounts). Counters,
     evidence revision, evidence states, the pending plan's step, resource and cited
     evidence revision are kept as they are."""
-    declared = str(state[0])
-    pending = state[6]
+    declared = str(state[P_DECLARED])
+    pending = state[P_PENDING]
     pending_id = None if pending is None else pending[0]
-    accepted, completed = set(state[9]), set(state[10])
+    accepted, completed = set(state[P_ACCEPTED]), set(state[P_COMPLETED])
+    evidence = _evidence(state)
     ids = sorted(
         {*accepted, *completed, *(() if pending_id is None else (pending_id,))},
         key=lambda plan_id: (
@@ -1678,9 +1585,9 @@ def abstract_state(state: RunState) -> tuple[Any, ...]:
     )
     id_names = {plan_id: f"id{number}" for number, plan_id in enumerate(ids, start=1)}
     versions: dict[str, list[int]] = {}
-    for (key, version), _ in state[8]:
+    for (key, version), _ in state[P_CONTENTS]:
         versions.setdefault(key, []).append(version)
-    for key, version, _ in state[7]:
+    for key, version, _ in evidence:
         versions.setdefault(key, []).append(version)
     rank = {
         (key, version): number
@@ -1689,15 +1596,14 @@ def abstract_state(state: RunState) -> tuple[Any, ...]:
     }
     sources: dict[str, str] = {}
     contents = []
-    for (key, version), (value, source) in sorted(state[8], key=lambda item: item[0]):
+    for (key, version), (value, source) in sorted(state[P_CONTENTS], key=lambda item: item[0]):
         name = sources.setdefault(source, f"s{len(sources) + 1}")
         contents.append((key, rank[(key, version)], str(value), name))
     return (
         declared,
-        state[1],
-        *state[3:6],
+        *(state[p] for p in _ABSTRACT_COUNTERS),
         None if pending is None else (id_names[pending_id], pending[2], pending[3], pending[4]),
-        tuple((key, rank[(key, version)], str(value)) for key, version, value in state[7]),
+        tuple((key, rank[(key, version)], value) for key, version, value in evidence),
         tuple(contents),
         tuple(sorted(id_names[x] for x in accepted)),
         tuple(sorted(id_names[x] for x in completed)),

@@ -24,7 +24,7 @@ from typing import Any
 
 from controller import Controller
 from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import Decision, EvidenceState, ExecuteResult, Observation, Plan
+from controller.records import ADMITTED, Decision, EvidenceState, Observation, Plan
 from controller.workflow import decide
 
 #: Row order: Unknown, Passed, Failed for each key (the contract's vocabulary order).
@@ -52,7 +52,7 @@ def controller_commits(
     return {
         "proposal_accepted": accepted,
         "execute": str(answer),
-        "commits": bool(accepted) and answer == ExecuteResult.EXECUTED,
+        "commits": bool(accepted) and answer in ADMITTED,
     }
 
 

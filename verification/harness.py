@@ -24,10 +24,19 @@ import spec.properties  # noqa: F401  (registers the contract's properties)
 from controller.policy import Policy, policy_from_dict, policy_to_dict
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
 from controller.run import Run, state_of_snapshot
+from spec.declaration import Replanning
+from spec.model import extract
 from spec.vocabulary import Checker
 
-OPS = ("observe", "propose", "execute", "cancel")
-ARGUMENT_NAME = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
+MODEL = extract(Replanning)
+
+#: The declared events and their parameters (the declaration's interface).
+OPS: tuple[str, ...] = MODEL.events
+ARGUMENT_NAME: dict[str, str] = {
+    event: interface.parameter
+    for event, interface in MODEL.interface.items()
+    if interface.parameter is not None
+}
 
 
 class Implementation(Protocol):
@@ -46,8 +55,8 @@ class Operation(NamedTuple):
     argument: Any = None
 
     def __str__(self) -> str:
-        if self.op == "cancel":
-            return "cancel()"
+        if self.op not in ARGUMENT_NAME:
+            return f"{self.op}()"
         return f"{self.op}({self.argument!r})"
 
 
@@ -55,7 +64,7 @@ def apply(implementation: Implementation, operation: Operation) -> Any:
     """Run one operation; the answer, or the class of the error it raised."""
     method = getattr(implementation, operation.op)
     try:
-        return method() if operation.op == "cancel" else method(operation.argument)
+        return method(operation.argument) if operation.op in ARGUMENT_NAME else method()
     except Exception as error:  # an error is an outcome to compare, not a crash
         return type(error)
 
@@ -239,9 +248,7 @@ class Finding:
             "steps": [
                 {
                     "op": operation.op,
-                    "args": {}
-                    if operation.op == "cancel"
-                    else {ARGUMENT_NAME[operation.op]: encode_value(operation.argument)},
+                    "args": _arguments(operation),
                     "result": encode_result(result),
                 }
                 for operation, result in zip(self.operations, self.results, strict=True)
@@ -292,7 +299,7 @@ def load_counterexample(path: str | Path) -> tuple[Policy, str, list[Operation],
             raise CounterexampleError(f"{source}: steps[{index}].op: expected one of {OPS}")
         op = step["op"]
         args = step.get("args") or {}
-        argument = None if op == "cancel" else decode_value(args.get(ARGUMENT_NAME[op]))
+        argument = decode_value(args.get(ARGUMENT_NAME[op])) if op in ARGUMENT_NAME else None
         operations.append(Operation(op, argument))
         recorded.append(step.get("result"))
     return policy, str(document.get("property", "")), operations, recorded
@@ -375,7 +382,7 @@ def pytest_source(
     steps = [
         {
             "op": o.op,
-            "args": {} if o.op == "cancel" else {ARGUMENT_NAME[o.op]: encode_value(o.argument)},
+            "args": _arguments(o),
         }
         for o in operations
     ]
@@ -410,6 +417,11 @@ def decode_steps(steps: Sequence[dict[str, Any]]) -> list[Operation]:
     for step in steps:
         op = step["op"]
         args = step.get("args") or {}
-        argument = None if op == "cancel" else decode_value(args.get(ARGUMENT_NAME[op]))
+        argument = decode_value(args.get(ARGUMENT_NAME[op])) if op in ARGUMENT_NAME else None
         operations.append(Operation(op, argument))
     return operations
+
+
+def _arguments(operation: Operation) -> dict[str, Any]:
+    parameter = ARGUMENT_NAME.get(operation.op)
+    return {} if parameter is None else {parameter: encode_value(operation.argument)}

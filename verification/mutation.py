@@ -12,7 +12,8 @@ properties can (``verification/adequacy.py`` judges them):
 - ``delete-statement``: one statement of an action, the input check or ``__init__``;
 - ``shift-integer``: an integer literal of a body, plus or minus one;
 - ``swap-transitions``: two adjacent transitions of one state and event (priority);
-- ``policy-default``: one default of the policy loader (``controller.policy.DEFAULTS``).
+- ``policy-default``: one default of the policy loader (``controller.policy.DEFAULTS``);
+- ``field-initial``: one counter's initial value in the field table, plus or minus one.
 
 A body mutant is a real subclass of ``controller.run.Run`` in a module of its own
 (registered, its source readable like a file's), so the generator copies its body and
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import controller.run
+from controller.fields import FIELDS
 from controller.policy import DEFAULTS
 from controller.run import Run
 from spec.model import MachineModel, TransitionInfo, parse_guard
@@ -50,6 +52,7 @@ OPERATORS = (
     "shift-integer",
     "swap-transitions",
     "policy-default",
+    "field-initial",
 )
 
 _FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -105,8 +108,9 @@ class Mutant:
 
 def body_names(model: MachineModel, model_class: type = Run) -> list[str]:
     """The methods of the run the declaration names (guards, actions, checks, stopped
-    answers) and ``__init__``, in a fixed order."""
-    names: dict[str, None] = {"__init__": None}
+    answers), in a fixed order. (``__init__`` sets the field table's values: those are
+    the ``field-initial`` operator's.)"""
+    names: dict[str, None] = {}
     for transition in model.transitions:
         for name in transition.guard_names:
             names[name] = None
@@ -465,6 +469,34 @@ def policy_mutants(model: MachineModel) -> Iterator[Mutant]:
             )
 
 
+def field_mutants(model: MachineModel) -> Iterator[Mutant]:
+    """A run that starts with one counter off by one (``controller/fields.py``)."""
+    for declared in FIELDS:
+        if declared.kind != "counter":
+            continue
+        for changed in (declared.initial + 1, declared.initial - 1):
+            source = (
+                "def __init__(self, policy=None):\n"
+                "    self.policy = DEFAULT_POLICY if policy is None else policy\n"
+                "    for field in FIELDS:\n"
+                "        setattr(self, field.attribute, field.fresh())\n"
+                f"    self.{declared.attribute} = {changed!r}\n"
+            )
+            yield Mutant(
+                id=f"field-initial:{declared.attribute}={changed}",
+                operator="field-initial",
+                where="controller/fields.py: FIELDS",
+                description=f"{declared.attribute} starts at {changed!r}, not {declared.initial!r}",
+                diff=_diff(
+                    "controller/fields.py",
+                    f'Field("{declared.attribute}", "counter", {declared.initial!r}, ...)\n',
+                    f'Field("{declared.attribute}", "counter", {changed!r}, ...)\n',
+                ),
+                model=model,
+                methods={"__init__": source},
+            )
+
+
 def all_mutants(model: MachineModel, model_class: type[Run] = Run) -> list[Mutant]:
     """Every mutant of the declaration, the bodies and the policy defaults, with
     unique ids, in a fixed order."""
@@ -473,6 +505,7 @@ def all_mutants(model: MachineModel, model_class: type[Run] = Run) -> list[Mutan
         *declaration_mutants(model),
         *body_mutants(model, model_class),
         *policy_mutants(model),
+        *field_mutants(model),
     ):
         found.setdefault(mutant.id, mutant)
     return list(found.values())

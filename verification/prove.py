@@ -31,7 +31,7 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from controller.policy import Policy, policy_to_dict
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from controller.records import ADMITTED, EvidenceState, Observation, Plan
 from controller.run import Run
 from controller.workflow import decide
 from spec.model import MachineModel
@@ -238,7 +238,7 @@ def commit_gate(
         *encoding.assumptions,
     )
     evidence = {k: u.evidence_state(pre, k) for k in policy.keys}
-    opens = encoding.answer == u.answer_of(ExecuteResult.EXECUTED)
+    opens = any_of(*(encoding.answer == u.answer_of(answer) for answer in sorted(ADMITTED)))
     return Gate(u, step, encoding, premise, opens, evidence)
 
 

@@ -40,6 +40,7 @@ import ast
 import builtins
 import inspect
 import textwrap
+import typing
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -49,8 +50,10 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+import controller.records
+from controller.fields import FIELDS
 from controller.policy import Policy
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+from controller.records import RECORD_KINDS, EvidenceState, ExecuteResult, Plan, StopReason
 from controller.run import Run
 from spec.generator import _Generator
 from spec.model import MachineModel, TransitionInfo
@@ -66,37 +69,47 @@ class TranslationError(ValueError):
 
 # ---- the abstraction ----------------------------------------------------------------
 
-#: Each modelled field of ``Run`` and the z3 shape it takes. ``_trace`` explains and
-#: never decides; ``policy`` is the universe's data and (symbolic) limits.
+#: The z3 shape of each kind of field of ``controller/fields.py`` (None: not
+#: modelled: the trace explains and never decides).
+Z3_KINDS: dict[str, str | None] = {
+    "mode": "mode",
+    "counter": "int",
+    "plan?": "plan?",
+    "key->version": "key->int",
+    "key->evidence": "key->evidence",
+    "key set": "key set",
+    "contents": "contents",
+    "id set": "id set",
+    "trace": None,
+}
+#: Each modelled field of the run and the z3 shape it takes, from the field table.
 FIELD_KINDS: dict[str, str] = {
-    "_declared_state": "mode",
-    "_evidence_revision": "int",
-    "_plan_revision": "int",
-    "_steps": "int",
-    "_proposals": "int",
-    "_no_progress": "int",
-    "_pending": "plan?",
-    "_contents": "contents",
-    "_latest_version": "key->int",
-    "_known": "key->evidence",
-    "_passed": "key set",
-    "_accepted": "id set",
-    "_completed": "id set",
+    f.attribute: kind for f in FIELDS if (kind := Z3_KINDS[f.kind]) is not None
 }
-UNMODELLED_FIELDS = frozenset({"_trace", "policy"})
+#: ``policy`` is the universe's data and (symbolic) limits.
+UNMODELLED_FIELDS = frozenset({f.attribute for f in FIELDS if Z3_KINDS[f.kind] is None}) | {
+    "policy"
+}
 
-#: The z3 shape of each field of the records an event receives.
-RECORD_FIELDS: dict[str, dict[str, str]] = {
-    "Plan": {
-        "id": "plan id",
-        "revision": "int",
-        "evidence_revision": "int",
-        "step": "step",
-        "resource": "resource",
-    },
-    "Observation": {"key": "key", "version": "int", "state": "evidence", "source": "source"},
-}
-RECORD_TYPES: dict[str, type] = {"Plan": Plan, "Observation": Observation}
+#: The kinds z3 abstracts as an enumeration (the policy's names, the evidence states).
+ENUM_KINDS = frozenset({"key", "step", "resource", "evidence"})
+
+
+def _record_shape(name: str) -> dict[str, str]:
+    """The z3 shape of each field of a record (``controller.records.RECORD_KINDS``):
+    an enumeration kind as itself, an int field as ``int``, any other string as
+    ``name`` (one integer per distinct value)."""
+    record = getattr(controller.records, name)
+    annotations = typing.get_type_hints(record)
+    return {
+        field: kind if kind in ENUM_KINDS else ("int" if annotations.get(field) is int else "name")
+        for field, kind in RECORD_KINDS[name].items()
+    }
+
+
+#: The z3 shape of each field of the records an event receives, and the records.
+RECORD_FIELDS: dict[str, dict[str, str]] = {name: _record_shape(name) for name in RECORD_KINDS}
+RECORD_TYPES: dict[str, type] = {name: getattr(controller.records, name) for name in RECORD_KINDS}
 
 #: The policy's limits: left symbolic for the inductive proofs.
 LIMITS = ("max_steps", "max_proposals", "no_progress_limit", "count_duplicate_deliveries")
@@ -113,8 +126,8 @@ def check_abstraction(model_class: type = Run) -> None:
     missing = slots - set(FIELD_KINDS) - UNMODELLED_FIELDS
     if missing:
         raise TranslationError(
-            f"{model_class.__name__} has fields the z3 abstraction does not model: "
-            f"{', '.join(sorted(missing))} (add them to verification/symbolic.py FIELD_KINDS)"
+            f"{model_class.__name__} has fields that are not in controller/fields.py: "
+            f"{', '.join(sorted(missing))} (declare them in FIELDS)"
         )
     for name, record in RECORD_TYPES.items():
         declared = tuple(getattr(record, "_fields", ()))
@@ -226,8 +239,7 @@ class Universe:
     def kind_sort(self, kind: str) -> z3.SortRef:
         return {
             "int": z3.IntSort(),
-            "plan id": z3.IntSort(),
-            "source": z3.IntSort(),
+            "name": z3.IntSort(),
             "key": self.key.sort,
             "step": self.step.sort,
             "resource": self.resource.sort,
@@ -1066,6 +1078,9 @@ class Translator:
         if helper is not None and helper[0] is target:
             arguments = [self.eval(a, frame) for a in node.args]
             return helper[1](self, frame, node, arguments)
+        if getattr(target, "__replan_opaque__", False):
+            arguments = [self.eval(a, frame) for a in node.args]
+            return self._opaque(frame, node, target, arguments)
         if inspect.isfunction(target) and _has_source(target):
             arguments = [self.eval(a, frame) for a in node.args]
             state, value = self.run_function(
@@ -1113,6 +1128,35 @@ class Translator:
                 raise self.fail(frame, node, "isinstance of a class the translator cannot name")
             return self._atom(f"isinstance({ast.unparse(path)}, {_class_text(kinds.value)})")
         raise self.fail(frame, node, "type test not understood")
+
+    def _opaque(
+        self, frame: _Frame, node: ast.Call, function: Any, arguments: list[Any]
+    ) -> z3.ExprRef:
+        """A call of an ``@opaque`` function: an uninterpreted function of the z3 terms
+        of its arguments (a record's fields, an optional value once present)."""
+        terms: list[z3.ExprRef] = []
+        for argument in arguments:
+            terms.extend(self._terms(frame, node, argument))
+        result = typing.get_type_hints(function).get("return")
+        sort = z3.BoolSort() if result is bool else z3.IntSort()  # a str: one int per value
+        declared = z3.Function(function.__name__, *(t.sort() for t in terms), sort)
+        return declared(*terms)
+
+    def _terms(self, frame: _Frame, node: ast.AST, value: Any) -> list[z3.ExprRef]:
+        if isinstance(value, Opt):
+            self.require(frame, value.some, f"the argument of `{_where(node)}` is not None")
+            return self._terms(frame, node, value.value)
+        if isinstance(value, Record):
+            return [
+                t for name in value.fields for t in self._terms(frame, node, value.fields[name])
+            ]
+        if isinstance(value, z3.ExprRef):
+            return [value]
+        if isinstance(value, Const) and isinstance(value.value, str):
+            return [z3.IntVal(self.u.intern(value.value))]
+        if isinstance(value, Const) and isinstance(value.value, int):
+            return [z3.IntVal(value.value)]
+        raise self.fail(frame, node, f"an argument z3 cannot name: {value!r}")
 
     def _length(self, frame: _Frame, node: ast.Call, value: Any) -> Any:
         if isinstance(value, Const):
@@ -1892,36 +1936,25 @@ def fresh_state(u: Universe, prefix: str) -> State:
 
 
 def initial_state(u: Universe, model_class: type = Run) -> State:
-    """The state ``Run.__init__`` builds, translated from its body (the policy is the
-    universe's); checked against the declaration's initial state."""
+    """The state a fresh run of ``model_class`` is in (its ``__init__`` run, the policy
+    the universe's), abstracted; checked against the declaration's initial state."""
     translator = Translator(u, model_class)
     definition = _definition(model_class, "__init__")
-    frame = _Frame({}, {}, (), f"{model_class.__name__}.__init__", frozenset())
-    body = [
-        s
-        for s in definition.body
-        if not (isinstance(s, ast.Assign | ast.AnnAssign) and _self_field(_target(s)) == "policy")
-    ]
-    unmodelled = {
-        _self_field(_target(s))
-        for s in definition.body
-        if isinstance(s, ast.Assign | ast.AnnAssign)
-    } & UNMODELLED_FIELDS
     _check_policy_kept(translator, definition, model_class)
-    paths = translator.exec_block(body, 0, frame)
-    if (
-        len(paths) != 1
-        or set(paths[0].frame.state) != set(FIELD_KINDS)
-        or unmodelled != UNMODELLED_FIELDS
-    ):
+    fresh = model_class(u.policy)
+    missing = [name for name in FIELD_KINDS if not hasattr(fresh, name)]
+    if missing:
         raise TranslationError(
-            f"{model_class.__name__}.__init__ must set every field once, unconditionally "
-            f"(modelled: {', '.join(FIELD_KINDS)}; and {', '.join(sorted(UNMODELLED_FIELDS))})"
+            f"{model_class.__name__}.__init__ leaves {', '.join(missing)} unset "
+            "(every field of controller/fields.py must be set)"
         )
-    state = paths[0].frame.state
+    state = abstract_run(u, fresh)
     initial = next(s for s in u.model.states if s.initial)
     if not z3.is_true(z3.simplify(state["_declared_state"] == u.mode_of(initial.id))):
-        raise TranslationError("Run.__init__ does not start in the declaration's initial state")
+        raise TranslationError(
+            f"{model_class.__name__}.__init__ does not start in the declaration's initial "
+            f"state ({initial.id})"
+        )
     return state
 
 
@@ -2231,7 +2264,7 @@ def abstract_value(u: Universe, kind: str, value: object) -> z3.ExprRef | None:
     value has no counterpart, e.g. a malformed argument's field)."""
     if kind == "int":
         return z3.IntVal(value) if type(value) is int else None
-    if kind in ("plan id", "source"):
+    if kind == "name":
         return z3.IntVal(u.intern(value))
     domain = {
         "key": u.key,
@@ -2268,7 +2301,7 @@ def abstract_argument(u: Universe, event: str, value: object) -> Any:
             },
         )
     if kind == "str":
-        return abstract_value(u, "plan id", value)
+        return abstract_value(u, "name", value)
     return Const(None)
 
 
@@ -2283,15 +2316,14 @@ def abstract_run(u: Universe, run: Run, fields: Iterable[str] | None = None) -> 
             array = z3.Store(array, z3.IntVal(u.intern(plan_id)), z3.BoolVal(True))
         return IdSet(array)
 
-    def contents() -> ContentMap:
+    def contents(value: Mapping[tuple[str, int], tuple[EvidenceState, str]]) -> ContentMap:
         array = empty_field(u, "contents").array
-        for (key, version), (state, source) in sorted(run._contents.items()):
+        for (key, version), (state, source) in sorted(value.items()):
             content = CONTENT.some(EVIDENCE.const(state), z3.IntVal(u.intern(source)))
             array = z3.Store(array, _member(u.key, key), z3.IntVal(version), content)
         return ContentMap(array)
 
-    def pending() -> Opt:
-        plan = run._pending
+    def pending(plan: Plan | None) -> Opt:
         if plan is None:
             return Opt(z3.BoolVal(False), _blank_plan(u))
         abstract = {
@@ -2301,37 +2333,38 @@ def abstract_run(u: Universe, run: Run, fields: Iterable[str] | None = None) -> 
         return Opt(z3.BoolVal(True), Record("Plan", abstract))
 
     unknown = EvidenceState.UNKNOWN
-    builders: dict[str, Callable[[], Any]] = {
-        "_declared_state": lambda: u.mode.const(run._declared_state),
-        "_evidence_revision": lambda: z3.IntVal(run._evidence_revision),
-        "_plan_revision": lambda: z3.IntVal(run._plan_revision),
-        "_steps": lambda: z3.IntVal(run._steps),
-        "_proposals": lambda: z3.IntVal(run._proposals),
-        "_no_progress": lambda: z3.IntVal(run._no_progress),
-        "_pending": pending,
-        "_contents": contents,
-        "_latest_version": lambda: FMap(
-            u.key,
-            {
-                k: Opt(
-                    z3.BoolVal(k in run._latest_version), z3.IntVal(run._latest_version.get(k, 0))
-                )
-                for k in keys
-            },
-        ),
-        "_known": lambda: FMap(
-            u.key,
-            {
-                k: Opt(z3.BoolVal(k in run._known), EVIDENCE.const(run._known.get(k, unknown)))
-                for k in keys
-            },
-        ),
-        "_passed": lambda: FSet(u.key, {k: z3.BoolVal(k in run._passed) for k in keys}),
-        "_accepted": lambda: ids(run._accepted),
-        "_completed": lambda: ids(run._completed),
-    }
+
+    def build(name: str) -> Any:
+        kind = FIELD_KINDS[name]
+        value = getattr(run, name)
+        if kind == "mode":
+            return u.mode.const(value)
+        if kind == "int":
+            return z3.IntVal(value)
+        if kind == "plan?":
+            return pending(value)
+        if kind == "contents":
+            return contents(value)
+        if kind == "key->int":
+            return FMap(
+                u.key, {k: Opt(z3.BoolVal(k in value), z3.IntVal(value.get(k, 0))) for k in keys}
+            )
+        if kind == "key->evidence":
+            return FMap(
+                u.key,
+                {
+                    k: Opt(z3.BoolVal(k in value), EVIDENCE.const(value.get(k, unknown)))
+                    for k in keys
+                },
+            )
+        if kind == "key set":
+            return FSet(u.key, {k: z3.BoolVal(k in value) for k in keys})
+        if kind == "id set":
+            return ids(value)
+        raise TranslationError(f"no abstraction of a {kind} field")
+
     wanted = FIELD_KINDS if fields is None else fields
-    return {name: builders[name]() for name in wanted}
+    return {name: build(name) for name in wanted}
 
 
 def concrete_key(run: Run, name: str) -> object:

@@ -86,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 on gaps too: a live declared transition or a stop reason no engine "
+        "exercised, or one the explorer reaches that the campaign missed",
+    )
+    parser.add_argument(
         "--mutate",
         action="store_true",
         help="also run `replan mutate` and put the mutation score in the report (about 90 s "
@@ -119,6 +125,7 @@ class Pipeline:
         self.seed = seed
         self.report = VerifyReport(policy=policy, profile=profile, evidence=str(evidence))
         self.explored: Any = None  # the explorer's result, kept for the campaign's coverage
+        self.campaigned: Any = None  # the campaign's result, kept for the gaps
         self.total = 0
 
     def run(self, number: int, name: str, check: Callable[[], CheckResult]) -> CheckResult:
@@ -140,6 +147,32 @@ class Pipeline:
             f"({result.seconds:.1f} s)"
         )
         return result
+
+    def find_gaps(self) -> None:
+        """What no engine exercised: a live declared transition (one the policy does
+        not switch off) or a stop reason nothing reached, and a transition or stop
+        reason the explorer reaches that the campaign never fired. A gap is not a
+        broken property; ``--strict`` makes it one."""
+        explored, campaigned = self.explored, self.campaigned
+        if explored is None or campaigned is None or not explored.ok or not campaigned.passed:
+            return
+        coverage = campaigned.coverage
+        gaps = self.report.gaps
+        reached = set(explored.fired)
+        for label in explored.labels:
+            if label in explored.disabled_by_policy or coverage.transitions[label]:
+                continue
+            if label in reached:
+                gaps.append(f"the campaign never fired {label} (the explorer reaches it)")
+            elif explored.complete:
+                gaps.append(f"no engine reached {label}")
+        for reason, explorer_reached in explored.stop_reasons.items():
+            if coverage.stop_reasons[reason]:
+                continue
+            if explorer_reached:
+                gaps.append(f"the campaign never stopped a run {reason} (the explorer does)")
+            else:
+                gaps.append(f"no engine stopped a run {reason}")
 
     def label_unreachable_counterexamples(self) -> None:
         """A proof's counterexample to induction from a state the explorer never
@@ -276,6 +309,7 @@ class Pipeline:
             out_dir=self.evidence / "counterexamples",
             database=None,  # reproducible: no examples carried over from other runs
         )
+        self.campaigned = result
         document = result.to_json()
         coverage = result.coverage.to_json()
         summary = (
@@ -525,6 +559,7 @@ def run(args: argparse.Namespace) -> int:
     for number, (name, check) in enumerate(steps, start=2):
         pipeline.run(number, name, check)
     pipeline.label_unreachable_counterexamples()
+    pipeline.find_gaps()
 
     report = pipeline.report
     report.seconds = time.perf_counter() - started
@@ -538,7 +573,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in report.summary_lines():
             print(line)
-    return 0 if report.ok else 1
+    if not report.ok:
+        return 1
+    return 1 if args.strict and report.gaps else 0
 
 
 def _subject(name: str | None) -> Any:
