@@ -1548,6 +1548,7 @@ class Translator:
         (as an ``Answer`` term when ``as_answer``: a raise is an answer then)."""
         definition = _definition(self.model_class, name)
         kind = "guard" if name in _guard_names(self.u.model) else "action"
+        method = getattr(self.model_class, name, None)
         return self.run_definition(
             definition,
             [SELF, *arguments],
@@ -1555,6 +1556,8 @@ class Translator:
             state=caller.state,
             where=f"{kind} {name!r} ({self.model_class.__name__})",
             as_answer=as_answer,
+            # names in a method resolve in the module that defines it, whoever calls it
+            scope=getattr(method, "__globals__", None),
             nodes=None if nodes is None else [None, *nodes],
         )
 
