@@ -66,7 +66,7 @@ from spec import inputs
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
 from verification import mutants
-from verification.coverage import Coverage, targets_for
+from verification.coverage import Coverage, declared_model, targets_for
 from verification.domains import HAND_WRITTEN, PARAMETER_TYPES
 from verification.harness import (
     CHECKER,
@@ -281,6 +281,11 @@ class CampaignMachine(RuleBasedStateMachine):
     disallowed_resource: ClassVar[str] = "resource-not-allowed"
     commit_first: ClassVar[tuple[str, ...]] = ()  # step names, run-completing first
 
+    #: the events ``derived_event`` draws (``moving_events``)
+    derived_events: ClassVar[tuple[str, ...]] = ()
+    #: operations every example starts with (an explorer witness: ``seed_missed``)
+    prefix: ClassVar[tuple[Operation, ...]] = ()
+
     plan_ids = Bundle("plan_ids")
 
     def __init__(self) -> None:
@@ -289,6 +294,8 @@ class CampaignMachine(RuleBasedStateMachine):
         self._fresh = 0
         self._integers: dict[int, st.SearchStrategy[int]] = {}
         self._new_run()
+        for operation in self.prefix:
+            self._do(operation.op, operation.argument)
 
     # ---- running one operation on both, and checking it ---------------------------------
 
@@ -712,9 +719,26 @@ def _slug(text: str) -> str:
 def _derived_event(self: CampaignMachine, data: st.DataObject) -> None:
     """An event no rule of ``CampaignMachine`` spells out, its argument drawn from what
     ``spec.inputs`` says it can be in this state: a new event is sampled without a rule
-    of its own. (Added to a machine only when the declaration has such an event.)"""
-    event = self._pick(data, DERIVED_EVENTS)
+    of its own. (Added to a machine only for the events that can move a run to another
+    state under its policy: ``moving_events``.)"""
+    event = self._pick(data, self.derived_events)
     self._do(event, self._pick(data, inputs.arguments(PARAMETER_TYPES[event], self.view)))
+
+
+def moving_events(policy: Policy, events: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``events`` with a transition that can fire under ``policy`` and leaves
+    its state (an approval under a policy with approval steps). An event that can only
+    be refused where it stays (an approval under a policy without any) adds nothing a
+    rule must reach: the explorer's witnesses cover its refusals (``seed_missed``)."""
+    live = set(targets_for(policy).live_transitions)
+    return tuple(
+        event
+        for event in events
+        if any(
+            t.event == event and t.source != t.target and t.label in live
+            for t in declared_model().transitions
+        )
+    )
 
 
 def build_machine(
@@ -724,6 +748,7 @@ def build_machine(
     *,
     identity: str,
     reference: Factory | None = ReferenceController,
+    prefix: Sequence[Operation] = (),
 ) -> type[CampaignMachine]:
     """A machine class for this policy and implementation. ``identity`` names the
     pair in the example database, so a failure saved for one implementation or
@@ -741,10 +766,13 @@ def build_machine(
         "commit_first": tuple(
             s.name for s in sorted(policy.steps, key=lambda step: not step.completes_run)
         ),
+        "prefix": tuple(prefix),
         # function_digest(machine) hashes this in: the example database's key.
         "_hypothesis_internal_add_digest": identity.encode(),
     }
-    if DERIVED_EVENTS:
+    derived = moving_events(policy, DERIVED_EVENTS)
+    if derived:
+        attributes["derived_events"] = derived
         attributes["derived_event"] = rule(data=st.data())(_derived_event)
     return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)
 
@@ -777,9 +805,32 @@ class CampaignResult:
     #: when the example database handed back a failure found before
     found_at_example: int | None = None
 
+    #: transitions whose explorer witness seeded extra examples (``seed_missed``)
+    seeded: list[str] = field(default_factory=list)
+
     @property
     def passed(self) -> bool:
         return self.finding is None
+
+    def absorb(self, other: CampaignResult) -> None:
+        """Count ``other``'s examples as this campaign's own (same policy)."""
+        self.examples += other.examples
+        self.runs += other.runs
+        self.operations += other.operations
+        self.seconds += other.seconds
+        self.properties_checked += other.properties_checked
+        for mine, theirs in (
+            (self.coverage.transitions, other.coverage.transitions),
+            (self.coverage.execute_results, other.coverage.execute_results),
+            (self.coverage.stop_reasons, other.coverage.stop_reasons),
+            (self.coverage.absorbed, other.coverage.absorbed),
+        ):
+            mine.update(theirs)
+        self.coverage.refused += other.coverage.refused
+        self.visited_snapshots |= other.visited_snapshots
+        self.visited_transitions |= other.visited_transitions
+        if self.finding is None and other.finding is not None:
+            self.finding, self.saved, self.replayed = other.finding, other.saved, other.replayed
 
     def visited_states(self) -> list[dict[str, Any]]:
         """The visited snapshots as ``snapshot()`` dicts (sorted by canonical form),
@@ -820,6 +871,7 @@ class CampaignResult:
             "distinct_states_visited": len(self.visited_snapshots),
             "distinct_state_transitions_visited": len(self.visited_transitions),
             "coverage": self.coverage.to_json(),
+            "seeded_from_explorer": self.seeded,
             "policy": policy_to_dict(self.policy),
             "finding": None,
         }
@@ -843,10 +895,47 @@ class CampaignResult:
             "of spec/properties.py after every operation, plus lockstep with the "
             "reference model)",
         ]
+        if self.seeded:
+            lines.append(
+                f"seeded: {len(self.seeded)} transitions the rules missed, "
+                f"{SEEDED_EXAMPLES} examples each from the explorer's witness"
+            )
         if self.visited_snapshots:
             lines.append(f"distinct states visited: {len(self.visited_snapshots)}")
         lines += self.coverage.lines()
         return lines
+
+
+#: Examples run from each explorer witness of a transition the campaign missed.
+SEEDED_EXAMPLES = 3
+
+
+def seed_missed(
+    result: CampaignResult,
+    reached: Sequence[str],
+    witness: Callable[[str], Sequence[Operation] | None],
+    **campaign: Any,
+) -> list[str]:
+    """Close the campaign's gaps against the explorer. Random rules reach a rare
+    state (one entered by a single argument of a single event, say) too seldom to
+    fire all of its transitions, and the explorer has a shortest run to each. For
+    every transition of ``reached`` that ``result`` never fired, run a few campaign
+    examples that start with the explorer's ``witness`` of it and continue with the
+    rules: the same lockstep and properties check every operation, the prefix
+    included. Their counts are merged into ``result``; the first failure becomes its
+    finding. Returns the labels seeded (``campaign``: ``run_campaign``'s options)."""
+    seeded: list[str] = []
+    for label in reached:
+        if result.coverage.transitions[label] or not result.passed:
+            continue
+        prefix = witness(label)
+        if prefix is None:
+            continue
+        extra = run_campaign(result.policy, examples=SEEDED_EXAMPLES, prefix=prefix, **campaign)
+        result.absorb(extra)
+        seeded.append(label)
+    result.seeded = seeded
+    return seeded
 
 
 def _database(location: str | Path | None) -> ExampleDatabase | None:
@@ -866,13 +955,14 @@ def run_campaign(
     database: str | Path | None = DEFAULT_DATABASE,
     progress: Callable[[Progress], None] | None = None,
     collect_visited: bool = True,
+    prefix: Sequence[Operation] = (),
 ) -> CampaignResult:
     """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
     generated controller) against ``reference`` under ``policy`` with the profile's
     budget (``examples``/``steps`` override it). Deterministic for a ``seed``
     (a random one is chosen and reported when None). On a failure, the shrunk
     counterexample is replayed through the harness and, when ``out_dir`` is given,
-    saved there as JSON and as a pytest file."""
+    saved there as JSON and as a pytest file. Every example starts with ``prefix``."""
     policy = policy or DEFAULT_POLICY
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
@@ -894,9 +984,14 @@ def run_campaign(
     recorder = Recorder(
         Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
     )
-    identity = json.dumps([path, policy_to_dict(policy)], sort_keys=True)
+    identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
     machine = build_machine(
-        policy, implementation_class, recorder, identity=identity, reference=reference
+        policy,
+        implementation_class,
+        recorder,
+        identity=identity,
+        reference=reference,
+        prefix=prefix,
     )
     machine = hypothesis_seed(seed)(machine)
     hypothesis_settings = settings(

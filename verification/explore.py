@@ -83,7 +83,7 @@ from verification.domains import (
     product_domains,
     spin_domains,
 )
-from verification.harness import CHECKER, Finding, Operation, violated
+from verification.harness import CHECKER, Finding, Operation, apply, violated
 from verification.liveness import liveness
 
 __all__ = [
@@ -448,6 +448,7 @@ class ExploredGraph:
     def __init__(self, engine: _Engine) -> None:
         self._engine = engine
         self._index: dict[RunState, int] | None = None
+        self._witness_sources: dict[int, int] | None = None
         self.edge_labels: list[str | None] = engine.edge_labels
 
     @property
@@ -480,6 +481,38 @@ class ExploredGraph:
     def path(self, index: int) -> list[Operation]:
         """The operations of a shortest run from the initial state to ``index``."""
         return self._engine.operations_to(index)
+
+    def witness(self, label: str) -> list[Operation] | None:
+        """A run that fires the declared transition ``label`` last: a shortest path to
+        the shallowest state an edge labelled ``label`` leaves, then an operation of
+        the search's domain that fires it there (tried on a concrete run, so the ids
+        are the run's own even in a symmetry-reduced search). None when the search
+        never fired it."""
+        if self._witness_sources is None:
+            shallowest: dict[int, int] = {}  # states are numbered breadth first
+            for source, number, _ in self._engine.edges:
+                if source < shallowest.get(number, source + 1):
+                    shallowest[number] = source
+            self._witness_sources = shallowest
+        if label not in self.edge_labels:
+            return None
+        source = self._witness_sources.get(self.edge_labels.index(label))
+        engine = self._engine
+        if source is None or label not in engine.labels:
+            return None
+        wanted = engine.labels.index(label)
+        path = self.path(source)
+        controller: Any = engine.implementation(engine.policy)
+        for operation in path:
+            apply(controller, operation)
+        here = controller._export_state()
+        for operation in engine.operations(engine.key(here)):
+            trial: Any = engine.implementation(engine.policy)
+            trial._import_state(here)
+            apply(trial, operation)
+            if trial._trace and trial._trace[-1][5] == wanted:
+                return [*path, operation]
+        return None
 
 
 def _normal(state: RunState) -> RunState:

@@ -34,6 +34,7 @@ from typing import Any
 
 from controller.fields import FIELDS
 from controller.policy import Policy
+from controller.records import Plan
 from spec.model import parse_guard
 
 LABEL = re.compile(r"^(?P<source>\S+) --(?P<event>\w+)(?:\[(?P<cond>.*)\])?--> (?P<target>\S+)$")
@@ -78,9 +79,10 @@ def _parse(labels: Iterable[str]) -> list[_Transition]:
     return parsed
 
 
-def _reads_only_policy(function: Any) -> bool:
+def _reads_only_policy(function: Any, *fields: str) -> bool:
     """Whether a guard is ``return <expression over self.policy only>`` (no calls, no
-    parameters, no other field): under a given policy it is a constant."""
+    parameters, no other field but ``fields``, read as ``self.<field>.<attribute>``):
+    under a given policy it is a constant, or a function of those fields."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
@@ -102,9 +104,30 @@ def _reads_only_policy(function: Any) -> bool:
             if node.id != definition.args.args[0].arg:
                 return False
             parent = parents.get(node)
-            if not (isinstance(parent, ast.Attribute) and parent.attr == "policy"):
+            if not (isinstance(parent, ast.Attribute) and parent.attr in ("policy", *fields)):
+                return False
+            if parent.attr in fields and not isinstance(parents.get(parent), ast.Attribute):
                 return False
     return True
+
+
+def step_guards(model_class: type, policy: Policy, names: Iterable[str]) -> dict[str, list[bool]]:
+    """Guard name -> its value for each step of the policy, in order, for the guards
+    that read nothing but the policy and the pending plan's fields (``needs_approval``,
+    ``completes_run``): under a policy they are functions of the pending step."""
+    instance = model_class(policy)
+    pending = next(f for f in FIELDS if f.kind == "plan?").attribute
+    found: dict[str, list[bool]] = {}
+    for name in sorted(names):
+        function = getattr(model_class, name, None)
+        if function is None or not _reads_only_policy(function, pending):
+            continue
+        values = []
+        for step in policy.steps:
+            setattr(instance, pending, Plan("p", 1, 1, step.name, policy.resources[0]))
+            values.append(bool(getattr(instance, name)()))
+        found[name] = values
+    return found
 
 
 def policy_switches(model_class: type, policy: Policy, labels: Iterable[str]) -> dict[str, bool]:
@@ -159,6 +182,19 @@ def liveness(model_class: type, policy: Policy, labels: Sequence[str]) -> Livene
     and event) with the bodies of ``model_class`` under ``policy``."""
     switches = policy_switches(model_class, policy, labels)
     parsed = _parse(labels)
+    names = {
+        n.id
+        for t in parsed
+        if t.guard is not None
+        for n in ast.walk(t.guard)
+        if isinstance(n, ast.Name)
+    }
+    by_step = step_guards(model_class, policy, names - set(switches))
+    # one assignment of the policy's constants per step the pending plan can name
+    settings = [
+        {**switches, **{name: values[index] for name, values in by_step.items()}}
+        for index in range(len(policy.steps) if by_step else 1)
+    ]
     found = Liveness()
     for position, transition in enumerate(parsed):
         earlier = [
@@ -173,18 +209,22 @@ def liveness(model_class: type, policy: Policy, labels: Sequence[str]) -> Livene
             )
         elif not _satisfiable(formula, {}):
             found.dead[transition.label] = "its guard can never hold"
-        elif not _satisfiable(formula, switches):
+        elif not any(_satisfiable(formula, fixed) for fixed in settings):
             used = sorted(
                 {
                     node.id
                     for tree, _ in formula
                     if tree is not None
                     for node in ast.walk(tree)
-                    if isinstance(node, ast.Name) and node.id in switches
+                    if isinstance(node, ast.Name) and (node.id in switches or node.id in by_step)
                 }
             )
             found.disabled[transition.label] = "; ".join(
-                f"{name} is always {switches[name]} under this policy" for name in used
+                f"{name} is always {switches[name]} under this policy"
+                if name in switches
+                else f"{name} is {', '.join(map(str, by_step[name]))} for the policy's "
+                "steps, in order"
+                for name in used
             )
     can_fire = [t for t in parsed if t.label not in found.dead and t.label not in found.disabled]
     entered = {INITIAL}

@@ -839,6 +839,42 @@ def prove_invariants(
     return results
 
 
+def cannot_fire(
+    policy: Policy,
+    labels: Sequence[str],
+    model: MachineModel | None = None,
+    model_class: type = Run,
+) -> dict[str, str]:
+    """label -> why, for each of the declared transitions ``labels`` that no step fires
+    from a state the proved invariants allow, under this policy's own limits: it is
+    not live under the policy (no engine can reach it), whatever a guard-by-guard
+    reading suggests (``needs_approval`` and ``completes_run`` both read the pending
+    plan's step, so under a policy whose only completing step needs approval the
+    declared ``pending --execute[completes_run]--> completed`` never fires). Sound only
+    where the invariants are proved for this policy: ``replan verify`` asks it after
+    the proofs passed."""
+    model = model or _declaration()
+    by_label = {t.label: t for t in model.transitions}
+    wanted = [by_label[label] for label in labels if label in by_label]
+    if not wanted:
+        return {}
+    u = Universe(policy, model)
+    reachable = Reachable(Translator(u, model_class))
+    found: dict[str, str] = {}
+    for event in dict.fromkeys(t.event for t in wanted):
+        step = encode_event(u, event, model_class)
+        premises = [*step.assumptions, *reachable(step.pre)]
+        for transition in (t for t in wanted if t.event == event):
+            solver = _solver()
+            solver.add(*premises, step.fired == transition.index)
+            if _solve(solver) == z3.unsat:
+                found[transition.label] = (
+                    "no step fires it from any state the proved invariants allow "
+                    "under this policy (z3)"
+                )
+    return found
+
+
 def prove_all(
     policy: Policy,
     model: MachineModel | None = None,

@@ -80,6 +80,8 @@ class VerifyReport:
     against_lines: list[str] = field(default_factory=list)
     #: what no engine exercised (``replan verify --strict`` fails on them)
     gaps: list[str] = field(default_factory=list)
+    #: declared transitions z3 shows cannot fire under the policy: not gaps
+    not_live: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -94,6 +96,7 @@ class VerifyReport:
             "failed": [check.name for check in self.checks if not check.ok],
             "broken_properties": self.broken_properties,
             "gaps": self.gaps,
+            "not_live": self.not_live,
             "against": self.against_lines,
             "run": {
                 "seconds": round(self.seconds, 1),
@@ -193,6 +196,9 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
         lines += [f"| `{name}` | {', '.join(checks)} |" for name, checks in broken.items()]
     if report.gaps:
         lines += ["", "## Gaps (`--strict` fails on them)", ""] + [f"- {g}" for g in report.gaps]
+    if report.not_live:
+        lines += ["", "## Declared transitions that cannot fire under this policy", ""]
+        lines += [f"- {label}: {why}" for label, why in report.not_live.items()]
     warnings = [(c.name, w) for c in report.checks for w in c.warnings]
     if warnings:
         lines += ["", "## Findings", ""] + [f"- {name}: {w}" for name, w in warnings]

@@ -159,11 +159,21 @@ class Pipeline:
         coverage = campaigned.coverage
         gaps = self.report.gaps
         reached = set(explored.fired)
+        unreached = [
+            label
+            for label in explored.labels
+            if label not in explored.disabled_by_policy
+            and not coverage.transitions[label]
+            and label not in reached
+        ]
+        not_live = self.cannot_fire(unreached)
         for label in explored.labels:
             if label in explored.disabled_by_policy or coverage.transitions[label]:
                 continue
             if label in reached:
                 gaps.append(f"the campaign never fired {label} (the explorer reaches it)")
+            elif label in not_live:
+                self.report.not_live[label] = not_live[label]
             elif explored.complete:
                 gaps.append(f"no engine reached {label}")
         for reason, explorer_reached in explored.stop_reasons.items():
@@ -173,6 +183,16 @@ class Pipeline:
                 gaps.append(f"the campaign never stopped a run {reason} (the explorer does)")
             else:
                 gaps.append(f"no engine stopped a run {reason}")
+
+    def cannot_fire(self, labels: list[str]) -> dict[str, str]:
+        """Which of ``labels`` z3 shows cannot fire from any state the invariants
+        allow: asked only once the proofs passed (the invariants are then proved)."""
+        proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
+        if not labels or proofs is None or not proofs.ok:
+            return {}
+        from verification.prove import cannot_fire
+
+        return cannot_fire(self.policy, labels, self.subject.model, self.subject.model_class)
 
     def label_unreachable_counterexamples(self) -> None:
         """A proof's counterexample to induction from a state the explorer never
@@ -298,23 +318,36 @@ class Pipeline:
         return check
 
     def campaign(self) -> CheckResult:
-        from verification.campaign import run_campaign
+        from verification.campaign import run_campaign, seed_missed
 
-        result = run_campaign(
-            self.policy,
-            self.profile,
+        options: dict[str, Any] = dict(
             seed=self.seed,
             implementation=self.subject.implementation_path,
             reference=self.subject.reference,
             out_dir=self.evidence / "counterexamples",
             database=None,  # reproducible: no examples carried over from other runs
         )
+        result = run_campaign(self.policy, self.profile, **options)
+        if self.explored is not None:
+            seed_missed(
+                result,
+                list(self.explored.fired),
+                self.explorer_witness,
+                profile=self.profile,
+                **options,
+            )
         self.campaigned = result
         document = result.to_json()
         coverage = result.coverage.to_json()
         summary = (
-            f"{result.operations:,} operations in {result.examples} examples, "
-            f"{result.operations_per_second:,.0f} ops/s; " + "; ".join(result.coverage.lines()[:1])
+            f"{result.operations:,} operations in {result.examples} examples"
+            + (
+                f" ({len(result.seeded)} transitions seeded from the explorer)"
+                if result.seeded
+                else ""
+            )
+            + f", {result.operations_per_second:,.0f} ops/s; "
+            + "; ".join(result.coverage.lines()[:1])
         )
         if self.explored is not None:
             from verification.explore import coverage as explorer_coverage
@@ -346,6 +379,14 @@ class Pipeline:
                 if path.suffix == ".json":
                     check.replay.append(f"replan replay {path}")
         return check
+
+    def explorer_witness(self, label: str) -> Any:
+        """The explorer's shortest run that fires ``label`` (any of its domains)."""
+        for run in self.explored.runs or [self.explored]:
+            found = None if run.graph is None else run.graph.witness(label)
+            if found is not None:
+                return found
+        return None
 
     def diagram(self) -> CheckResult:
         from verification.diagram import machine_diagram, render
