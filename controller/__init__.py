@@ -7,6 +7,7 @@ dispatch in ``_generated.py`` was generated from ``spec/declaration.py``.
 from controller._generated import Controller
 from controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
 from controller.records import (
+    Approval,
     Decision,
     EvidenceState,
     ExecuteResult,
@@ -16,11 +17,13 @@ from controller.records import (
     Plan,
     PolicyError,
     StopReason,
+    plan_digest,
 )
 from controller.workflow import decide
 
 __all__ = [
     "DEFAULT_POLICY",
+    "Approval",
     "Controller",
     "Decision",
     "EvidenceState",
@@ -35,4 +38,5 @@ __all__ = [
     "StopReason",
     "decide",
     "load_policy",
+    "plan_digest",
 ]

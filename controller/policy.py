@@ -23,11 +23,13 @@ from controller.records import PolicyError
 @dataclass(frozen=True)
 class Step:
     """One step a plan may name: the keys that must be ``Passed`` before it may run,
-    and whether accepting its execution ends the run with ``Completed``."""
+    whether accepting its execution ends the run with ``Completed``, and whether a
+    person must approve the exact plan before it runs (``approve``)."""
 
     name: str
     requires: tuple[str, ...] = ()
     completes_run: bool = False
+    needs_approval: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Policy:
         init=False, repr=False, compare=False, hash=False
     )
     terminal_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    approval_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     key_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
 
@@ -63,6 +66,9 @@ class Policy:
         object.__setattr__(self, "requirements", {s.name: s.requires for s in self.steps})
         object.__setattr__(
             self, "terminal_steps", frozenset(s.name for s in self.steps if s.completes_run)
+        )
+        object.__setattr__(
+            self, "approval_steps", frozenset(s.name for s in self.steps if s.needs_approval)
         )
         object.__setattr__(self, "key_set", frozenset(self.keys))
         object.__setattr__(self, "resource_set", frozenset(self.resources))
@@ -95,7 +101,7 @@ _TABLES: dict[str, frozenset[str]] = {
     ),
     "evidence": frozenset({"keys"}),
     "resources": frozenset({"allowed"}),
-    "steps": frozenset({"name", "requires", "completes_run"}),
+    "steps": frozenset({"name", "requires", "completes_run", "needs_approval"}),
     "workflow": frozenset({"ready_when_passed"}),
 }
 _REQUIRED_TABLES = ("evidence", "resources", "steps")
@@ -211,10 +217,12 @@ def _parse(
                     f"{path}.requires[{key_index}]",
                     f"{key!r} is not a declared evidence key (declared: {declared})",
                 )
-        completes_run = table.get("completes_run", False)
-        if not isinstance(completes_run, bool):
-            raise _fail(f"{path}.completes_run", f"expected true or false, got {completes_run!r}")
-        steps.append(Step(name, requires, completes_run))
+        flags: dict[str, Any] = {}
+        for flag in ("completes_run", "needs_approval"):
+            flags[flag] = table.get(flag, False)
+            if not isinstance(flags[flag], bool):
+                raise _fail(f"{path}.{flag}", f"expected true or false, got {flags[flag]!r}")
+        steps.append(Step(name, requires, **flags))
     if not any(step.completes_run for step in steps):
         raise _fail("steps", "no step has completes_run = true, so no run could ever complete")
 
@@ -253,7 +261,9 @@ def policy_from_dict(
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    """The normal form: every default filled in, in the TOML file's table order."""
+    """The normal form: every default filled in, in the TOML file's table order
+    (``needs_approval`` only where it is true, so a policy without approval steps
+    reads, and digests, as it did before approval existed)."""
     return {
         "limits": {
             "max_steps": policy.max_steps,
@@ -264,7 +274,12 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         "evidence": {"keys": list(policy.keys)},
         "resources": {"allowed": list(policy.resources)},
         "steps": [
-            {"name": s.name, "requires": list(s.requires), "completes_run": s.completes_run}
+            {
+                "name": s.name,
+                "requires": list(s.requires),
+                "completes_run": s.completes_run,
+                **({"needs_approval": True} if s.needs_approval else {}),
+            }
             for s in policy.steps
         ],
         "workflow": {"ready_when_passed": list(policy.workflow_keys)},

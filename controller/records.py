@@ -11,6 +11,8 @@ input (a rejected proposal that still uses a slot). See CONTRACT.md "Vocabulary"
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from enum import StrEnum
 from typing import NamedTuple, TypeVar
@@ -55,11 +57,15 @@ class ExecuteResult(StrEnum):
     STALE_PLAN = "StalePlan"
     STEP_LIMIT = "StepLimit"
     PRECONDITION_DENIED = "PreconditionDenied"
+    AWAITING_APPROVAL = "AwaitingApproval"
 
 
 #: The answers that mean a step's evidence admits it (the fixed workflow's
-#: ReadyToCommit): it ran. The commit equivalence compares these with ``decide``.
-ADMITTED: frozenset[ExecuteResult] = frozenset({ExecuteResult.EXECUTED})
+#: ReadyToCommit): it ran, or it waits only for a person's approval. The commit
+#: equivalence compares these with ``decide``.
+ADMITTED: frozenset[ExecuteResult] = frozenset(
+    {ExecuteResult.EXECUTED, ExecuteResult.AWAITING_APPROVAL}
+)
 
 
 class Decision(StrEnum):
@@ -93,6 +99,23 @@ class Plan(NamedTuple):
     resource: str
 
 
+class Approval(NamedTuple):
+    """A person's approval of one waiting plan, delivered by the host (never the
+    model): the plan's id and the SHA-256 of its content (``plan_digest``), so an
+    approval names exactly what was read and cannot be reused for another plan."""
+
+    plan_id: str
+    digest: str
+
+
+@opaque
+def plan_digest(plan: Plan) -> str:
+    """The SHA-256 of a plan's content: its fields as canonical JSON (what a reviewer
+    approves, and what ``Approval.digest`` must repeat)."""
+    content = json.dumps(list(plan), separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
 #: What kind of value each field of an event's record holds. The explorer's and the
 #: campaign's inputs are drawn by kind (``spec/inputs.py``), and z3 abstracts each
 #: kind as a sort: the policy's keys, steps and resources and the evidence states as
@@ -107,6 +130,7 @@ RECORD_KINDS: dict[str, dict[str, str]] = {
         "step": "step",
         "resource": "resource",
     },
+    "Approval": {"plan_id": "plan id", "digest": "digest"},
 }
 
 

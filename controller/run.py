@@ -30,6 +30,7 @@ from controller.fields import state_of_snapshot as state_of_snapshot
 from controller.policy import DEFAULT_POLICY, Policy
 from controller.records import (
     RECORD_KINDS,
+    Approval,
     EvidenceState,
     ExecuteResult,
     InvalidInput,
@@ -37,6 +38,7 @@ from controller.records import (
     ObservationConflict,
     Plan,
     StopReason,
+    plan_digest,
 )
 
 PASSED = EvidenceState.PASSED
@@ -148,6 +150,19 @@ class Run:
                 f"observation.source: expected a non-empty string, got {shown(source)}"
             )
 
+    def check_approval(self, approval: object) -> None:
+        """Raise ``InvalidInput`` naming the field, for a malformed approval (a host
+        bug, like a malformed observation). Exact types only."""
+        if type(approval) is not Approval:
+            raise InvalidInput(f"approval: expected an Approval, got {type(approval).__name__}")
+        plan_id, digest = approval
+        if type(plan_id) is not str or plan_id == "":
+            raise InvalidInput(
+                f"approval.plan_id: expected a non-empty string, got {shown(plan_id)}"
+            )
+        if type(digest) is not str or digest == "":
+            raise InvalidInput(f"approval.digest: expected a non-empty string, got {shown(digest)}")
+
     # ---- guards: observe ----------------------------------------------------------
 
     def duplicate_delivery(self, obs: Observation) -> bool:
@@ -229,6 +244,21 @@ class Run:
     def completes_run(self) -> bool:
         """The pending plan's step ends the run when executed."""
         return self._pending.step in self.policy.terminal_steps  # type: ignore[union-attr]
+
+    def needs_approval(self) -> bool:
+        """The pending plan's step runs only once a person approves the plan."""
+        return self._pending.step in self.policy.approval_steps  # type: ignore[union-attr]
+
+    # ---- guards: approve ----------------------------------------------------------
+
+    def approval_matches(self, approval: Approval) -> bool:
+        """The approval names the waiting plan and the digest of its exact content."""
+        pending = self._pending
+        return (
+            pending is not None
+            and approval.plan_id == pending.id
+            and approval.digest == plan_digest(pending)
+        )
 
     # ---- actions: each returns the event's answer -----------------------------------
 
@@ -322,6 +352,20 @@ class Run:
         self._completed.add(plan_id)
         self._pending = None
         return ExecuteResult.EXECUTED
+
+    def await_approval(self) -> ExecuteResult:
+        """The step needs a person's approval first: nothing runs, no step is used,
+        the plan stays pending until it is approved (or invalidated)."""
+        return ExecuteResult.AWAITING_APPROVAL
+
+    def accept_approval(self) -> bool:
+        """The waiting plan is approved: its next execution runs it."""
+        return True
+
+    def refuse_approval(self) -> bool:
+        """An approval of no waiting plan, or of another plan or content: refused,
+        nothing changes."""
+        return False
 
     def cancel_run(self) -> None:
         """The caller stops the run (the target state holds the reason)."""

@@ -14,8 +14,8 @@ raises ``InvalidInput``) happens before any transition is chosen.
 Entering a final state stops the run with the state's value as the stop reason.
 python-statemachine admits no transition out of a final state, so what each event
 answers in a stopped run is declared once, in ``Replanning.interface``: nothing
-changes, observe and propose answer False, execute answers Replayed for a completed
-id and Stopped otherwise, cancel does nothing.
+changes, observe, propose and approve answer False, execute answers Replayed for a
+completed id and Stopped otherwise, cancel does nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ class Replanning(StateMachine):
     # ---- states -----------------------------------------------------------------
     idle = State("Idle", initial=True, value="idle")  # active, no plan pending
     pending = State("Pending", value="pending")  # active, one plan pending
+    awaiting_approval = State("AwaitingApproval", value="awaiting_approval")  # its step needs approval
+    approved = State("Approved", value="approved")  # the pending plan, exactly, approved
     completed = State("Completed", final=True, value=StopReason.COMPLETED)
     no_new_evidence = State("NoNewEvidence", final=True, value=StopReason.NO_NEW_EVIDENCE)
     step_limit = State("StepLimit", final=True, value=StopReason.STEP_LIMIT)
@@ -70,7 +72,7 @@ class Replanning(StateMachine):
 
     # ---- observe(obs): host-only; every active state alike --------------------------
     observe = every(
-        (idle, pending),
+        (idle, pending, awaiting_approval, approved),
         # a duplicate delivery (same content under a seen key and version)
         (no_new_evidence, "duplicate_delivery and counts_duplicates and exhausts_no_progress", "count_no_progress"),
         (STAY, "duplicate_delivery and counts_duplicates", "count_no_progress"),
@@ -89,7 +91,7 @@ class Replanning(StateMachine):
 
     # ---- propose(plan): model-facing; every proposal considered uses a slot ---------
     propose = every(
-        (idle, pending),
+        (idle, pending, awaiting_approval, approved),
         (plan_limit, "proposals_exhausted", "refuse_plan"),
         # rejected: nothing changes but the slot it used
         (STAY, "plan_malformed", "reject_plan"),
@@ -98,7 +100,7 @@ class Replanning(StateMachine):
         (STAY, "resource_not_allowed", "reject_plan"),
         (STAY, "step_unknown", "reject_plan"),
         (STAY, "plan_completed", "reject_plan"),
-        # accepted: it becomes the pending plan (superseding another)
+        # accepted: it becomes the pending plan (superseding another, and its approval)
         (pending, "", "accept_plan"),
     )
 
@@ -112,12 +114,30 @@ class Replanning(StateMachine):
         | pending.to.itself(internal=True, cond="not is_pending_id", on="answer_unknown")
         | pending.to(step_limit, cond="steps_exhausted", on="answer_step_limit")
         | pending.to.itself(internal=True, cond="not prerequisites_passed", on="deny_precondition")
+        | pending.to(awaiting_approval, cond="needs_approval", on="await_approval")
         | pending.to(completed, cond="completes_run", on="execute_step")
         | pending.to(idle, on="execute_step")
+        # a waiting plan runs only once approved; its evidence cannot change meanwhile
+        # (a meaningful observation leaves the state), so neither can its gate
+        | awaiting_approval.to.itself(internal=True, cond="id_completed", on="answer_replayed")
+        | awaiting_approval.to.itself(internal=True, cond="not is_pending_id and was_accepted", on="answer_stale")
+        | awaiting_approval.to.itself(internal=True, cond="not is_pending_id", on="answer_unknown")
+        | awaiting_approval.to.itself(internal=True, on="await_approval")
+        | approved.to.itself(internal=True, cond="id_completed", on="answer_replayed")
+        | approved.to.itself(internal=True, cond="not is_pending_id and was_accepted", on="answer_stale")
+        | approved.to.itself(internal=True, cond="not is_pending_id", on="answer_unknown")
+        | approved.to(completed, cond="completes_run", on="execute_step")
+        | approved.to(idle, on="execute_step")
+    )
+
+    # ---- approve(approval): host-only; only the waiting plan, by its exact digest --------
+    approve = (
+        awaiting_approval.to(approved, cond="approval_matches", on="accept_approval")
+        | every((idle, pending, awaiting_approval, approved), (STAY, "", "refuse_approval"))
     )
 
     # ---- cancel(): host-only ----------------------------------------------------------
-    cancel = every((idle, pending), (canceled, "", "cancel_run"))
+    cancel = every((idle, pending, awaiting_approval, approved), (canceled, "", "cancel_run"))
 
     #: Each event's one parameter and answer type, the input check run before any
     #: transition is chosen, and its answer in a final state (which python-statemachine
@@ -128,5 +148,6 @@ class Replanning(StateMachine):
         "execute": EventInterface(
             "plan_id", "str", "ExecuteResult", None, "answer_stopped", "model"
         ),
+        "approve": EventInterface("approval", "Approval", "bool", "check_approval", "refuse_stopped"),
         "cancel": EventInterface(None, None, "None", None, "cancel_run"),
     }

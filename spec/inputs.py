@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import controller.records
-from controller.records import RECORD_KINDS, EvidenceState
+from controller.records import RECORD_KINDS, EvidenceState, plan_digest
 from controller.run import Run
 
 #: A value no run ever holds (an id never proposed, a name the policy lacks).
@@ -77,6 +77,13 @@ def evidence_revisions(run: Run) -> tuple[int, ...]:
     return (run.evidence_revision, run.evidence_revision - 1)
 
 
+def digests(run: Run) -> tuple[str, ...]:
+    """The pending plan's digest (what a person who read it approves), and one of no
+    plan: an approval is right, or names other content."""
+    pending = run.pending
+    return (*(() if pending is None else (plan_digest(pending),)), NEVER)
+
+
 #: kind -> the values worth trying in a state of a run, the common valid ones first.
 CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "plan id": plan_ids,
@@ -88,6 +95,7 @@ CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "source": sources,
     "revision": revisions,
     "evidence revision": evidence_revisions,
+    "digest": digests,
 }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.records import (
+    Approval,
     EvidenceState,
     ExecuteResult,
     InvalidInput,
@@ -31,6 +32,7 @@ from controller.records import (
     ObservationConflict,
     Plan,
     StopReason,
+    plan_digest,
 )
 from controller.run import Run
 from spec.vocabulary import (
@@ -149,6 +151,19 @@ def pending_id(run: Run, plan_id: Any) -> bool:
 def runnable(run: Run, plan_id: Any) -> bool:
     """execute rules 4-6 apply: an active run, ``plan_id`` the pending plan's."""
     return active(run) and not completed_id(run, plan_id) and pending_id(run, plan_id)
+
+
+def approved(run: Run) -> bool:
+    """A person approved the pending plan (the run's approval is its declared state:
+    ``approval-is-for-the-exact-plan`` says what being in it means)."""
+    return run._declared_state == "approved"
+
+
+def needs_approval(run: Run) -> bool:
+    """The pending plan's step needs a person's approval."""
+    pending = run.pending
+    assert pending is not None
+    return pending.step in run.policy.approval_steps
 
 
 def prerequisites_passed(run: Run) -> bool:
@@ -479,13 +494,14 @@ def execute_denied_without_prerequisites(
 
 @call_property("execute-counts-one-step", "execute", rule="execute 6")
 def execute_counts_one_step(before: Run, plan_id: Any, answer: Any, after: Run) -> bool:
-    """The pending plan's step runs: one step counted, its id completed, nothing
-    pending; a completes_run step stops the run Completed, any other leaves it
-    active. Answers Executed."""
+    """The pending plan's step runs (approved, if its step needs approval): one step
+    counted, its id completed, nothing pending; a completes_run step stops the run
+    Completed, any other leaves it active. Answers Executed."""
     if not (
         runnable(before, plan_id)
         and before.steps < before.policy.max_steps
         and prerequisites_passed(before)
+        and (approved(before) or not needs_approval(before))
     ):
         return True
     pending = before.pending
@@ -499,6 +515,102 @@ def execute_counts_one_step(before: Run, plan_id: Any, answer: Any, after: Run) 
         and (after._declared_state == StopReason.COMPLETED) == completes
         and (completes or active(after))
         and unchanged(before, after, "steps", "completed", "pending", "declared_state")
+    )
+
+
+@call_property("execute-waits-for-approval", "execute", rule="approval 1")
+def execute_waits_for_approval(before: Run, plan_id: Any, answer: Any, after: Run) -> bool:
+    """A step that needs approval, its prerequisites Passed, does not run until a
+    person approves the plan: AwaitingApproval, no step used, the plan still pending
+    and the run awaiting approval."""
+    if not (
+        runnable(before, plan_id)
+        and before.steps < before.policy.max_steps
+        and prerequisites_passed(before)
+        and needs_approval(before)
+        and not approved(before)
+    ):
+        return True
+    return (
+        answer is ExecuteResult.AWAITING_APPROVAL
+        and after._declared_state == "awaiting_approval"
+        and unchanged(before, after, "declared_state")
+    )
+
+
+@call_property("execute-needs-approval", "execute", rule="approval 1")
+def execute_needs_approval(before: Run, plan_id: Any, answer: Any, after: Run) -> bool:
+    """No step that needs approval executes unless its plan was approved."""
+    if answer is not ExecuteResult.EXECUTED or before.pending is None:
+        return True
+    return approved(before) or before.pending.step not in before.policy.approval_steps
+
+
+# ==== approve(approval): host-only ========================================================
+
+
+def well_formed_approval(approval: Any) -> bool:
+    """An Approval of non-empty strings (exactly: a str subclass is not one)."""
+    return (
+        type(approval) is Approval
+        and type(approval.plan_id) is str
+        and approval.plan_id != ""
+        and type(approval.digest) is str
+        and approval.digest != ""
+    )
+
+
+def approves_waiting_plan(run: Run, approval: Any) -> bool:
+    """The run awaits approval and ``approval`` names its pending plan by id and by
+    the SHA-256 of its content."""
+    return (
+        run._declared_state == "awaiting_approval"
+        and run.pending is not None
+        and approval.plan_id == run.pending.id
+        and approval.digest == plan_digest(run.pending)
+    )
+
+
+@call_property("approve-malformed-raises", "approve", rule="approval 2")
+def approve_malformed_raises(before: Run, approval: Any, answer: Any, after: Run) -> bool:
+    """A malformed approval raises InvalidInput and changes nothing, stopped or not."""
+    if well_formed_approval(approval):
+        return not raised(answer, InvalidInput)
+    return raised(answer, InvalidInput) and unchanged(before, after)
+
+
+@call_property("approve-only-the-waiting-plan", "approve", rule="approval 2")
+def approve_only_the_waiting_plan(before: Run, approval: Any, answer: Any, after: Run) -> bool:
+    """An approval of the waiting plan with its exact digest is accepted: True, the
+    run approved, nothing else changes. Any other (no plan waiting, another id,
+    another digest, a stopped run) is refused: False, nothing changes."""
+    if not well_formed_approval(approval):
+        return True
+    if approves_waiting_plan(before, approval):
+        return (
+            answer is True
+            and after._declared_state == "approved"
+            and unchanged(before, after, "declared_state")
+        )
+    return answer is False and unchanged(before, after)
+
+
+@call_property("approval-is-for-the-exact-plan", rule="approval 3")
+def approval_is_for_the_exact_plan(
+    event: str, before: Run, argument: Any, answer: Any, after: Run
+) -> bool:
+    """An approved run's pending plan is the one approved, content and all: the
+    approval is given only by an approve of that plan's digest, and any change of the
+    pending plan (a new proposal accepted, a meaningful observation) takes it away."""
+    if not approved(after):
+        return True
+    if approved(before):
+        return after.pending == before.pending
+    return (
+        event == "approve"
+        and well_formed_approval(argument)
+        and approves_waiting_plan(before, argument)
+        and after.pending == before.pending
     )
 
 
@@ -618,6 +730,8 @@ def rejection_atomic(event: str, before: Run, answer: Any, after: Run) -> bool:
         return unchanged(before, after)
     if event == "propose" and answer is False:
         return unchanged(before, after, "proposals", "declared_state")
+    if event == "approve" and answer is False:
+        return unchanged(before, after)
     if event == "execute" and answer is not ExecuteResult.EXECUTED:
         return unchanged(before, after, "declared_state")
     if event == "observe" and answer is False:
@@ -702,11 +816,11 @@ def passed_tracks_known(run: Run) -> bool:
 
 @auxiliary_invariant("pending-matches-state")
 def pending_matches_state(run: Run) -> bool:
-    """Idle has no pending plan; pending has one, naming a declared step, with a
-    revision no higher than plan_revision, and its id accepted."""
+    """Idle has no pending plan; every other active state has one, naming a declared
+    step, with a revision no higher than plan_revision, and its id accepted."""
     if run._declared_state == "idle":
         return run.pending is None
-    if run._declared_state == "pending":
+    if active(run):
         return (
             run.pending is not None
             and run.pending.step in run.policy.requirements
@@ -714,6 +828,20 @@ def pending_matches_state(run: Run) -> bool:
             and run.pending.id in run._accepted
         )
     return True
+
+
+@auxiliary_invariant("waiting-plan-is-runnable")
+def waiting_plan_is_runnable(run: Run) -> bool:
+    """A plan awaiting approval, or approved, needs approval and would run: its
+    prerequisites Passed and a step left (nothing that changes either keeps it)."""
+    if run._declared_state not in ("awaiting_approval", "approved"):
+        return True
+    return (
+        run.pending is not None
+        and run.pending.step in run.policy.approval_steps
+        and run.steps < run.policy.max_steps
+        and all(run.state(k) == PASSED for k in run.policy.requirements[run.pending.step])
+    )
 
 
 @auxiliary_invariant("pending-not-completed")

@@ -126,8 +126,15 @@ def test_fast_successors_are_the_controllers_own(implementation: type, domains: 
     for index in range(0, graph.states, 5):
         state = graph.state(index)
         pending = state[6]
+        scratch = implementation(DEFAULT_POLICY)
+        scratch._import_state(state)
         operations = space.operations(
-            state[2], state[1], state[9], state[10], None if pending is None else pending[0]
+            state[2],
+            state[1],
+            state[9],
+            state[10],
+            None if pending is None else pending[0],
+            run=scratch,
         )
         slow = set()
         for operation in operations:
@@ -147,7 +154,13 @@ def test_every_declared_transition_fires_and_no_warning_with_a_duplicate_counted
     policy = policy_from_dict(document)
     disabled, dead = guard_analysis(Controller, policy)
     assert not dead
-    assert set(disabled) == {
+    entered = {  # no step of the policy needs approval: its states are never entered
+        label
+        for label in disabled
+        if label.startswith(("awaiting_approval ", "approved "))
+        or label == "pending --execute[needs_approval]--> awaiting_approval"
+    }
+    assert set(disabled) - entered == {
         "idle --observe[duplicate_delivery and counts_duplicates and exhausts_no_progress]"
         "--> no_new_evidence",
         "idle --observe[duplicate_delivery and counts_duplicates]--> idle",

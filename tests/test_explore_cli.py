@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from controller import Controller
 from replan.cli import main
 from verification.domains import spin_domains
 from verification.explore import explore
@@ -29,13 +30,23 @@ def test_default_report_reaches_every_declared_transition_and_stop_reason(
     assert report["states"] > 10_000 and report["transitions"] > report["states"]
     assert report["depth"] > 10
     coverage = report["transition_coverage"]
-    assert len(coverage) == report["transitions_declared"] == 46
+    assert len(coverage) == report["transitions_declared"] == len(Controller.transitions)
     assert set(coverage.values()) == {"reached", "disabled by the policy"}
-    # the two that count_duplicate_deliveries = true switches off, and only those
-    assert sorted(label for label, v in coverage.items() if v != "reached") == [
-        "idle --observe[duplicate_delivery]--> idle",
-        "pending --observe[duplicate_delivery]--> pending",
-    ]
+    # the two that count_duplicate_deliveries = true switches off, and approval's (no
+    # step of the default policy needs approval), and only those
+    approval = {
+        label
+        for label in Controller.transitions
+        if label.startswith(("awaiting_approval ", "approved "))
+        or label == "pending --execute[needs_approval]--> awaiting_approval"
+    }
+    assert sorted(label for label, v in coverage.items() if v != "reached") == sorted(
+        {
+            "idle --observe[duplicate_delivery]--> idle",
+            "pending --observe[duplicate_delivery]--> pending",
+        }
+        | approval
+    )
     assert all(report["stop_reasons"].values()) and len(report["stop_reasons"]) == 5
     assert report["traps"] == 0 and report["warnings"] == []
     assert [run["domains"]["name"] for run in report["runs"]] == ["observations", "plans"]

@@ -109,9 +109,7 @@ def test_every_declared_transition_has_its_branch_in_the_generated_dispatch() ->
     comments = re.findall(r"# ([\d, ]+): (\S+) --(\S+)", text)
     named = {int(i) for indices, _, _ in comments for i in indices.split(", ")}
     fired = {
-        int(i)
-        for line in re.findall(r"fired = (.*)", text)
-        for i in re.findall(r"\b(\d+)\b", line)
+        int(i) for line in re.findall(r"fired = (.*)", text) for i in re.findall(r"\b(\d+)\b", line)
     }
     for transition in extract(Replanning).transitions:
         assert transition.index in named, transition.label

@@ -49,9 +49,20 @@ def test_a_snapshot_without_a_component_reads_as_its_initial_value() -> None:
 
 def test_the_events_come_from_the_declarations_interface() -> None:
     assert tuple(DECLARATION.interface) == OPS
-    assert ARGUMENT_NAME == {"observe": "obs", "propose": "plan", "execute": "plan_id"}
+    assert ARGUMENT_NAME == {
+        "observe": "obs",
+        "propose": "plan",
+        "execute": "plan_id",
+        "approve": "approval",
+    }
     callers = {event: i.caller for event, i in DECLARATION.interface.items()}
-    assert callers == {"observe": "host", "propose": "model", "execute": "model", "cancel": "host"}
+    assert callers == {
+        "observe": "host",
+        "propose": "model",
+        "execute": "model",
+        "approve": "host",
+        "cancel": "host",
+    }
     assert Controller.events == ReferenceController.events
     for event in DECLARATION.interface:
         assert callable(getattr(ReferenceController, event))  # derived, not written
@@ -59,6 +70,10 @@ def test_the_events_come_from_the_declarations_interface() -> None:
 
 def test_rows_every_active_state_shares_are_generated_once() -> None:
     source = generate_source()
-    assert source.count("if current in ('idle', 'pending'):") == 3  # observe, propose, cancel
-    assert "# 0, 21: idle|pending --observe[duplicate_delivery and counts_duplicates" in source
-    assert "fired = 0 if current == 'idle' else 21" in source
+    active = "('idle', 'pending', 'awaiting_approval', 'approved')"
+    assert source.count(f"if current in {active}:") == 3  # observe, propose, cancel
+    assert (
+        "# 0, 22, 49, 73: idle|pending|awaiting_approval|approved --observe"
+        "[duplicate_delivery and counts_duplicates" in source
+    )
+    assert "fired = 0 if current == 'idle' else 22 if current == 'pending' else 49" in source

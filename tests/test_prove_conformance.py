@@ -128,7 +128,11 @@ def test_every_random_step_of_the_generated_controller_satisfies_the_relation() 
         fired |= seen
     # Between them the two policies' runs fire most declared transitions (the proofs
     # cover every transition symbolically; this keeps the random check meaningful).
-    assert len(fired) >= 0.75 * len(DECLARATION.transitions), sorted(fired)
+    from verification.coverage import dead_transitions
+
+    never = set(dead_transitions(DEFAULT_POLICY)) & set(dead_transitions(SMALL))
+    live = [t for t in DECLARATION.transitions if t.label not in never]
+    assert len(fired) >= 0.75 * len(live), sorted(fired)
 
 
 def test_a_controller_with_other_bodies_does_not_conform() -> None:
