@@ -311,9 +311,7 @@ def to_dot(diagram: Diagram) -> str:
             '    final_answers [id="final-answers", shape=note, style=filled, '
             f'fillcolor="#fff8c5", color="#d4a72c", fontsize=11, label={_answers_note(diagram)}];'
         )
-        lines.append(
-            "    { rank=same; " + "; ".join(n.id for n in final) + "; final_answers; }"
-        )
+        lines.append("    { rank=same; " + "; ".join(n.id for n in final) + "; final_answers; }")
     for node in diagram.nodes:
         if node.initial:
             lines.append(f"    __start -> {node.id} [arrowsize=0.8];")
