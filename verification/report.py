@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from controller.policy import Policy, policy_to_dict
+from controller.policy import Policy, policy_from_dict, policy_to_dict
 
 #: Keys whose values change from run to run without the result changing.
 VOLATILE_KEYS = frozenset(
@@ -67,6 +67,23 @@ class CheckResult:
             "details": self.details,
         }
 
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> CheckResult:
+        """The record ``to_json`` wrote (``replan review`` reads verify.json back, so
+        the page and verify's own lines come from the same records)."""
+        return cls(
+            name=str(document["name"]),
+            status=str(document["status"]),
+            summary=str(document["summary"]),
+            details=dict(document.get("details") or {}),
+            seconds=float(document.get("seconds", 0.0)),
+            counterexamples=list(document.get("counterexamples", [])),
+            replay=list(document.get("replay", [])),
+            warnings=list(document.get("warnings", [])),
+            failure_text=str(document.get("failure", "")),
+            properties=list(document.get("properties", [])),
+        )
+
 
 @dataclass
 class VerifyReport:
@@ -98,6 +115,25 @@ class VerifyReport:
                 "versions": _versions(),
             },
         }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any], evidence: str) -> VerifyReport:
+        """A report read back from its ``verify.json`` (``evidence``: the directory it
+        is in). ``ValueError`` (``PolicyError`` included) when it is not one."""
+        if not isinstance(document, dict) or not isinstance(document.get("checks"), list):
+            raise ValueError("not a verify report: expected an object with a 'checks' list")
+        try:
+            report = cls(
+                policy=policy_from_dict(document["policy"]),
+                profile=str(document.get("profile", "")),
+                evidence=evidence,
+                checks=[CheckResult.from_json(check) for check in document["checks"]],
+                seconds=float((document.get("run") or {}).get("seconds", 0.0)),
+                against_lines=[str(line) for line in document.get("against", [])],
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a verify report ({type(error).__name__}: {error})") from None
+        return report
 
     @property
     def broken_properties(self) -> dict[str, list[str]]:
