@@ -99,6 +99,9 @@ class Playback:
     policy: Policy
     property: str
     steps: list[PlayedStep] = field(default_factory=list)
+    #: The run before its first call (``state``, ``evidence_revision``, ``pending``,
+    #: ``counters``, ``stop_reason``, ``evidence``), as a step shows the run after it.
+    initial: dict[str, Any] = field(default_factory=dict)
 
     @property
     def differing(self) -> list[int]:
@@ -112,6 +115,7 @@ class Playback:
             "property": self.property,
             "policy": policy_to_dict(self.policy),
             "differing": self.differing,
+            "initial": self.initial,
             "steps": [s.to_json() for s in self.steps],
         }
 
@@ -203,6 +207,24 @@ def play(
     return steps
 
 
+def initial_run(policy: Policy, model: MachineModel) -> dict[str, Any]:
+    """A fresh run under ``policy``, in the fields a step shows of the run after it."""
+    from controller import Controller
+
+    snapshot = Controller(policy).snapshot()
+    state = next((s.id for s in model.states if s.value == snapshot["state"]), snapshot["state"])
+    return {
+        "state": state,
+        "evidence_revision": snapshot["evidence_revision"],
+        "pending": snapshot["pending"],
+        "counters": {
+            name: snapshot[name] for name in ("steps", "proposals", "no_progress", "plan_revision")
+        },
+        "stop_reason": snapshot["stop_reason"],
+        "evidence": snapshot["evidence"],
+    }
+
+
 def _short(result: Any) -> str:
     return result.__name__ if isinstance(result, type) else str(result)
 
@@ -235,7 +257,15 @@ def load_playback(path: str | Path, model: MachineModel) -> Playback:
     ]
     title = f"counterexample to {property_name}" if property_name else source.stem
     steps = play(policy, operations, recorded, model, encoded_results=True)
-    return Playback(title, str(source), "counterexample", policy, property_name, steps)
+    return Playback(
+        title,
+        str(source),
+        "counterexample",
+        policy,
+        property_name,
+        steps,
+        initial_run(policy, model),
+    )
 
 
 def _episode(source: Path, document: dict[str, Any], model: MachineModel) -> Playback:
@@ -254,7 +284,15 @@ def _episode(source: Path, document: dict[str, Any], model: MachineModel) -> Pla
         for step, note in zip(steps, notes, strict=True)
     ]
     name = str(document.get("episode", source.stem))
-    return Playback(f"{name} episode", str(source), "episode", DEFAULT_POLICY, "", steps)
+    return Playback(
+        f"{name} episode",
+        str(source),
+        "episode",
+        DEFAULT_POLICY,
+        "",
+        steps,
+        initial_run(DEFAULT_POLICY, model),
+    )
 
 
 def _with_note(step: PlayedStep, note: str) -> PlayedStep:
@@ -268,6 +306,7 @@ __all__ = [
     "PlayedStep",
     "answer_text",
     "call_text",
+    "initial_run",
     "load_playback",
     "play",
 ]
