@@ -189,7 +189,10 @@ def test_against_three_keys_shows_the_diff_and_its_witness(against_page: str) ->
     check = page_data(against_page)["against"]
     assert check["name"] == "against"
     assert check["details"]["commit_decision"] == witness.to_json()
-    assert f"is <strong>{witness.to_json()['old']}</strong> under the old policy" in against_page
+    assert (
+        f"the old policy <strong>{witness.to_json()['old']}</strong> and the new one "
+        f"<strong>{witness.to_json()['new']}</strong>"
+    ) in against_page
     for key, state in witness.assignment.items():
         assert f"<tr><th scope='row'>{key}</th><td>{state}</td></tr>" in against_page
     assert 'id="changes"' in against_page and against_page.count("<svg ") == 4

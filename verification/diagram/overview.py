@@ -331,11 +331,11 @@ def to_dot(diagram: Diagram) -> str:
     return "\n".join(lines) + "\n"
 
 
-_ANCHOR = re.compile(r'(<a\b[^>]*?\bxlink:title="([^"]*)"[^>]*>)')
+_ANCHOR = re.compile(r'(<a\b[^>]*?\bxlink:title="([^"]*)"[^>]*>)(?!<title>)')
 
 
 def with_titles(svg: str) -> str:
     """Graphviz writes a cell's TITLE as ``xlink:title`` on its ``<a>``; SVG's own
     tooltip is a ``<title>`` child, which every browser shows and assistive technology
-    reads. Add one to each anchor, with the same text."""
+    reads. Add one to each anchor that has none, with the same text."""
     return _ANCHOR.sub(lambda m: f"{m[1]}<title>{m[2]}</title>", svg)

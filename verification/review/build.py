@@ -150,8 +150,11 @@ def _coverage(report: VerifyReport, diagram: Diagram) -> Diagram | None:
 
 
 def _svg(diagram: Diagram, view: str, prefix: str) -> str:
+    """One view as inline markup; every row's and arrow's title a ``<title>``, which a
+    browser shows on pointing (the full view's are the transitions' labels)."""
     try:
-        return inline_svg(render(diagram, "svg", view), prefix)
+        svg = overview.with_titles(render(diagram, "svg", view).decode()).encode()
+        return inline_svg(svg, prefix)
     except (GraphvizMissing, GraphvizFailed):
         return ""
 

@@ -20,7 +20,7 @@ from verification.report import CheckResult
 from verification.review.build import Review
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-STATUS_MARK = {"passed": "✔", "failed": "✖", "error": "⚠"}
+STATUS_MARK = {"passed": "✔", "holds": "✔", "failed": "✖", "broken": "✖", "error": "⚠"}
 
 
 def _asset(name: str) -> str:
@@ -113,15 +113,16 @@ def _machine(review: Review) -> str:
     return "".join(parts)
 
 
+#: Two per line of the player's panel: (call, answer), (transition, state), ...
 PLAYER_FIELDS = (
     ("call", "Call"),
     ("answer", "Answer"),
     ("transition", "Transition fired"),
     ("state", "State"),
     ("evidence-revision", "Evidence revision"),
+    ("stop-reason", "Stop reason"),
     ("pending", "Pending plan"),
     ("counters", "Counters"),
-    ("stop-reason", "Stop reason"),
     ("evidence", "Evidence"),
     ("note", "Note"),
 )
@@ -151,8 +152,8 @@ def _player(review: Review) -> str:
         '<span class="position" id="player-position" aria-live="polite"></span></div>'
         f'<dl aria-live="polite">{fields}</dl>'
         '<p class="keys">Keys: → next, ← previous, Space play or pause, Home the start, End '
-        "the last step. The fired transition is drawn thick blue (a yellow band behind its "
-        "row), the current state with a dashed orange outline.</p></div>"
+        "the last step. The fired transition: thick blue, a yellow band behind its row; the "
+        "current state: a dashed orange outline.</p></div>"
         "<noscript><p>The step-through player needs JavaScript; every recording is listed "
         "step by step under <a href='#recordings'>Recorded runs</a>.</p></noscript>"
     )
@@ -162,8 +163,8 @@ def _plan(pending: dict[str, Any] | None) -> str:
     if not pending:
         return "none"
     return (
-        f"{pending['id']}: {pending['step']} on {pending['resource']}, revision "
-        f"{pending['revision']}, cites evidence revision {pending['evidence_revision']}"
+        f"{pending['id']} ({pending['step']}, revision {pending['revision']}, cites "
+        f"{pending['evidence_revision']})"
     )
 
 
@@ -215,7 +216,10 @@ def _recording(number: int, playback: Playback) -> str:
     return (
         f'<h3 id="recording-{number}">{_e(playback.title)}</h3>'
         f"<p><code>{_e(playback.source)}</code>: {what}, {len(playback.steps)} calls, replayed "
-        f"on the generated controller.{differing}</p>" + _table(head, rows)
+        f"on the generated controller.{differing}</p>"
+        + '<div class="scroll">'
+        + _table(head, rows).replace("<table>", '<table class="steps">', 1)
+        + "</div>"
     )
 
 
@@ -340,9 +344,9 @@ def _witness(details: dict[str, Any]) -> str:
     ]
     return (
         "<p><strong>Commit decisions differ</strong> (a witness found by z3): with the "
-        f"evidence below, <code>{_e(witness.get('step'))}</code> is "
-        f"<strong>{_e(witness.get('old'))}</strong> under the old policy and "
-        f"<strong>{_e(witness.get('new'))}</strong> under the new.</p>"
+        f"evidence below, on a plan for <code>{_e(witness.get('step'))}</code> the old policy "
+        f"<strong>{_e(witness.get('old'))}</strong> and the new one "
+        f"<strong>{_e(witness.get('new'))}</strong>.</p>"
         + _table(["evidence key", "state"], rows, "the witness")
     )
 

@@ -87,14 +87,14 @@
   function plan(pending) {
     if (!pending) { return "none"; }
     return pending.id + ": " + pending.step + " on " + pending.resource + ", revision " +
-      pending.revision + ", cites evidence revision " + pending.evidence_revision;
+      pending.revision + ", cites " + pending.evidence_revision;
   }
 
   function counters(values, limits) {
     return "steps " + values.steps + " of " + limits.max_steps +
       " · proposals " + values.proposals + " of " + limits.max_proposals +
       " · no progress " + values.no_progress + " of " + limits.no_progress_limit +
-      " · plan revision " + values.plan_revision;
+      " · plan rev. " + values.plan_revision;
   }
 
   function evidence(values) {
