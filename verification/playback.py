@@ -97,7 +97,8 @@ class Playback:
     source: str
     kind: str  # "episode" | "counterexample"
     policy: Policy
-    property: str
+    #: The property a counterexample breaks (``""`` for an episode).
+    property_name: str
     steps: list[PlayedStep] = field(default_factory=list)
     #: The run before its first call (``state``, ``evidence_revision``, ``pending``,
     #: ``counters``, ``stop_reason``, ``evidence``), as a step shows the run after it.
@@ -112,7 +113,7 @@ class Playback:
             "title": self.title,
             "source": self.source,
             "kind": self.kind,
-            "property": self.property,
+            "property": self.property_name,
             "policy": policy_to_dict(self.policy),
             "differing": self.differing,
             "initial": self.initial,

@@ -151,7 +151,8 @@ def condition_expression(model_class: type, condition: str, policy: Policy) -> s
         tree = _returned_expression(model_class, name)
         if tree is None:
             return ast.Name(id=name)
-        return _OverPolicy(model_class, name, policy).visit(tree)
+        rewritten: ast.expr = _OverPolicy(model_class, name, policy).visit(tree)
+        return rewritten
 
     class _Substitute(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.expr:
@@ -239,7 +240,8 @@ class _OverPolicy(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         name = self._policy_field(node.value)
         if name is None:
-            return self.generic_visit(node)
+            visited: ast.expr = self.generic_visit(node)  # type: ignore[assignment]
+            return visited
         index = ast.unparse(self.visit(node.slice))
         value = render_value(_value(self.policy, name, False))
         return ast.Name(id=f"{name}[{index}] ({value})")
@@ -250,4 +252,5 @@ class _OverPolicy(ast.NodeTransformer):
             return ast.Name(id=self._shown(name, self.keys_only.get(name, False)))
         if _is_self(node.value):
             return ast.Name(id=node.attr.lstrip("_"))
-        return self.generic_visit(node)
+        visited: ast.expr = self.generic_visit(node)  # type: ignore[assignment]
+        return visited

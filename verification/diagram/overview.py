@@ -162,7 +162,7 @@ def _overlay_marks(edges: list[Edge]) -> str:
 def _fold_colour(edges: list[Edge]) -> str:
     if any(e.steps for e in edges):
         return TRACE
-    changes = {e.change for e in edges} - {None, Change.UNCHANGED}
+    changes = {e.change for e in edges if e.change not in (None, Change.UNCHANGED)}
     if len(changes) == 1:
         return COLOUR[changes.pop()]
     if changes:

@@ -190,8 +190,8 @@ def _recording(number: int, playback: Playback) -> str:
             f"<td>{_e(step.stop_reason or '')}</td><td>{note}</td></tr>"
         )
     what = (
-        f"a counterexample to <code>{_e(playback.property)}</code>"
-        if playback.kind == "counterexample" and playback.property
+        f"a counterexample to <code>{_e(playback.property_name)}</code>"
+        if playback.kind == "counterexample" and playback.property_name
         else f"an {playback.kind} record"
     )
     differing = (
