@@ -95,12 +95,20 @@ class VerifyReport:
     mermaid: str = ""
     diff_mermaid: str = ""
     against_lines: list[str] = field(default_factory=list)
+    #: The ``run`` section of a report read back (``from_json``): when and with what
+    #: it was written, kept rather than restamped with the reader's time.
+    recorded_run: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
     def to_json(self) -> dict[str, Any]:
+        run = self.recorded_run or {
+            "seconds": round(self.seconds, 1),
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "versions": _versions(),
+        }
         return {
             "ok": self.ok,
             "profile": self.profile,
@@ -109,11 +117,7 @@ class VerifyReport:
             "failed": [check.name for check in self.checks if not check.ok],
             "broken_properties": self.broken_properties,
             "against": self.against_lines,
-            "run": {
-                "seconds": round(self.seconds, 1),
-                "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "versions": _versions(),
-            },
+            "run": run,
         }
 
     @classmethod
@@ -130,6 +134,9 @@ class VerifyReport:
                 checks=[CheckResult.from_json(check) for check in document["checks"]],
                 seconds=float((document.get("run") or {}).get("seconds", 0.0)),
                 against_lines=[str(line) for line in document.get("against", [])],
+                recorded_run=dict(document["run"])
+                if isinstance(document.get("run"), dict)
+                else None,
             )
         except (KeyError, TypeError) as error:
             raise ValueError(f"not a verify report ({type(error).__name__}: {error})") from None

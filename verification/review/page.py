@@ -291,7 +291,7 @@ def _verify(review: Review) -> str:
         + _table(["check", "status", "figures", "time"], rows, f"{len(rows)} checks")
         + "<h3>Properties</h3>"
         + _properties(review)
-        + "<h3>As <code>replan verify</code> printed it</h3>"
+        + "<h3>The same records, as <code>replan verify</code> prints them</h3>"
         + f"<pre>{_e(printed)}</pre></section>"
     )
 
