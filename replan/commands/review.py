@@ -30,7 +30,7 @@ The page holds:
   what changed    with --against OLD (a policy file or a git revision): the commit
                   decisions' z3 witness, the behaviours only one version reaches, the
                   diagram diff (verify's `against` check: reused from DIR/verify.json
-                  when it compared with the same OLD, else run now, ~30 s)
+                  when it compared with the same OLD, else run now, ~25 s)
 
 Everything but the player works without JavaScript, and the page prints. It is built
 from the same records the CLI prints (--json), so the two cannot disagree.
