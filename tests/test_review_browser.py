@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,7 +66,8 @@ def _missing(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _driver(javascript: bool = True) -> Any:
+def _driver(profile: Path, javascript: bool = True) -> Any:
+    """Chromium with a fresh profile in ``profile`` (the test's own directory)."""
     chromium, driver, reason = _browser_or_reason()
     if reason:
         _missing(reason)
@@ -78,7 +78,7 @@ def _driver(javascript: bool = True) -> Any:
     options.binary_location = chromium
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='replan-chromium-')}")
+    options.add_argument(f"--user-data-dir={profile}")
     options.add_argument(f"--window-size={WIDTH},1000")
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     if not javascript:
@@ -96,8 +96,8 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
-    driver = _driver()
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = _driver(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield driver
     finally:
@@ -253,10 +253,12 @@ def test_each_view_is_shown_and_saved_as_a_screenshot(
     assert browser.execute_script("return document.documentElement.scrollWidth") <= WIDTH
 
 
-def test_without_javascript_everything_but_the_player_is_there(page: Path) -> None:
+def test_without_javascript_everything_but_the_player_is_there(
+    page: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from selenium.webdriver.common.by import By
 
-    driver = _driver(javascript=False)
+    driver = _driver(tmp_path_factory.mktemp("chromium-profile"), javascript=False)
     try:
         driver.get(page.as_uri())
         assert driver.find_element(By.ID, "view-overview").is_displayed()
