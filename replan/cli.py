@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "explore": ("explore", "exhaustive breadth-first exploration of every reachable state"),
     "prove": ("prove", "z3 proofs: every property, commit equivalence, the generated code"),
     "diagram": ("diagram", "draw the declared machine (svg, png, dot, mermaid)"),
+    "review": (
+        "review",
+        "one self-contained HTML page: the diagrams, verify's results, a trace player",
+    ),
     "trace": ("trace", "run the reference episode through the agent SDK and record it"),
     "bench": ("bench", "measure the controller against python-statemachine and a hand-written one"),
     "mutate": ("mutate", "mutation adequacy: every broken controller must fail verification"),

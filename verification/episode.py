@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import platform
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ from controller.agent import FUNCTION_INVOCATION, ControllerAgent
 from controller.policy import DEFAULT_POLICY, Policy
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
 from spec.reference import ReferenceController
-from verification.harness import Operation, run_sequence
+from verification.harness import operations_from_trace, run_sequence
 from verification.scripted import ScriptedChatClient, propose_then_execute
 
 #: Keys of the record that differ from run to run; everything else is reproducible.
@@ -114,25 +114,6 @@ class _Facts:
 
 def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
-
-
-def operations_from_trace(trace: Sequence[Mapping[str, Any]]) -> list[Operation]:
-    """The calls a controller trace records, as operations to replay (the reference
-    episode's arguments are all well-formed records, so they decode exactly)."""
-    operations = []
-    for record in trace:
-        op, args = record["op"], record["args"]
-        if op == "observe":
-            fields = dict(args["obs"])
-            fields["state"] = EvidenceState(fields["state"])
-            operations.append(Operation(op, Observation(**fields)))
-        elif op == "propose":
-            operations.append(Operation(op, Plan(**args["plan"])))
-        elif op == "execute":
-            operations.append(Operation(op, args["plan_id"]))
-        else:
-            operations.append(Operation(op))
-    return operations
 
 
 def run_reference_episode(

@@ -15,7 +15,7 @@ Reporters read only ``Finding``s.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -410,6 +410,32 @@ def test_{function}_stays_fixed() -> None:
     report = run_sequence(policy, operations, Implementation, ReferenceController)
     assert report.failure is None, report.detail
 '''
+
+
+def operations_from_trace(trace: Sequence[Mapping[str, Any]]) -> list[Operation]:
+    """The calls a controller trace records (``Controller.trace``, the ``calls`` of
+    ``evidence/replan-trace.json``), as operations to replay. Trace arguments are
+    JSON renderings of well-formed records (the reference episode's all are), so
+    they decode exactly; a malformed one raises ``CounterexampleError``."""
+    operations = []
+    for index, record in enumerate(trace):
+        try:
+            op, args = record["op"], record["args"]
+            if op == "observe":
+                fields = dict(args["obs"])
+                fields["state"] = EvidenceState(fields["state"])
+                operations.append(Operation(op, Observation(**fields)))
+            elif op == "propose":
+                operations.append(Operation(op, Plan(**args["plan"])))
+            elif op == "execute":
+                operations.append(Operation(op, args["plan_id"]))
+            elif op == "cancel":
+                operations.append(Operation(op))
+            else:
+                raise ValueError(f"op {op!r} is not one of {', '.join(OPS)}")
+        except (KeyError, TypeError, ValueError) as error:
+            raise CounterexampleError(f"calls[{index}]: not a trace record ({error})") from None
+    return operations
 
 
 def decode_steps(steps: Sequence[dict[str, Any]]) -> list[Operation]:

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from controller.policy import Policy, policy_to_dict
+from controller.policy import Policy, policy_from_dict, policy_to_dict
 
 #: Keys whose values change from run to run without the result changing.
 VOLATILE_KEYS = frozenset(
@@ -67,6 +67,23 @@ class CheckResult:
             "details": self.details,
         }
 
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> CheckResult:
+        """The record ``to_json`` wrote (``replan review`` reads verify.json back, so
+        the page and verify's own lines come from the same records)."""
+        return cls(
+            name=str(document["name"]),
+            status=str(document["status"]),
+            summary=str(document["summary"]),
+            details=dict(document.get("details") or {}),
+            seconds=float(document.get("seconds", 0.0)),
+            counterexamples=list(document.get("counterexamples", [])),
+            replay=list(document.get("replay", [])),
+            warnings=list(document.get("warnings", [])),
+            failure_text=str(document.get("failure", "")),
+            properties=list(document.get("properties", [])),
+        )
+
 
 @dataclass
 class VerifyReport:
@@ -82,12 +99,20 @@ class VerifyReport:
     gaps: list[str] = field(default_factory=list)
     #: declared transitions z3 shows cannot fire under the policy: not gaps
     not_live: dict[str, str] = field(default_factory=dict)
+    #: The ``run`` section of a report read back (``from_json``): when and with what
+    #: it was written, kept rather than restamped with the reader's time.
+    recorded_run: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
     def to_json(self) -> dict[str, Any]:
+        run = self.recorded_run or {
+            "seconds": round(self.seconds, 1),
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "versions": _versions(),
+        }
         return {
             "ok": self.ok,
             "profile": self.profile,
@@ -98,12 +123,32 @@ class VerifyReport:
             "gaps": self.gaps,
             "not_live": self.not_live,
             "against": self.against_lines,
-            "run": {
-                "seconds": round(self.seconds, 1),
-                "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "versions": _versions(),
-            },
+            "run": run,
         }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any], evidence: str) -> VerifyReport:
+        """A report read back from its ``verify.json`` (``evidence``: the directory it
+        is in). ``ValueError`` (``PolicyError`` included) when it is not one."""
+        if not isinstance(document, dict) or not isinstance(document.get("checks"), list):
+            raise ValueError("not a verify report: expected an object with a 'checks' list")
+        try:
+            report = cls(
+                policy=policy_from_dict(document["policy"]),
+                profile=str(document.get("profile", "")),
+                evidence=evidence,
+                checks=[CheckResult.from_json(check) for check in document["checks"]],
+                seconds=float((document.get("run") or {}).get("seconds", 0.0)),
+                against_lines=[str(line) for line in document.get("against", [])],
+                gaps=[str(gap) for gap in document.get("gaps", [])],
+                not_live={str(k): str(v) for k, v in (document.get("not_live") or {}).items()},
+                recorded_run=dict(document["run"])
+                if isinstance(document.get("run"), dict)
+                else None,
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"not a verify report ({type(error).__name__}: {error})") from None
+        return report
 
     @property
     def broken_properties(self) -> dict[str, list[str]]:

@@ -7,6 +7,15 @@ policy in the legend. Drawn from spec/declaration.py, so it is the machine that 
   replan diagram --format png -o machine.png      PNG through Graphviz `dot`
   replan diagram --format dot                     DOT source, nothing installed needed
   replan diagram --policy my.toml -o m.svg        another policy in the legend
+  replan diagram --view overview -o overview.png  the overview (readable at 1200 px)
+
+Views (--view):
+  full       every transition as a row of its state (the default; today's diagram)
+  overview   the transitions that change the state, each with its guard written as
+             what it tests against this policy ([steps >= max_steps (4)]; the guard's
+             name is the SVG <title> of that text), and each state's internal
+             transitions folded into one line per event that counts them
+             ("observe: 6 rejections / bookkeeping"). Graphviz only (svg, png, dot).
 
 Overlays (combine freely; in Mermaid they appear as words in the labels):
   --coverage result.json   lines and arrows weighted by how often each transition
@@ -48,7 +57,7 @@ from replan.common import CliError, add_json_option, add_policy_option, policy_f
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from verification.diagram import FORMATS
+    from verification.diagram import FORMATS, VIEWS
 
     add_policy_option(parser)
     parser.add_argument(
@@ -57,6 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="output format (default: from the -o suffix .svg/.png/.dot/.gv/.mmd, else mermaid)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    parser.add_argument(
+        "--view",
+        choices=VIEWS,
+        default="full",
+        help="full: every transition (default); overview: what changes the state, "
+        "guards over the policy's values, internal transitions folded",
+    )
     parser.add_argument(
         "--coverage", metavar="FILE", help="campaign/explorer --json result: fire counts"
     )
@@ -128,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
     if output_format == "png" and args.output is None and sys.stdout.isatty():
         raise CliError("png is binary: write it to a file with -o FILE")
     try:
-        data = render(diagram, output_format)
+        data = render(diagram, output_format, args.view)
+    except ValueError as error:  # the overview in Mermaid
+        raise CliError(f"--view {args.view}: {error}") from None
     except GraphvizMissing as error:
         raise CliError(str(error)) from None
     except GraphvizFailed as error:  # our DOT was refused: a bug, still one line
@@ -145,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     summary = {
         "format": output_format,
+        "view": args.view,
         "output": args.output,
         "states": len(diagram.nodes),
         "transitions": len(diagram.edges),
@@ -176,6 +195,8 @@ def _readme(args: argparse.Namespace) -> int:
     from verification.diagram.overlays import repository_root
     from verification.diagram.readme import ReadmeError, is_fresh, update
 
+    if args.view != "full":
+        raise CliError("--view: --check-readme/--update-readme draw the full view only")
     for option in ("coverage", "trace", "diff", "policy", "output", "format"):
         if getattr(args, option, None):
             raise CliError(

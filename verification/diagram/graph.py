@@ -24,7 +24,11 @@ from controller.policy import Policy, policy_to_dict
 from controller.records import EvidenceState, Observation, Plan, StopReason
 from controller.run import Run
 from spec.model import MachineModel, TransitionInfo
-from verification.diagram.guard_policy import guard_reading, reading_change
+from verification.diagram.guard_policy import (
+    condition_expression,
+    guard_reading,
+    reading_change,
+)
 
 
 class Change(StrEnum):
@@ -74,6 +78,9 @@ class Edge:
     #: Why the transition cannot fire under the policy (coverage results say so).
     dead: str = ""
     steps: tuple[int, ...] = ()
+    #: The guard as what it tests under the diagram's policy (``steps >= max_steps
+    #: (4)``), from ``guard_policy.condition_expression``; ``""`` for no guard.
+    guard_expression: str = ""
 
     @property
     def trigger(self) -> str:
@@ -144,7 +151,10 @@ def build(model: MachineModel, policy: Policy, model_class: type[Run] = Run) -> 
         )
         for s in model.states
     )
-    edges = tuple(_edge(model, t) for t in model.transitions)
+    edges = tuple(
+        _edge(model, t, condition_expression(model_class, t.cond, policy))
+        for t in model.transitions
+    )
     internal = sum(1 for t in model.transitions if t.internal)
     caption = (
         f"{model.module}.{model.name}: {len(model.states)} states, "
@@ -161,7 +171,7 @@ def build(model: MachineModel, policy: Policy, model_class: type[Run] = Run) -> 
     )
 
 
-def _edge(model: MachineModel, t: TransitionInfo) -> Edge:
+def _edge(model: MachineModel, t: TransitionInfo, expression: str = "") -> Edge:
     return Edge(
         key=t.label,
         index=t.index,
@@ -173,6 +183,7 @@ def _edge(model: MachineModel, t: TransitionInfo) -> Edge:
         priority=t.priority,
         ranked=len(model.leaving(t.source, t.event)) > 1,
         internal=t.internal,
+        guard_expression=expression,
     )
 
 

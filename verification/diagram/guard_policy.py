@@ -123,3 +123,134 @@ def reading_change(old_class: type, new_class: type, guard: str, old: Policy, ne
             shown = _shown_name(name, keys_only, after)
             changes.append(f"{shown}: {render_value(before)} → {render_value(after)}")
     return " · ".join(changes)
+
+
+# ---- what a guard tests, written over the policy's values ---------------------------------
+
+
+def guard_expression(model_class: type, guard: str, policy: Policy) -> str:
+    """What ``guard`` tests under ``policy``, read from its body (``return <expr>``):
+    the run's fields without ``self._``, each policy field it reads followed by its
+    value, ``steps >= max_steps (4)``. A guard whose body is not one ``return`` (the
+    generator calls those instead of inlining them) is shown by its name."""
+    tree = _returned_expression(model_class, guard)
+    if tree is None:
+        return guard
+    return _readable(_OverPolicy(model_class, guard, policy).visit(tree))
+
+
+def condition_expression(model_class: type, condition: str, policy: Policy) -> str:
+    """A transition's whole guard (``not is_pending_id and was_accepted``) with each
+    guard name replaced by what it tests under ``policy``; ``""`` for no guard.
+    Precedence is kept by building one syntax tree, not by pasting text."""
+    if not condition:
+        return ""
+    from spec.model import parse_guard
+
+    def expression_of(name: str) -> ast.expr:
+        tree = _returned_expression(model_class, name)
+        if tree is None:
+            return ast.Name(id=name)
+        rewritten: ast.expr = _OverPolicy(model_class, name, policy).visit(tree)
+        return rewritten
+
+    class _Substitute(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.expr:
+            return expression_of(node.id)
+
+    return _readable(_Substitute().visit(parse_guard(condition)))
+
+
+def _readable(node: ast.expr) -> str:
+    """``ast.unparse`` with the parentheses a reader needs and no more: operands of
+    one ``and`` (or ``or``) chain are flattened, a different boolean operator inside
+    is parenthesised, and so is a comparison or chain under ``not``. (``ast.unparse``
+    parenthesises the third operand of a chain whatever it is.)"""
+    if isinstance(node, ast.BoolOp):
+        operator = " and " if isinstance(node.op, ast.And) else " or "
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.BoolOp) and type(value.op) is type(node.op):
+                parts.append(_readable(value))
+            elif isinstance(value, ast.BoolOp):
+                parts.append(f"({_readable(value)})")
+            else:
+                parts.append(_readable(value))
+        return operator.join(parts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _readable(node.operand)
+        grouped = isinstance(node.operand, ast.BoolOp | ast.Compare)
+        return f"not ({inner})" if grouped else f"not {inner}"
+    return ast.unparse(node)
+
+
+@cache
+def _guard_source(model_class: type, name: str) -> str | None:
+    method = getattr(model_class, name, None)
+    if not callable(method):
+        return None
+    try:
+        return textwrap.dedent(inspect.getsource(method))
+    except (OSError, TypeError):
+        return None
+
+
+def _returned_expression(model_class: type, name: str) -> ast.expr | None:
+    """A fresh tree of the expression the method ``name`` returns, when its body (after
+    the docstring) is exactly one ``return <expr>``."""
+    source = _guard_source(model_class, name)
+    if source is None:
+        return None
+    function = ast.parse(source).body[0]
+    if not isinstance(function, ast.FunctionDef):
+        return None
+    body = list(function.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    return body[0].value
+
+
+class _OverPolicy(ast.NodeTransformer):
+    """Rewrites a guard body for reading: ``self.policy.max_steps`` becomes the name
+    ``max_steps (4)``, ``self.policy.requirements[x]`` becomes ``requirements[x]
+    (commit-import: parser, access)``, ``self._steps`` becomes ``steps`` and
+    ``self.other_guard(obs)`` becomes ``other_guard(obs)``. A name node may hold any
+    text: ``ast.unparse`` writes it as it is, and it binds tightest, as a value does."""
+
+    def __init__(self, model_class: type, guard: str, policy: Policy) -> None:
+        self.policy = policy
+        self.keys_only = dict(policy_fields(model_class, guard))
+
+    def _policy_field(self, node: ast.expr) -> str | None:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "policy"
+            and _is_self(node.value.value)
+        ):
+            return node.attr
+        return None
+
+    def _shown(self, name: str, keys_only: bool) -> str:
+        value = _value(self.policy, name, keys_only)
+        return f"{_shown_name(name, keys_only, value)} ({render_value(value)})"
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        name = self._policy_field(node.value)
+        if name is None:
+            visited: ast.expr = self.generic_visit(node)  # type: ignore[assignment]
+            return visited
+        index = ast.unparse(self.visit(node.slice))
+        value = render_value(_value(self.policy, name, False))
+        return ast.Name(id=f"{name}[{index}] ({value})")
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        name = self._policy_field(node)
+        if name is not None:
+            return ast.Name(id=self._shown(name, self.keys_only.get(name, False)))
+        if _is_self(node.value):
+            return ast.Name(id=node.attr.lstrip("_"))
+        visited: ast.expr = self.generic_visit(node)  # type: ignore[assignment]
+        return visited

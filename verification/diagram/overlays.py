@@ -42,12 +42,8 @@ from controller.records import PolicyError, StopReason
 from controller.run import Run
 from spec.model import DeclarationError, MachineModel, extract
 from verification.diagram.graph import TraceStep
-from verification.harness import (
-    CounterexampleError,
-    apply,
-    encode_result,
-    load_counterexample,
-)
+from verification.harness import CounterexampleError, load_counterexample
+from verification.playback import play
 
 DECLARATION_PATH = "spec/declaration.py"
 POLICY_PATH = "spec/policy.toml"
@@ -147,36 +143,21 @@ class TracePath:
 
 def load_trace(path: str | Path, model: MachineModel) -> TracePath:
     """Replay a counterexample (the shared JSON format) on the generated controller
-    and read which declared transition each step fired from its trace."""
-    from controller import Controller  # the generated dispatch: what applications run
-
+    and read which declared transition each step fired from its trace
+    (``verification.playback``: the player of ``replan review`` reads it the same way)."""
     try:
         policy, property_name, operations, recorded = load_counterexample(path)
     except CounterexampleError as error:
         raise OverlayError(str(error)) from None
-    controller = Controller(policy)
-    by_value = {s.value: s.id for s in model.states}
-    steps: list[TraceStep] = []
-    differing: list[int] = []
-    for number, (operation, expected) in enumerate(zip(operations, recorded, strict=True), 1):
-        state = by_value.get(controller.snapshot()["state"], controller.snapshot()["state"])
-        result = apply(controller, operation)
-        record = controller.trace[-1]
-        transition = record["transition"]
-        note = ""
-        if transition is None:
-            note = f"{operation.op} refused by the input check ({_answer(result)})"
-        elif transition not in controller.transitions:
-            note = f"{operation.op} absorbed, answered {_answer(result)}"
-            transition = None
-        steps.append(TraceStep(number, operation.op, transition, state, note))
-        if expected is not None and encode_result(result) != expected:
-            differing.append(number)
-    return TracePath(policy, property_name, steps, differing)
-
-
-def _answer(result: Any) -> str:
-    return result.__name__ if isinstance(result, type) else str(result)
+    played = play(
+        policy,
+        operations,
+        [None if result is None else {"result": result} for result in recorded],
+        model,
+        encoded_results=True,
+    )
+    steps = [TraceStep(s.number, s.op, s.transition, s.state_before, s.note) for s in played]
+    return TracePath(policy, property_name, steps, [s.number for s in played if s.differs])
 
 
 # ---- the older machine of a diff ------------------------------------------------------------
