@@ -228,11 +228,21 @@ def _parse(
 
     workflow = _expect_table(document.get("workflow", {}), "workflow")
     _check_fields(workflow, "workflow", _TABLES["workflow"])
+    if "ready_when_passed" in workflow:
+        ready_when_passed = workflow["ready_when_passed"]
+    else:
+        completing = [step for step in steps if step.completes_run]
+        if len(completing) != 1:
+            names = ", ".join(step.name for step in completing)
+            raise _fail(
+                "workflow.ready_when_passed",
+                f"missing field: {len(completing)} steps complete the run ({names}), so "
+                "the fixed workflow's prerequisites cannot be taken from one of them; "
+                "list the keys it requires",
+            )
+        ready_when_passed = list(completing[0].requires)
     workflow_keys = _names(
-        workflow.get("ready_when_passed", list(keys)),
-        "workflow.ready_when_passed",
-        what="keys",
-        allow_empty=True,
+        ready_when_passed, "workflow.ready_when_passed", what="keys", allow_empty=True
     )
     for key_index, key in enumerate(workflow_keys):
         if key not in keys:
@@ -250,6 +260,20 @@ def _parse(
         count_duplicate_deliveries=count_duplicates,
         workflow_keys=workflow_keys,
     )
+
+
+def workflow_disagreements(policy: Policy) -> list[str]:
+    """One line per completing step whose prerequisites are not the fixed workflow's
+    (``[workflow] ready_when_passed``): the controller would commit where the workflow
+    says otherwise, and the commit equivalence fails. Empty when they agree."""
+    workflow = sorted(policy.workflow_keys)
+    return [
+        f"steps[{index}] {step.name!r} requires {sorted(step.requires)} but "
+        f"[workflow] ready_when_passed is {workflow}: make them the same list "
+        "(or leave ready_when_passed out to take the step's)"
+        for index, step in enumerate(policy.steps)
+        if step.completes_run and sorted(step.requires) != workflow
+    ]
 
 
 def policy_from_dict(

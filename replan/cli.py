@@ -48,6 +48,22 @@ def _available() -> dict[str, tuple[str, str]]:
     return found
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("replan")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _declaration_digest() -> str:
+    """The digest the generated controller carries (no python-statemachine import)."""
+    from controller._generated import DECLARATION_DIGEST
+
+    return DECLARATION_DIGEST[: len("sha256:") + 12]
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``selected``'s module is imported (its options registered), so
     `replan prove` does not pay for importing Hypothesis, z3 and the agent SDK of the
@@ -59,6 +75,12 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             "python-statemachine, generated as plain Python, and model-checked."
         ),
         epilog="Exit codes: 0 all held, 1 a property failed (counterexample saved), 2 bad input.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"replan {_version()} (declaration {_declaration_digest()})",
+        help="print replan's version and the declaration's digest, then exit",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, summary) in _available().items():

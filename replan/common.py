@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,23 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     return _integer_at_least(0, text)
+
+
+def check_writable(path: str | None, option: str) -> None:
+    """Fail before any work when ``path`` (an output file) cannot be written: a
+    directory, or a place no file can be created in (probed with a temporary file, so
+    that a permission, a read-only file system or ``/proc`` all say so up front)."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise CliError(f"{option} {path}: is a directory, expected a file")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".replan-probe-"):
+            pass
+    except OSError as error:
+        raise CliError(f"{option} {path}: cannot write there ({error.strerror})") from None
 
 
 def add_policy_option(parser: argparse.ArgumentParser) -> None:

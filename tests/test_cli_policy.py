@@ -101,3 +101,14 @@ def test_policy_typo_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in finished.stderr
     assert str(path) in lines[0]
     assert "steps[2].requires[0]" in lines[0]
+
+
+def test_version_names_the_package_and_the_declaration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from controller._generated import DECLARATION_DIGEST
+    from replan.cli import main
+
+    assert main(["--version"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("replan 0.") and DECLARATION_DIGEST[:19] in line

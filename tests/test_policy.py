@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from controller import DEFAULT_POLICY, Policy, PolicyError, Step, load_policy
-from controller.policy import policy_from_dict, policy_to_dict, policy_to_toml
+from controller.policy import (
+    policy_from_dict,
+    policy_to_dict,
+    policy_to_toml,
+    workflow_disagreements,
+)
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -348,3 +353,48 @@ def test_empty_steps_array_is_refused() -> None:
     document["steps"] = []
     with pytest.raises(PolicyError, match=r"^steps: expected at least one \[\[steps\]\] entry"):
         policy_from_dict(document)
+
+
+# ---- the fixed workflow's prerequisites ---------------------------------------------------
+
+
+FIRST_POLICY = Path(__file__).resolve().parent / "policies" / "first-policy.toml"
+
+
+def test_ready_when_passed_defaults_to_the_completing_steps_requires() -> None:
+    policy = load_policy(FIRST_POLICY)
+    assert policy.workflow_keys == ("schema", "tests")
+    assert workflow_disagreements(policy) == []
+
+
+def test_ready_when_passed_is_required_when_several_steps_complete_the_run() -> None:
+    document = {
+        "evidence": {"keys": ["a", "b"]},
+        "resources": {"allowed": ["r"]},
+        "steps": [
+            {"name": "x", "requires": ["a"], "completes_run": True},
+            {"name": "y", "requires": ["b"], "completes_run": True},
+        ],
+    }
+    with pytest.raises(PolicyError, match=r"^workflow\.ready_when_passed: missing field: 2 steps"):
+        policy_from_dict(document)
+
+
+def test_a_workflow_that_disagrees_with_the_completing_step_is_named_with_the_fix() -> None:
+    policy = load_policy(FIRST_POLICY.parent / "commit-requires-parser-only.toml")
+    (line,) = workflow_disagreements(policy)
+    assert "'commit-import' requires ['parser']" in line
+    assert "ready_when_passed is ['access', 'parser']" in line
+
+
+def test_replan_policy_warns_in_one_line_and_the_proof_names_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replan.cli import main
+
+    weakened = str(FIRST_POLICY.parent / "commit-requires-parser-only.toml")
+    assert main(["policy", weakened]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "ready_when_passed" in warnings[0]
+    assert main(["prove", "--policy", weakened, "--out", str(tmp_path)]) == 1
+    assert "fix: steps[2] 'commit-import' requires ['parser']" in capsys.readouterr().out

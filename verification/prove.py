@@ -30,7 +30,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from controller.policy import Policy, policy_to_dict
+from controller.policy import Policy, policy_to_dict, workflow_disagreements
 from controller.records import ADMITTED, EvidenceState, Observation, Plan
 from controller.run import Run
 from controller.workflow import decide
@@ -341,6 +341,8 @@ def prove_equivalence(
         message = f"{_render(shown_assignment)}: controller {controller}, workflow says {decision}"
         if pattern != shown_assignment:
             message += f"\n(the same for {_render(pattern)})"
+        for line in workflow_disagreements(policy):
+            message += f"\nfix: {line}"
         finding = equivalence_finding(policy, step, assignment, model, model_class)
         counterexample = {
             "step": step,

@@ -14,8 +14,8 @@ transitions, ExecuteResults and StopReasons.
   replan campaign --coverage-vs-explorer    also measure it against replan explore's
                                             reachable states and transitions
 
-Profiles (--profile, default "default") set Hypothesis examples x steps per example;
---examples/--steps override them. The same --seed gives the same operations and
+Profiles (--profile, default "ci", as for `replan verify`) set Hypothesis examples x
+steps per example; --examples/--steps override them. The same --seed gives the same operations and
 coverage (a random seed is chosen and printed otherwise). Failures found once are
 kept in Hypothesis' example database (.hypothesis/examples) and retried first.
 
@@ -37,6 +37,8 @@ from replan.common import (
     CliError,
     add_json_option,
     add_policy_option,
+    check_writable,
+    non_negative_int,
     policy_from_args,
     positive_int,
     print_json,
@@ -60,30 +62,22 @@ from verification.campaign import (
 from verification.mutants import MUTANTS
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
     parser.add_argument(
         "--profile",
         choices=list(PROFILES),
-        default="default",
-        help="budget: "
+        default="ci",
+        help="budget (default: ci, as for replan verify): "
         + "; ".join(f"{p.name} {p.examples} x {p.steps}" for p in PROFILES.values()),
     )
     parser.add_argument("--examples", type=positive_int, metavar="N", help="Hypothesis examples")
     parser.add_argument(
         "--steps", type=positive_int, metavar="N", help="Hypothesis steps (rules) per example"
     )
-    parser.add_argument("--seed", type=_seed, metavar="S", help="random seed (printed if omitted)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, metavar="S", help="random seed (printed if omitted)"
+    )
     add_json_option(parser)
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
     parser.add_argument(
@@ -151,6 +145,7 @@ def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
+    check_writable(args.junit, "--junit")
     reference = ReferenceController
     try:
         if args.mutant is not None:

@@ -115,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
     output_format = args.format
     if output_format is None:
         suffix = Path(args.output).suffix.lower() if args.output else ""
+        if suffix and suffix not in SUFFIXES:
+            raise CliError(
+                f"-o {args.output}: no format for {suffix} (suffixes: "
+                f"{', '.join(sorted(SUFFIXES))}); give --format to write it anyway"
+            )
         output_format = SUFFIXES.get(suffix, "mermaid")
     model = extract(Replanning)
     try:

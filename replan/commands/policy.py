@@ -3,6 +3,10 @@
   replan policy my-policy.toml          the normalised TOML
   replan policy my-policy.toml --json   the same as JSON
 
+A completing step whose prerequisites differ from the fixed workflow's ([workflow]
+ready_when_passed, which defaults to the one completing step's requires) is warned
+about on stderr, naming both lists (the commit equivalence would fail).
+
 An invalid file prints one line naming the file and the offending path, e.g.
   my-policy.toml: steps[2].requires[0]: 'acess' is not a declared evidence key
 and exits 2.
@@ -11,8 +15,9 @@ and exits 2.
 from __future__ import annotations
 
 import argparse
+import sys
 
-from controller.policy import load_policy, policy_to_dict, policy_to_toml
+from controller.policy import load_policy, policy_to_dict, policy_to_toml, workflow_disagreements
 from controller.records import PolicyError
 from replan.common import CliError, add_json_option, print_json
 
@@ -27,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
         policy = load_policy(args.file)
     except PolicyError as error:
         raise CliError(str(error)) from None
+    for line in workflow_disagreements(policy):
+        print(f"replan policy: warning: {args.file}: {line}", file=sys.stderr)
     if args.json:
         print_json(policy_to_dict(policy))
     else:

@@ -53,7 +53,14 @@ from typing import Any
 
 from controller.policy import DEFAULT_POLICY, Policy, load_policy
 from controller.records import PolicyError
-from replan.common import CliError, add_json_option, print_json, write_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    check_writable,
+    non_negative_int,
+    print_json,
+    write_json,
+)
 from verification.report import CheckResult, VerifyReport, write_junit, write_markdown
 
 PROFILES = ("ci", "default", "thorough")
@@ -82,7 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "out/verify/<policy name>/ otherwise)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="the campaign's seed (default: 0, reproducible)"
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="the campaign's seed, an integer >= 0 (default: 0, reproducible)",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(
@@ -571,6 +581,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(str(error)) from None
     if args.against is not None:
         _check_against(args.against)
+    check_writable(args.junit, "--junit")
     subject = _subject(args.mutant)
     evidence = _evidence_dir(args)
     try:

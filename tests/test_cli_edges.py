@@ -1,0 +1,50 @@
+"""The CLI's rough edges a new user meets in the first hour: each is one line and
+exit 2 before any work, never a traceback after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replan.cli import main
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def test_an_unwritable_junit_path_fails_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", "--junit", "/proc/no-such/junit.xml"]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("replan verify: error: --junit /proc/no-such/junit.xml: cannot write")
+    assert main(["campaign", "--junit", str(tmp_path)]) == 2
+    assert "is a directory, expected a file" in one_error_line(capsys)
+
+
+def test_an_unknown_output_suffix_is_refused_not_written_as_mermaid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "machine.pdf"
+    assert main(["diagram", "-o", str(output)]) == 2
+    assert "no format for .pdf" in one_error_line(capsys)
+    assert not output.exists()
+
+
+def test_verify_and_campaign_take_the_same_seeds_and_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in ("verify", "campaign"):
+        assert main([command, "--seed", "-1"]) == 2  # argparse: its usage, then the error
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last == f"replan {command}: error: argument --seed: expected an integer >= 0, got -1"
+    from replan.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["campaign"]).profile == "ci"
+    assert parser.parse_args(["verify"]).profile == "ci"
