@@ -5,6 +5,7 @@ dispatch in ``_generated.py`` was generated from ``spec/declaration.py``.
 """
 
 from controller._generated import Controller
+from controller.handoff import handoff
 from controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
 from controller.records import (
     Approval,
@@ -37,6 +38,7 @@ __all__ = [
     "Step",
     "StopReason",
     "decide",
+    "handoff",
     "load_policy",
     "plan_digest",
 ]

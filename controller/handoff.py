@@ -1,0 +1,63 @@
+"""What a run hands to the person or the next process when it stops (or is paused):
+the facts it accepted, what the pending plan still waits for, and why it stopped.
+
+The summary is read from the run's public view only (``state(key)``, ``pending``,
+``stop_reason``, the counters and the policy), so it says exactly what the controller
+decided on, never what a plan's prose claimed. Stdlib only; JSON-ready.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from controller.policy import Policy
+from controller.records import EvidenceState, Plan, StopReason
+
+
+class RunView(Protocol):
+    """The read-only public view of one run (``Controller`` has it)."""
+
+    policy: Policy
+
+    @property
+    def evidence_revision(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def proposals(self) -> int: ...
+    @property
+    def pending(self) -> Plan | None: ...
+    @property
+    def stop_reason(self) -> StopReason | None: ...
+    @property
+    def declared_state(self) -> str: ...
+    def state(self, key: str) -> EvidenceState: ...
+
+
+def handoff(run: RunView) -> dict[str, Any]:
+    """The run's handoff summary: every declared key's accepted state, the pending plan
+    with the keys its step still needs Passed (``waiting_for``: Failed ones call for an
+    owner, Unknown ones for inspection), the budget used, and the stop reason (None
+    while the run is active)."""
+    policy = run.policy
+    facts = {key: str(run.state(key)) for key in policy.keys}
+    pending = run.pending
+    summary: dict[str, Any] = {
+        "stop_reason": None if run.stop_reason is None else str(run.stop_reason),
+        "state": run.declared_state,
+        "facts": facts,
+        "evidence_revision": run.evidence_revision,
+        "steps": f"{run.steps} of {policy.max_steps}",
+        "proposals": f"{run.proposals} of {policy.max_proposals}",
+        "pending": None,
+    }
+    if pending is not None:
+        needs = policy.requirements.get(pending.step, ())
+        summary["pending"] = {
+            "id": pending.id,
+            "step": pending.step,
+            "resource": pending.resource,
+            "waiting_for": {k: facts[k] for k in needs if facts[k] != str(EvidenceState.PASSED)},
+            "needs_approval": pending.step in policy.approval_steps,
+        }
+    return summary
