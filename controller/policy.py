@@ -129,16 +129,25 @@ def _check_fields(table: Mapping[str, Any], path: str, allowed: frozenset[str]) 
 def _names(value: object, path: str, *, what: str, allow_empty: bool) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise _fail(path, f"expected a list of {what}, got {type(value).__name__}")
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # ordered, and a membership test in constant time
     for index, item in enumerate(value):
         if not isinstance(item, str) or not item:
             raise _fail(f"{path}[{index}]", f"expected a non-empty string, got {item!r}")
         if item in seen:
             raise _fail(f"{path}[{index}]", f"{item!r} is listed twice")
-        seen.append(item)
+        seen[item] = None
     if not seen and not allow_empty:
         raise _fail(path, f"at least one {what[:-1]} is required")
     return tuple(seen)
+
+
+def _listing(names: Sequence[str], shown: int = 10) -> str:
+    """Names for an error message: all of a short list, the first ``shown`` of a long
+    one (a policy may declare thousands of keys)."""
+    if not names:
+        return "none"
+    head = ", ".join(names[:shown])
+    return head if len(names) <= shown else f"{head}, ... ({len(names)} in all)"
 
 
 def _positive(value: object, path: str) -> int:
@@ -197,7 +206,9 @@ def _parse(
     if not isinstance(raw_steps, list) or not raw_steps:
         raise _fail("steps", "expected at least one [[steps]] entry")
     steps: list[Step] = []
-    declared = ", ".join(keys) if keys else "none"
+    step_names: set[str] = set()
+    key_set = frozenset(keys)
+    declared = _listing(keys)
     for index, raw in enumerate(raw_steps):
         path = f"steps[{index}]"
         table = _expect_table(raw, path)
@@ -206,13 +217,14 @@ def _parse(
         if not isinstance(raw_name, str) or not raw_name:
             raise _fail(f"{path}.name", f"expected a non-empty string, got {raw_name!r}")
         name = raw_name
-        if any(step.name == name for step in steps):
+        if name in step_names:
             raise _fail(f"{path}.name", f"duplicate step name {name!r}")
+        step_names.add(name)
         requires = _names(
             table.get("requires", []), f"{path}.requires", what="keys", allow_empty=True
         )
         for key_index, key in enumerate(requires):
-            if key not in keys:
+            if key not in key_set:
                 raise _fail(
                     f"{path}.requires[{key_index}]",
                     f"{key!r} is not a declared evidence key (declared: {declared})",
@@ -245,7 +257,7 @@ def _parse(
         ready_when_passed, "workflow.ready_when_passed", what="keys", allow_empty=True
     )
     for key_index, key in enumerate(workflow_keys):
-        if key not in keys:
+        if key not in key_set:
             raise _fail(
                 f"workflow.ready_when_passed[{key_index}]",
                 f"{key!r} is not a declared evidence key (declared: {declared})",
@@ -319,7 +331,10 @@ def policy_to_toml(policy: Policy) -> str:
         if isinstance(item, int):
             return str(item)
         if isinstance(item, str):
-            return json.dumps(item)  # a JSON string is a valid TOML basic string
+            # A JSON string is a TOML basic string once non-ASCII text is kept as it is
+            # (JSON would write an emoji as a surrogate pair, which TOML refuses) and
+            # DEL, which JSON leaves raw and TOML does not, is escaped.
+            return json.dumps(item, ensure_ascii=False).replace("\x7f", "\\u007f")
         if isinstance(item, Sequence):
             return "[" + ", ".join(value(x) for x in item) + "]"
         raise TypeError(item)
@@ -347,13 +362,16 @@ def load_policy(path: str | Path) -> Policy:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PolicyError(f"{source}: no such policy file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as error:
-        raise PolicyError(
-            f"{source}: cannot read policy file ({error.__class__.__name__})"
-        ) from None
+    except (OSError, UnicodeDecodeError) as error:  # a directory, a loop, a long name
+        reason = getattr(error, "strerror", None) or error.__class__.__name__
+        raise PolicyError(f"{source}: cannot read policy file ({reason})") from None
+    except ValueError as error:  # a NUL byte in the path
+        raise PolicyError(f"{source!r}: not a usable path ({error})") from None
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
+        raise PolicyError(f"{source}: invalid TOML: {error}") from None
+    except ValueError as error:  # an integer literal past Python's digit limit
         raise PolicyError(f"{source}: invalid TOML: {error}") from None
     try:
         return policy_from_dict(document)
