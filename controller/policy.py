@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -63,7 +63,8 @@ class Policy:
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
-        object.__setattr__(self, "requirements", {s.name: s.requires for s in self.steps})
+        requirements = MappingProxyType({s.name: s.requires for s in self.steps})
+        object.__setattr__(self, "requirements", requirements)  # read-only: runs share it
         object.__setattr__(
             self, "terminal_steps", frozenset(s.name for s in self.steps if s.completes_run)
         )
@@ -72,6 +73,11 @@ class Policy:
         )
         object.__setattr__(self, "key_set", frozenset(self.keys))
         object.__setattr__(self, "resource_set", frozenset(self.resources))
+
+    def __reduce__(self) -> tuple[type[Policy], tuple[Any, ...]]:
+        """Pickled by its fields alone (the derived lookups are rebuilt, and a
+        read-only mapping cannot be pickled): worker processes receive policies."""
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self) if f.init))
 
     def step(self, name: str) -> Step:
         for candidate in self.steps:

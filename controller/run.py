@@ -21,10 +21,12 @@ plain statements ending in at most one ``return`` is copied too; one with an ear
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+import controller.records
 from controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
 from controller.fields import state_of_snapshot as state_of_snapshot
 from controller.policy import DEFAULT_POLICY, Policy
@@ -79,18 +81,44 @@ def well_formed_plan(plan: object) -> bool:
     )
 
 
+#: The records an argument can be (rendered field by field in the trace).
+_RECORDS = tuple(getattr(controller.records, name) for name in RECORD_KINDS)
+#: An int with more bits than this is shown by its size: past ~4,300 digits Python
+#: refuses to print it, so ``json.dumps`` of the trace would raise.
+_LARGEST_SHOWN_BITS = 13_000
+
+
 def jsonable(value: object) -> Any:
     """A JSON-ready rendering of an argument or result (records as objects, anything
-    unexpected as its ``repr``, so that a malformed input is still explained)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return (
-            str(value) if isinstance(value, StopReason | EvidenceState | ExecuteResult) else value
-        )
-    if isinstance(value, tuple) and type(value).__name__ in RECORD_KINDS:
-        return {name: jsonable(item) for name, item in zip(value._fields, value, strict=True)}  # type: ignore[attr-defined]
+    unexpected as its bounded ``repr``, so that a malformed input is still explained).
+    Never raises, and never calls a method a hostile subclass could override: the
+    trace must stay JSON whatever the model sent."""
+    try:
+        return _jsonable(value)
+    except Exception:  # a __class__ that raises, say: name it by its real type
+        return f"<{type(value).__name__} object>"
+
+
+def _jsonable(value: object) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, StopReason | EvidenceState | ExecuteResult):
+        return str.__str__(value)
+    if isinstance(value, int):
+        bits = int.bit_length(value)
+        return int.__add__(value, 0) if bits <= _LARGEST_SHOWN_BITS else f"<int of {bits} bits>"
+    if isinstance(value, float):
+        exact = float.__float__(value)
+        return exact if math.isfinite(exact) else float.__repr__(exact)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if type(value) in _RECORDS:
+        names: tuple[str, ...] = getattr(type(value), "_fields")  # noqa: B009
+        items: tuple[Any, ...] = tuple(tuple.__iter__(value))  # type: ignore[arg-type]
+        return {name: _jsonable(item) for name, item in zip(names, items, strict=True)}
     if isinstance(value, type) and issubclass(value, BaseException):
         return {"error": value.__name__}
-    return repr(value)
+    return shown(value)
 
 
 class Run:

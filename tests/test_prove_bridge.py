@@ -92,6 +92,7 @@ def test_every_case_of_each_commit_step_of_a_policy_with_two() -> None:
                 {"name": "ship-all", "requires": ["a", "b", "c"], "completes_run": True},
                 {"name": "look"},
             ],
+            "workflow": {"ready_when_passed": ["a", "b", "c"]},
         }
     )
     for step, expected in (("ship", 9), ("ship-all", 1)):

@@ -41,6 +41,7 @@ SMALL = policy_from_dict(
             {"name": "ship", "requires": ["a"], "completes_run": True},
             {"name": "ship-all", "requires": ["a", "b", "c"], "completes_run": True},
         ],
+        "workflow": {"ready_when_passed": ["a", "b", "c"]},
     }
 )
 
