@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from controller.records import Plan
 from replan.cli import main
 from spec.vocabulary import REGISTRY
 from verification.campaign import CampaignResult, canonical_snapshot, run_campaign
@@ -223,3 +224,44 @@ def test_a_bad_policy_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path:
     policy.write_text('[evidence]\nkeys = ["parser"]\n', encoding="utf-8")
     assert main(["campaign", "--policy", str(policy), "--no-database"]) == 2
     assert "missing table" in capsys.readouterr().err
+
+
+def test_examples_seeded_from_a_witness_check_the_prefix_too() -> None:
+    """seed_missed never covers a transition without checking it: the seeded examples
+    run under the same properties, and a broken controller's failure there becomes the
+    campaign's finding."""
+    from verification.campaign import mutant_implementation, seed_missed
+    from verification.harness import Operation
+
+    implementation = mutant_implementation("step-not-counted")
+    result = run_campaign(
+        DEFAULT_POLICY,
+        "ci",
+        seed=0,
+        examples=1,
+        steps=1,
+        implementation=implementation,
+        reference=None,
+        out_dir=None,
+        database=None,
+    )
+    result.finding = None  # as if the rules had missed it
+    label = "pending --execute[not prerequisites_passed]--> pending"
+    result.coverage.transitions[label] = 0
+    witness = [
+        Operation("propose", Plan("p1", 1, 1, "inspect-parser", "input-A")),
+        Operation("execute", "p1"),
+    ]
+    seeded = seed_missed(
+        result,
+        [label],
+        lambda _: witness,
+        profile="ci",
+        seed=0,
+        implementation=implementation,
+        reference=None,
+        out_dir=None,
+        database=None,
+    )
+    assert seeded == [label]
+    assert result.finding is not None and result.finding.property == "execute-counts-one-step"

@@ -169,17 +169,13 @@ class Pipeline:
         coverage = campaigned.coverage
         gaps = self.report.gaps
         reached = set(explored.fired)
-        unreached = [
+        missed = [
             label
             for label in explored.labels
-            if label not in explored.disabled_by_policy
-            and not coverage.transitions[label]
-            and label not in reached
+            if label not in explored.disabled_by_policy and not coverage.transitions[label]
         ]
-        not_live = self.cannot_fire(unreached)
-        for label in explored.labels:
-            if label in explored.disabled_by_policy or coverage.transitions[label]:
-                continue
+        not_live = self.cannot_fire([label for label in missed if label not in reached])
+        for label in missed:
             if label in reached:
                 gaps.append(f"the campaign never fired {label} (the explorer reaches it)")
             elif label in not_live:
