@@ -2,9 +2,12 @@
 prerequisites, resources, limits), as the declaration is for *structure*.
 
 Owns loading and validating the TOML format of DESIGN.md and rendering it back in
-normal form. Every error is a ``PolicyError`` whose message starts with the offending
-path (``steps[2].requires[0]: 'acess' is not a declared evidence key ...``) so a user
-can find it without a traceback. Stdlib only.
+normal form. The format's structure is declared once, in ``controller.policy_schema``
+(which also derives its JSON Schema from it); this module adds the checks JSON Schema
+cannot state (a required key is a declared one, step names are unique, ...). Every
+error is a ``PolicyError`` whose message starts with the offending path
+(``steps[2].requires[0]: 'acess' is not a declared evidence key ...``) so a user can
+find it without a traceback. Stdlib only.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from controller.policy_schema import DEFAULTS as DEFAULTS
+from controller.policy_schema import DOCUMENT, check_structure, defaults_of
 from controller.records import PolicyError
 
 
@@ -86,65 +91,11 @@ class Policy:
         raise KeyError(name)
 
 
-# ---- the TOML schema ------------------------------------------------------------
-
-#: The value a ``[limits]`` field takes when the file leaves it out (CONTRACT.md
-#: "Vocabulary"); ``max_proposals`` defaults to ``proposals_per_step * max_steps``.
-#: ``spec/properties.py`` states the contract's defaults independently
-#: (``policy-defaults``), so a changed default here fails verification.
-DEFAULTS: Mapping[str, int | bool] = MappingProxyType(
-    {
-        "max_steps": 4,
-        "proposals_per_step": 2,
-        "no_progress_limit": 3,
-        "count_duplicate_deliveries": True,
-    }
-)
-
-_TABLES: dict[str, frozenset[str]] = {
-    "limits": frozenset(
-        {"max_steps", "max_proposals", "no_progress_limit", "count_duplicate_deliveries"}
-    ),
-    "evidence": frozenset({"keys"}),
-    "resources": frozenset({"allowed"}),
-    "steps": frozenset({"name", "requires", "completes_run", "needs_approval"}),
-    "workflow": frozenset({"ready_when_passed"}),
-}
-_REQUIRED_TABLES = ("evidence", "resources", "steps")
+# ---- loading: the structure the schema states, then what it cannot ----------------------
 
 
 def _fail(path: str, problem: str) -> PolicyError:
     return PolicyError(f"{path}: {problem}")
-
-
-def _expect_table(value: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _fail(path, f"expected a table, got {type(value).__name__}")
-    return value
-
-
-def _check_fields(table: Mapping[str, Any], path: str, allowed: frozenset[str]) -> None:
-    for name in table:
-        if name not in allowed:
-            raise _fail(
-                f"{path}.{name}" if path else name,
-                f"unknown field (allowed: {', '.join(sorted(allowed))})",
-            )
-
-
-def _names(value: object, path: str, *, what: str, allow_empty: bool) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise _fail(path, f"expected a list of {what}, got {type(value).__name__}")
-    seen: dict[str, None] = {}  # ordered, and a membership test in constant time
-    for index, item in enumerate(value):
-        if not isinstance(item, str) or not item:
-            raise _fail(f"{path}[{index}]", f"expected a non-empty string, got {item!r}")
-        if item in seen:
-            raise _fail(f"{path}[{index}]", f"{item!r} is listed twice")
-        seen[item] = None
-    if not seen and not allow_empty:
-        raise _fail(path, f"at least one {what[:-1]} is required")
-    return tuple(seen)
 
 
 def _listing(names: Sequence[str], shown: int = 10) -> str:
@@ -156,98 +107,48 @@ def _listing(names: Sequence[str], shown: int = 10) -> str:
     return head if len(names) <= shown else f"{head}, ... ({len(names)} in all)"
 
 
-def _positive(value: object, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, f"expected a positive integer, got {value!r}")
-    if value < 1:
-        raise _fail(path, f"must be at least 1, got {value}")
-    return value
+_STEP_DEFAULTS = defaults_of(DOCUMENT.table("steps"))
 
 
 def _parse(
     document: Mapping[str, Any], defaults: Mapping[str, int | bool] = DEFAULTS
 ) -> dict[str, Any]:
-    """Check a policy document (the parsed TOML) and return ``Policy``'s fields."""
-    document = _expect_table(document, "policy")
-    for name in document:
-        if name not in _TABLES:
-            raise _fail(name, f"unknown table (allowed: {', '.join(sorted(_TABLES))})")
-    for name in _REQUIRED_TABLES:
-        if name not in document:
-            raise _fail(name, "missing table")
-
-    limits = _expect_table(document.get("limits", {}), "limits")
-    _check_fields(limits, "limits", _TABLES["limits"])
-    max_steps = _positive(limits.get("max_steps", defaults["max_steps"]), "limits.max_steps")
-    max_proposals = _positive(
-        limits.get("max_proposals", defaults["proposals_per_step"] * max_steps),
-        "limits.max_proposals",
-    )
-    no_progress_limit = _positive(
-        limits.get("no_progress_limit", defaults["no_progress_limit"]), "limits.no_progress_limit"
-    )
+    """Check a policy document (the parsed TOML) and return ``Policy``'s fields: first
+    its structure (``check_structure``: what ``policy_schema()`` states), then what JSON
+    Schema cannot state (``LOADER_CHECKS``), each problem naming its path."""
+    document = check_structure(document)
+    limits = document.get("limits", {})
+    max_steps = limits.get("max_steps", defaults["max_steps"])
+    max_proposals = limits.get("max_proposals", defaults["proposals_per_step"] * max_steps)
+    no_progress_limit = limits.get("no_progress_limit", defaults["no_progress_limit"])
     count_duplicates = limits.get(
         "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
     )
-    if not isinstance(count_duplicates, bool):
-        raise _fail(
-            "limits.count_duplicate_deliveries", f"expected true or false, got {count_duplicates!r}"
-        )
+    keys = tuple(document["evidence"]["keys"])
+    resources = tuple(document["resources"]["allowed"])
 
-    evidence = _expect_table(document["evidence"], "evidence")
-    _check_fields(evidence, "evidence", _TABLES["evidence"])
-    if "keys" not in evidence:
-        raise _fail("evidence.keys", "missing field")
-    keys = _names(evidence["keys"], "evidence.keys", what="keys", allow_empty=True)
-
-    resources_table = _expect_table(document["resources"], "resources")
-    _check_fields(resources_table, "resources", _TABLES["resources"])
-    if "allowed" not in resources_table:
-        raise _fail("resources.allowed", "missing field")
-    resources = _names(
-        resources_table["allowed"], "resources.allowed", what="resources", allow_empty=False
-    )
-
-    raw_steps = document["steps"]
-    if not isinstance(raw_steps, list) or not raw_steps:
-        raise _fail("steps", "expected at least one [[steps]] entry")
     steps: list[Step] = []
     step_names: set[str] = set()
     key_set = frozenset(keys)
     declared = _listing(keys)
-    for index, raw in enumerate(raw_steps):
-        path = f"steps[{index}]"
-        table = _expect_table(raw, path)
-        _check_fields(table, path, _TABLES["steps"])
-        raw_name = table.get("name")
-        if not isinstance(raw_name, str) or not raw_name:
-            raise _fail(f"{path}.name", f"expected a non-empty string, got {raw_name!r}")
-        name = raw_name
+    for index, raw in enumerate(document["steps"]):
+        entry = {**_STEP_DEFAULTS, **raw}
+        name = entry["name"]
         if name in step_names:
-            raise _fail(f"{path}.name", f"duplicate step name {name!r}")
+            raise _fail(f"steps[{index}].name", f"duplicate step name {name!r}")
         step_names.add(name)
-        requires = _names(
-            table.get("requires", []), f"{path}.requires", what="keys", allow_empty=True
-        )
+        requires = tuple(entry["requires"])
         for key_index, key in enumerate(requires):
             if key not in key_set:
                 raise _fail(
-                    f"{path}.requires[{key_index}]",
+                    f"steps[{index}].requires[{key_index}]",
                     f"{key!r} is not a declared evidence key (declared: {declared})",
                 )
-        flags: dict[str, Any] = {}
-        for flag in ("completes_run", "needs_approval"):
-            flags[flag] = table.get(flag, False)
-            if not isinstance(flags[flag], bool):
-                raise _fail(f"{path}.{flag}", f"expected true or false, got {flags[flag]!r}")
-        steps.append(Step(name, requires, **flags))
-    if not any(step.completes_run for step in steps):
-        raise _fail("steps", "no step has completes_run = true, so no run could ever complete")
+        steps.append(Step(name, requires, entry["completes_run"], entry["needs_approval"]))
 
-    workflow = _expect_table(document.get("workflow", {}), "workflow")
-    _check_fields(workflow, "workflow", _TABLES["workflow"])
+    workflow = document.get("workflow", {})
     if "ready_when_passed" in workflow:
-        ready_when_passed = workflow["ready_when_passed"]
+        workflow_keys = tuple(workflow["ready_when_passed"])
     else:
         completing = [step for step in steps if step.completes_run]
         if len(completing) != 1:
@@ -258,10 +159,7 @@ def _parse(
                 "the fixed workflow's prerequisites cannot be taken from one of them; "
                 "list the keys it requires",
             )
-        ready_when_passed = list(completing[0].requires)
-    workflow_keys = _names(
-        ready_when_passed, "workflow.ready_when_passed", what="keys", allow_empty=True
-    )
+        workflow_keys = completing[0].requires
     for key_index, key in enumerate(workflow_keys):
         if key not in key_set:
             raise _fail(
