@@ -1,7 +1,9 @@
-"""Validate a policy file and print it in normal form (every default filled in).
+"""Validate a policy file and print it in normal form (every default filled in), or
+print the policy file's JSON Schema.
 
   replan policy my-policy.toml          the normalised TOML
   replan policy my-policy.toml --json   the same as JSON
+  replan policy --schema                the JSON Schema (draft 2020-12) of a policy file
 
 A completing step whose prerequisites differ from the fixed workflow's ([workflow]
 ready_when_passed, which defaults to the one completing step's requires) is warned
@@ -10,6 +12,33 @@ about on stderr, naming both lists (the commit equivalence would fail).
 An invalid file prints one line naming the file and the offending path, e.g.
   my-policy.toml: steps[2].requires[0]: 'acess' is not a declared evidence key
 and exits 2.
+
+The schema is generated from the declaration the loader checks against, so an editor
+flags what `replan policy` would refuse, with each field's description and default.
+It cannot state the cross-references the loader checks too (a required key is a
+declared one, step names are unique, ...); it lists them in x-replan-loader-checks.
+For the Even Better TOML extension (VS Code) or any editor running taplo:
+
+  replan policy --schema > policy.schema.json
+
+then either make this the first line of the policy file (a path relative to it):
+
+  #:schema ./policy.schema.json
+
+or, for several policy files, add a rule to .taplo.toml at the workspace root
+(paths relative to that file):
+
+  [[rule]]
+  include = ["policy.toml", "policies/*.toml"]
+  [rule.schema]
+  path = "policy.schema.json"
+
+or, in VS Code's settings.json, map a regular expression over the document's URI to
+the schema's absolute URI:
+
+  "evenBetterToml.schema.associations": {
+    "policy\\\\.toml$": "file:///absolute/path/to/policy.schema.json"
+  }
 """
 
 from __future__ import annotations
@@ -18,16 +47,32 @@ import argparse
 import sys
 
 from controller.policy import load_policy, policy_to_dict, policy_to_toml, workflow_disagreements
+from controller.policy_schema import policy_schema
 from controller.records import PolicyError
 from replan.common import CliError, add_json_option, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="the policy TOML file to check")
+    parser.add_argument("file", metavar="FILE", nargs="?", help="the policy TOML file to check")
     add_json_option(parser)
+    parser.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the policy file's JSON Schema (for editors: see above) and exit; "
+        "takes no FILE and no --json",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.schema:
+        if args.file is not None:
+            raise CliError("--schema takes no FILE (it prints the schema every policy file has)")
+        if args.json:
+            raise CliError("--schema takes no --json (the schema is JSON already)")
+        print_json(policy_schema())
+        return 0
+    if args.file is None:
+        raise CliError("expected a policy FILE to check (or --schema to print the JSON Schema)")
     try:
         policy = load_policy(args.file)
     except PolicyError as error:
