@@ -1,1 +1,53 @@
-"""The ``replan`` command line: one entry point, one module per subcommand."""
+"""replan: a bounded, evidence-driven replanning controller for AI agents.
+
+The one import an application writes::
+
+    from replan import Controller, Observation, Plan, EvidenceState, load_policy
+
+It is the public surface of ``controller`` (the generated implementation and its
+records), under the project's name. The command line lives in ``replan.cli`` and one
+module per subcommand in ``replan.commands``; ``replan.pytest_plugin`` is the pytest
+plugin. Importing this package never imports python-statemachine, Hypothesis or z3.
+"""
+
+from controller import (
+    DEFAULT_POLICY,
+    Approval,
+    Controller,
+    Decision,
+    EvidenceState,
+    ExecuteResult,
+    InvalidInput,
+    Observation,
+    ObservationConflict,
+    Plan,
+    Policy,
+    PolicyError,
+    Step,
+    StopReason,
+    decide,
+    handoff,
+    load_policy,
+    plan_digest,
+)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "Approval",
+    "Controller",
+    "Decision",
+    "EvidenceState",
+    "ExecuteResult",
+    "InvalidInput",
+    "Observation",
+    "ObservationConflict",
+    "Plan",
+    "Policy",
+    "PolicyError",
+    "Step",
+    "StopReason",
+    "decide",
+    "handoff",
+    "load_policy",
+    "plan_digest",
+]

@@ -112,3 +112,23 @@ def test_version_names_the_package_and_the_declaration(
     assert main(["--version"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("replan 0.") and DECLARATION_DIGEST[:19] in line
+
+
+def test_policy_check_names_every_invalid_file_and_prints_nothing_for_good_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = Path(__file__).parents[1] / "spec" / "policy.toml"
+    typo = tmp_path / "typo.toml"
+    typo.write_text(
+        good.read_text().replace('"parser", "access"]\ncompletes_run', '"acess"]\ncompletes_run')
+    )
+    missing = tmp_path / "missing.toml"
+    assert main(["policy", "--check", str(good)]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["policy", "--check", str(typo), str(good), str(missing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"replan policy: {typo}: steps[2].requires[0]: 'acess'")
+    assert lines[1].startswith(f"replan policy: {missing}")

@@ -552,7 +552,7 @@ def test_replan_policy_schema_prints_the_schema_as_json() -> None:
     [
         (["--schema", "spec/policy.toml"], "--schema takes no FILE"),
         (["--schema", "--json"], "--schema takes no --json"),
-        ([], "expected a policy FILE"),
+        ([], "expected one policy FILE"),
     ],
     ids=["schema-and-file", "schema-and-json", "nothing"],
 )
