@@ -248,11 +248,22 @@ class Pipeline:
             problems.append("controller/_generated.py is stale (run `replan generate`)")
         if not diagram_fresh:
             problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
+        details: dict[str, Any] = {
+            "generated_fresh": generated,
+            "readme_diagram_fresh": diagram_fresh,
+        }
+        if not generated:  # where: what a reviewer (or the SARIF log) points at
+            from spec.generator import GENERATED_PATH, generate_source
+            from verification.locations import generated_drift
+
+            details["generated"] = generated_drift(GENERATED_PATH, generate_source())
+        if not diagram_fresh:
+            details["readme"] = str(readme)
         return CheckResult(
             "drift",
             "passed" if not problems else "failed",
             "; ".join(problems) or "generated code and README diagram match the declaration",
-            details={"generated_fresh": generated, "readme_diagram_fresh": diagram_fresh},
+            details=details,
         )
 
     def proofs(self) -> CheckResult:
@@ -321,6 +332,9 @@ class Pipeline:
                     check.replay.append(f"replan replay {path}")
             first = result.findings[0]
             check.failure_text = f"{first.property}: {first.message}\n{first.program()}"
+            check.details["broken_by"] = {
+                finding.property: self.fired_transition(finding) for finding in result.findings
+            }
         return check
 
     def campaign(self) -> CheckResult:
@@ -384,7 +398,34 @@ class Pipeline:
                 check.counterexamples.append(str(path))
                 if path.suffix == ".json":
                     check.replay.append(f"replan replay {path}")
+            check.details["broken_by"] = {
+                result.finding.property: self.fired_transition(result.finding)
+            }
         return check
+
+    def fired_transition(self, finding: Any) -> str | None:
+        """The declared transition the counterexample's last call fires (replayed on
+        the controller under verification, read from its trace): where the property
+        breaks. None when no transition fires (a final state, an input check) or the
+        trace does not say."""
+        from verification.harness import appended_since, apply, trace_length
+
+        if not finding.operations:
+            return None
+        try:
+            controller: Any = self.subject.controller(finding.policy)
+            for operation in finding.operations[:-1]:
+                apply(controller, operation)
+            mark = trace_length(controller)
+            apply(controller, finding.operations[-1])
+            appended = appended_since(controller, mark)
+            index = appended[-1][5] if appended and len(appended[-1]) > 5 else None
+            labels = getattr(type(controller), "transitions", ())
+        except Exception:  # a broken controller may break its replay too: no location
+            return None
+        if isinstance(index, int) and 0 <= index < len(labels):
+            return str(labels[index])
+        return None
 
     def explorer_witness(self, label: str) -> Any:
         """The explorer's shortest run that fires ``label`` (any of its domains)."""
