@@ -25,6 +25,10 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
                                                   only one version has, the diagram diff)
   replan verify --against HEAD~1                  against an earlier declaration
   replan verify --profile thorough --junit out/junit.xml --json
+  replan verify --sarif out/replan.sarif          also a SARIF 2.1.0 log for code scanning
+                                                  (github/codeql-action/upload-sarif): each
+                                                  broken property, drift or gap on the
+                                                  policy line or declared transition to change
   replan verify --mutant step-not-counted         every engine on a deliberately
                                                   broken controller: exit 1, naming
                                                   the rule it breaks
@@ -35,7 +39,8 @@ fixed (--seed), so a verify run is reproducible apart from timings.
 
 Writes to --evidence DIR: verify-report.md (the reviewer's page), verify.json (the
 same for machines), machine.svg (and diff.svg with --against), counterexamples/, and
-for the default policy replan-trace.json and fixed-workflow.json.
+for the default policy replan-trace.json and fixed-workflow.json. --junit FILE and
+--sarif FILE are checked writable before any check runs and written on every run.
 
 Exit 0 when every check held, 1 when any property failed (the report names the check
 and its counterexample, with the replay command), 2 on bad input.
@@ -95,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the campaign's seed, an integer >= 0 (default: 0, reproducible)",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
+    parser.add_argument(
+        "--sarif",
+        metavar="FILE",
+        help="also write a SARIF 2.1.0 log for code scanning: one result per broken "
+        "property, drift or gap, on the policy line or declared transition it concerns "
+        "(written on every run; no results when everything holds)",
+    )
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -250,6 +262,17 @@ class Pipeline:
             problems.append("controller/_generated.py is stale (run `replan generate`)")
         if not diagram_fresh:
             problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
+        details: dict[str, Any] = {
+            "generated_fresh": generated,
+            "readme_diagram_fresh": diagram_fresh if has_readme else None,
+        }
+        if not generated:  # where: what a reviewer (or the SARIF log) points at
+            from spec.generator import GENERATED_PATH, generate_source
+            from verification.locations import generated_drift
+
+            details["generated"] = generated_drift(GENERATED_PATH, generate_source())
+        if not diagram_fresh:
+            details["readme"] = str(readme)
         return CheckResult(
             "drift",
             "passed" if not problems else "failed",
@@ -259,10 +282,7 @@ class Pipeline:
                 if has_readme
                 else "generated code matches the declaration (no README here to compare)"
             ),
-            details={
-                "generated_fresh": generated,
-                "readme_diagram_fresh": diagram_fresh if has_readme else None,
-            },
+            details=details,
         )
 
     def proofs(self) -> CheckResult:
@@ -331,6 +351,9 @@ class Pipeline:
                     check.replay.append(f"replan replay {path}")
             first = result.findings[0]
             check.failure_text = f"{first.property}: {first.message}\n{first.program()}"
+            check.details["broken_by"] = {
+                finding.property: self.fired_transition(finding) for finding in result.findings
+            }
         return check
 
     def campaign(self) -> CheckResult:
@@ -394,7 +417,34 @@ class Pipeline:
                 check.counterexamples.append(str(path))
                 if path.suffix == ".json":
                     check.replay.append(f"replan replay {path}")
+            check.details["broken_by"] = {
+                result.finding.property: self.fired_transition(result.finding)
+            }
         return check
+
+    def fired_transition(self, finding: Any) -> str | None:
+        """The declared transition the counterexample's last call fires (replayed on
+        the controller under verification, read from its trace): where the property
+        breaks. None when no transition fires (a final state, an input check) or the
+        trace does not say."""
+        from verification.harness import appended_since, apply, trace_length
+
+        if not finding.operations:
+            return None
+        try:
+            controller: Any = self.subject.controller(finding.policy)
+            for operation in finding.operations[:-1]:
+                apply(controller, operation)
+            mark = trace_length(controller)
+            apply(controller, finding.operations[-1])
+            appended = appended_since(controller, mark)
+            index = appended[-1][5] if appended and len(appended[-1]) > 5 else None
+            labels = getattr(type(controller), "transitions", ())
+        except Exception:  # a broken controller may break its replay too: no location
+            return None
+        if isinstance(index, int) and 0 <= index < len(labels):
+            return str(labels[index])
+        return None
 
     def explorer_witness(self, label: str) -> Any:
         """The explorer's shortest run that fires ``label`` (any of its domains)."""
@@ -588,6 +638,7 @@ def run(args: argparse.Namespace) -> int:
     if args.against is not None:
         _check_against(args.against)
     check_writable(args.junit, "--junit")
+    check_writable(args.sarif, "--sarif")
     subject = _subject(args.mutant)
     evidence = _evidence_dir(args)
     try:
@@ -626,6 +677,8 @@ def run(args: argparse.Namespace) -> int:
     write_markdown(report, evidence / "verify-report.md")
     if args.junit:
         write_junit(report, Path(args.junit))
+    if args.sarif:
+        _write_sarif(report, args, subject)
     if args.json:
         print_json(document)
     else:
@@ -634,6 +687,22 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         return 1
     return 1 if args.strict and report.gaps else 0
+
+
+def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -> None:
+    from verification.sarif import sarif_log_or_notice, write_sarif
+
+    log = sarif_log_or_notice(
+        report,
+        args.policy,
+        model=subject.model,
+        model_class=subject.model_class,
+        strict=args.strict,
+    )
+    try:
+        write_sarif(log, args.sarif)
+    except OSError as error:
+        raise CliError(f"--sarif {args.sarif}: cannot write ({error.strerror or error})") from None
 
 
 def _subject(name: str | None) -> Any:
