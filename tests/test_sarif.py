@@ -274,7 +274,7 @@ def test_broken_loader_defaults_point_at_the_defaults(
     assert_valid(log, validator)
     (result,) = results_for(log, "policy-defaults")
     location = result["locations"][0]
-    assert location["physicalLocation"]["artifactLocation"]["uri"] == "controller/policy.py"
+    assert location["physicalLocation"]["artifactLocation"]["uri"] == "controller/policy_schema.py"
     assert line_text(location).startswith("DEFAULTS")
 
 

@@ -14,7 +14,7 @@ an error under ``--strict``). Each result sits on the line to change:
 - a property broken by a transition: that transition's line in the declaration,
   its guard and action definitions beside it; an initial-state failure: the initial
   state's line
-- the loader's defaults (``policy-defaults``): ``DEFAULTS`` in ``controller/policy.py``
+- the loader's defaults (``policy-defaults``): ``DEFAULTS`` in ``controller/policy_schema.py``
 - drift: the declared transitions the generated file lacks, else the file's first
   stale line; a stale README diagram: its block
 - a gap: the transition's line, or for a stop reason the ``[limits]`` key that
@@ -443,9 +443,9 @@ def _property_places(
         steps = [(_proof_entry(c, name).get("counterexample") or {}).get("step") for c in checks]
         return _commit_places(report, sources, [s for s in steps if isinstance(s, str)])
     if name == "policy-defaults":
-        import controller.policy
+        import controller.policy_schema
 
-        found = assignment_location(controller.policy, "DEFAULTS", "the loader's defaults")
+        found = assignment_location(controller.policy_schema, "DEFAULTS", "the loader's defaults")
         return [found] if found is not None else []
     places: list[Location] = []
     for label in dict.fromkeys(transitions):
