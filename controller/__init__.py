@@ -18,6 +18,7 @@ from controller.records import (
     Plan,
     PolicyError,
     StopReason,
+    Usage,
     plan_digest,
 )
 from controller.workflow import decide
@@ -37,6 +38,7 @@ __all__ = [
     "PolicyError",
     "Step",
     "StopReason",
+    "Usage",
     "decide",
     "handoff",
     "load_policy",

@@ -26,6 +26,12 @@ class RunView(Protocol):
     @property
     def proposals(self) -> int: ...
     @property
+    def tokens(self) -> int: ...
+    @property
+    def cost(self) -> int: ...
+    @property
+    def elapsed_ms(self) -> int: ...
+    @property
     def pending(self) -> Plan | None: ...
     @property
     def stop_reason(self) -> StopReason | None: ...
@@ -51,6 +57,14 @@ def handoff(run: RunView) -> dict[str, Any]:
         "proposals": f"{run.proposals} of {policy.max_proposals}",
         "pending": None,
     }
+    # each budget the policy sets, used against its limit (absent: no limit set)
+    for name, used, limit, unit in (
+        ("tokens", run.tokens, policy.max_tokens, ""),
+        ("cost", run.cost, policy.max_cost, f" micro-{policy.currency}"),
+        ("elapsed_ms", run.elapsed_ms, policy.max_wall_ms, " ms"),
+    ):
+        if limit > 0:
+            summary[name] = f"{used} of {limit}{unit}"
     if pending is not None:
         needs = policy.requirements.get(pending.step, ())
         summary["pending"] = {

@@ -49,6 +49,12 @@ class Policy:
     max_proposals: int = 0
     no_progress_limit: int = 3
     count_duplicate_deliveries: bool = True
+    #: Budgets (``charge``): 0 means no limit, and that dimension is not counted.
+    max_tokens: int = 0
+    #: In integer micro-units of ``currency``.
+    max_cost: int = 0
+    max_wall_ms: int = 0
+    currency: str = ""
     #: The fixed workflow baseline's prerequisites (``decide``), declared apart from
     #: the steps so that the equivalence check compares two independent statements.
     workflow_keys: tuple[str, ...] = ()
@@ -108,6 +114,8 @@ def _listing(names: Sequence[str], shown: int = 10) -> str:
 
 
 _STEP_DEFAULTS = defaults_of(DOCUMENT.table("steps"))
+#: The budget limits ``charge`` counts against (0: no limit).
+BUDGETS = ("max_tokens", "max_cost", "max_wall_ms")
 
 
 def _parse(
@@ -124,6 +132,14 @@ def _parse(
     count_duplicates = limits.get(
         "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
     )
+    budgets = {name: limits.get(name, 0) for name in BUDGETS}
+    currency = limits.get("currency", "")
+    if budgets["max_cost"] and not currency:
+        raise _fail(
+            "limits.currency",
+            "missing field: max_cost is counted in micro-units of a currency you name "
+            '(currency = "USD", say)',
+        )
     keys = tuple(document["evidence"]["keys"])
     resources = tuple(document["resources"]["allowed"])
 
@@ -174,6 +190,8 @@ def _parse(
         max_proposals=max_proposals,
         no_progress_limit=no_progress_limit,
         count_duplicate_deliveries=count_duplicates,
+        **budgets,
+        currency=currency,
         workflow_keys=workflow_keys,
     )
 
@@ -210,6 +228,10 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             "max_proposals": policy.max_proposals,
             "no_progress_limit": policy.no_progress_limit,
             "count_duplicate_deliveries": policy.count_duplicate_deliveries,
+            # a budget only when it is set: a policy without one reads, and digests,
+            # as it did before budgets existed
+            **{name: getattr(policy, name) for name in BUDGETS if getattr(policy, name)},
+            **({"currency": policy.currency} if policy.currency else {}),
         },
         "evidence": {"keys": list(policy.keys)},
         "resources": {"allowed": list(policy.resources)},

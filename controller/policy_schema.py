@@ -123,6 +123,32 @@ DOCUMENT = Document(
                     "Whether a duplicate delivery of an observation counts as no progress.",
                     default=DEFAULTS["count_duplicate_deliveries"],
                 ),
+                Field(
+                    "max_tokens",
+                    "positive",
+                    "Tokens the run may use (charged by the host with charge(usage)); "
+                    "reaching it stops the run with BudgetExhausted. Absent: no limit, "
+                    "and tokens are not counted.",
+                ),
+                Field(
+                    "max_cost",
+                    "positive",
+                    "Cost the run may incur, in integer micro-units of `currency`; "
+                    "reaching it stops the run with BudgetExhausted. Absent: no limit.",
+                ),
+                Field(
+                    "max_wall_ms",
+                    "positive",
+                    "Wall-clock milliseconds the run may take (the host reports them; "
+                    "the controller reads no clock); reaching it stops the run with "
+                    "BudgetExhausted. Absent: no limit.",
+                ),
+                Field(
+                    "currency",
+                    "name",
+                    "The currency max_cost is counted in (micro-units of it: 1000000 is "
+                    'one unit), e.g. "USD". Required with max_cost.',
+                ),
             ),
         ),
         Table(
@@ -217,6 +243,7 @@ LOADER_CHECKS: tuple[tuple[str, str], ...] = (
         "required when more than one step has completes_run = true",
     ),
     ("workflow.ready_when_passed[*]", "a key declared in evidence.keys"),
+    ("limits.currency", "required when limits.max_cost is given"),
     *(
         (
             f"{table.name}.{field.name}",

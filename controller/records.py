@@ -45,6 +45,7 @@ class StopReason(StrEnum):
     STEP_LIMIT = "StepLimit"
     PLAN_LIMIT = "PlanLimit"
     CANCELED = "Canceled"
+    BUDGET_EXHAUSTED = "BudgetExhausted"
 
 
 class ExecuteResult(StrEnum):
@@ -108,6 +109,17 @@ class Approval(NamedTuple):
     digest: str
 
 
+class Usage(NamedTuple):
+    """What some work cost, delivered by the host (``charge``): tokens, cost in integer
+    micro-units of the policy's currency, and elapsed wall-clock milliseconds. Time is
+    an input, never read from a clock inside the controller, so a run stays
+    deterministic and checkable. Each field an int >= 0."""
+
+    tokens: int
+    cost: int
+    elapsed_ms: int
+
+
 @opaque
 def plan_digest(plan: Plan) -> str:
     """The SHA-256 of a plan's content: its fields as canonical JSON (what a reviewer
@@ -131,6 +143,7 @@ RECORD_KINDS: dict[str, dict[str, str]] = {
         "resource": "resource",
     },
     "Approval": {"plan_id": "plan id", "digest": "digest"},
+    "Usage": {"tokens": "tokens", "cost": "cost", "elapsed_ms": "elapsed ms"},
 }
 
 

@@ -40,6 +40,7 @@ from controller.records import (
     ObservationConflict,
     Plan,
     StopReason,
+    Usage,
     plan_digest,
 )
 
@@ -134,6 +135,9 @@ class Run:
     _steps: int
     _proposals: int
     _no_progress: int
+    _tokens: int  # charged so far, counted only under a max_tokens (likewise below)
+    _cost: int
+    _elapsed_ms: int
     _pending: Plan | None
     _latest_version: dict[str, int]
     _known: dict[str, EvidenceState]  # key -> state of its latest record (absent: Unknown)
@@ -190,6 +194,20 @@ class Run:
             )
         if type(digest) is not str or digest == "":
             raise InvalidInput(f"approval.digest: expected a non-empty string, got {shown(digest)}")
+
+    def check_usage(self, usage: object) -> None:
+        """Raise ``InvalidInput`` naming the field, for a malformed usage (a host bug:
+        the host turns what a provider reported into a ``Usage``, so whatever a model
+        or provider says never reaches here malformed). Exact types only."""
+        if type(usage) is not Usage:
+            raise InvalidInput(f"usage: expected a Usage, got {type(usage).__name__}")
+        tokens, cost, elapsed_ms = usage
+        if type(tokens) is not int or tokens < 0:
+            raise InvalidInput(f"usage.tokens: expected an int >= 0, got {shown(tokens)}")
+        if type(cost) is not int or cost < 0:
+            raise InvalidInput(f"usage.cost: expected an int >= 0, got {shown(cost)}")
+        if type(elapsed_ms) is not int or elapsed_ms < 0:
+            raise InvalidInput(f"usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}")
 
     # ---- guards: observe ----------------------------------------------------------
 
@@ -286,6 +304,21 @@ class Run:
             pending is not None
             and approval.plan_id == pending.id
             and approval.digest == plan_digest(pending)
+        )
+
+    # ---- guards: charge -----------------------------------------------------------
+
+    def sets_a_budget(self) -> bool:
+        """The policy sets a budget (without one, no charge can stop the run)."""
+        return self.policy.max_tokens > 0 or self.policy.max_cost > 0 or self.policy.max_wall_ms > 0
+
+    def exhausts_budget(self, usage: Usage) -> bool:
+        """Adding ``usage`` reaches a budget the policy sets (0: no limit)."""
+        policy = self.policy
+        return (
+            0 < policy.max_tokens <= self._tokens + usage.tokens
+            or 0 < policy.max_cost <= self._cost + usage.cost
+            or 0 < policy.max_wall_ms <= self._elapsed_ms + usage.elapsed_ms
         )
 
     # ---- actions: each returns the event's answer -----------------------------------
@@ -395,6 +428,18 @@ class Run:
         nothing changes."""
         return False
 
+    def record_charge(self, usage: Usage) -> bool:
+        """Count the usage against each budget the policy sets (a dimension without a
+        limit is not counted: the host's own telemetry has it, and the run's state
+        stays finite for the explorer)."""
+        if self.policy.max_tokens > 0:
+            self._tokens += usage.tokens
+        if self.policy.max_cost > 0:
+            self._cost += usage.cost
+        if self.policy.max_wall_ms > 0:
+            self._elapsed_ms += usage.elapsed_ms
+        return True
+
     def cancel_run(self) -> None:
         """The caller stops the run (the target state holds the reason)."""
 
@@ -430,6 +475,21 @@ class Run:
     @property
     def no_progress(self) -> int:
         return self._no_progress
+
+    @property
+    def tokens(self) -> int:
+        """Tokens charged so far (counted only under a ``max_tokens``)."""
+        return self._tokens
+
+    @property
+    def cost(self) -> int:
+        """Cost charged so far, in micro-units (counted only under a ``max_cost``)."""
+        return self._cost
+
+    @property
+    def elapsed_ms(self) -> int:
+        """Milliseconds charged so far (counted only under a ``max_wall_ms``)."""
+        return self._elapsed_ms
 
     @property
     def stop_reason(self) -> StopReason | None:

@@ -14,7 +14,7 @@ raises ``InvalidInput``) happens before any transition is chosen.
 Entering a final state stops the run with the state's value as the stop reason.
 python-statemachine admits no transition out of a final state, so what each event
 answers in a stopped run is declared once, in ``Replanning.interface``: nothing
-changes, observe, propose and approve answer False, execute answers Replayed for a
+changes, observe, propose, approve and charge answer False, execute answers Replayed for a
 completed id and Stopped otherwise, cancel does nothing.
 """
 
@@ -69,6 +69,7 @@ class Replanning(StateMachine):
     step_limit = State("StepLimit", final=True, value=StopReason.STEP_LIMIT)
     plan_limit = State("PlanLimit", final=True, value=StopReason.PLAN_LIMIT)
     canceled = State("Canceled", final=True, value=StopReason.CANCELED)
+    budget_exhausted = State("BudgetExhausted", final=True, value=StopReason.BUDGET_EXHAUSTED)
 
     # ---- observe(obs): host-only; every active state alike --------------------------
     observe = every(
@@ -136,6 +137,13 @@ class Replanning(StateMachine):
         | every((idle, pending, awaiting_approval, approved), (STAY, "", "refuse_approval"))
     )
 
+    # ---- charge(usage): host-only; the budgets the policy sets --------------------------
+    charge = every(
+        (idle, pending, awaiting_approval, approved),
+        (budget_exhausted, "sets_a_budget and exhausts_budget", "record_charge"),
+        (STAY, "", "record_charge"),
+    )
+
     # ---- cancel(): host-only ----------------------------------------------------------
     cancel = every((idle, pending, awaiting_approval, approved), (canceled, "", "cancel_run"))
 
@@ -149,5 +157,6 @@ class Replanning(StateMachine):
             "plan_id", "str", "ExecuteResult", None, "answer_stopped", "model"
         ),
         "approve": EventInterface("approval", "Approval", "bool", "check_approval", "refuse_stopped"),
+        "charge": EventInterface("usage", "Usage", "bool", "check_usage", "refuse_stopped"),
         "cancel": EventInterface(None, None, "None", None, "cancel_run"),
     }

@@ -84,6 +84,22 @@ def digests(run: Run) -> tuple[str, ...]:
     return (*(() if pending is None else (plan_digest(pending),)), NEVER)
 
 
+def _budget_amounts(limit: str, used: str) -> Callable[[Run], tuple[int, ...]]:
+    """Under a limit: nothing, and the amount that reaches the limit exactly (a charge
+    within the budget, and the one that exhausts it; z3 proves every other amount).
+    Without one: a small amount, which the run does not count. Amounts in between
+    would make the explorer walk every count up to the limit."""
+
+    def amounts(run: Run) -> tuple[int, ...]:
+        ceiling = getattr(run.policy, limit)
+        if ceiling == 0:
+            return (1,)
+        remaining = ceiling - getattr(run, used)
+        return (0, remaining) if remaining > 0 else (0,)
+
+    return amounts
+
+
 #: kind -> the values worth trying in a state of a run, the common valid ones first.
 CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "plan id": plan_ids,
@@ -96,6 +112,9 @@ CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "revision": revisions,
     "evidence revision": evidence_revisions,
     "digest": digests,
+    "tokens": _budget_amounts("max_tokens", "_tokens"),
+    "cost": _budget_amounts("max_cost", "_cost"),
+    "elapsed ms": _budget_amounts("max_wall_ms", "_elapsed_ms"),
 }
 
 

@@ -32,6 +32,7 @@ from controller.records import (
     ObservationConflict,
     Plan,
     StopReason,
+    Usage,
     plan_digest,
 )
 from controller.run import Run
@@ -614,6 +615,76 @@ def approval_is_for_the_exact_plan(
     )
 
 
+# ==== charge(usage): host-only =============================================================
+
+
+def well_formed_usage(usage: Any) -> bool:
+    """A Usage of ints >= 0 (exactly: a bool or an int subclass is not one)."""
+    return (
+        type(usage) is Usage
+        and type(usage.tokens) is int
+        and usage.tokens >= 0
+        and type(usage.cost) is int
+        and usage.cost >= 0
+        and type(usage.elapsed_ms) is int
+        and usage.elapsed_ms >= 0
+    )
+
+
+def reaches_a_budget(run: Run, usage: Usage) -> bool:
+    """Adding ``usage`` reaches a limit the policy sets (a limit of 0 is none)."""
+    return (
+        0 < run.policy.max_tokens <= run._tokens + usage.tokens
+        or 0 < run.policy.max_cost <= run._cost + usage.cost
+        or 0 < run.policy.max_wall_ms <= run._elapsed_ms + usage.elapsed_ms
+    )
+
+
+@call_property("charge-malformed-raises", "charge", rule="budget 1")
+def charge_malformed_raises(before: Run, usage: Any, answer: Any, after: Run) -> bool:
+    """A malformed usage raises InvalidInput and changes nothing, stopped or not; a
+    well-formed one never raises, however large."""
+    if well_formed_usage(usage):
+        return not raised(answer, InvalidInput)
+    return raised(answer, InvalidInput) and unchanged(before, after)
+
+
+@call_property("charge-stopped-is-inert", "charge", rule="budget 2")
+def charge_stopped_is_inert(before: Run, usage: Any, answer: Any, after: Run) -> bool:
+    """A stopped run answers False and nothing changes (it is never revived)."""
+    if not (well_formed_usage(usage) and stopped(before)):
+        return True
+    return answer is False and unchanged(before, after)
+
+
+@call_property("charge-counts-against-each-budget", "charge", rule="budget 3")
+def charge_counts_against_each_budget(before: Run, usage: Any, answer: Any, after: Run) -> bool:
+    """An active run counts the usage against each budget the policy sets, and only
+    those; answers True. Nothing else changes but the stop it may cause."""
+    if not (well_formed_usage(usage) and active(before)):
+        return True
+    policy = before.policy
+    return (
+        answer is True
+        and after._tokens == before._tokens + (usage.tokens if policy.max_tokens > 0 else 0)
+        and after._cost == before._cost + (usage.cost if policy.max_cost > 0 else 0)
+        and after._elapsed_ms
+        == before._elapsed_ms + (usage.elapsed_ms if policy.max_wall_ms > 0 else 0)
+        and unchanged(before, after, "tokens", "cost", "elapsed_ms", "declared_state")
+    )
+
+
+@call_property("charge-exhausted-budget-stops", "charge", rule="budget 4")
+def charge_exhausted_budget_stops(before: Run, usage: Any, answer: Any, after: Run) -> bool:
+    """Reaching a budget stops the run BudgetExhausted; a charge within every budget
+    leaves the run where it was."""
+    if not (well_formed_usage(usage) and active(before)):
+        return True
+    if reaches_a_budget(before, usage):
+        return after._declared_state == StopReason.BUDGET_EXHAUSTED
+    return after._declared_state == before._declared_state
+
+
 # ==== cancel(), stopping and the trace ========================================================
 
 
@@ -681,6 +752,9 @@ def initial_state(run: Run, policy: Any) -> bool:
         and run.steps == 0
         and run.proposals == 0
         and run.no_progress == 0
+        and run._tokens == 0
+        and run._cost == 0
+        and run._elapsed_ms == 0
         and active(run)
         and all(
             latest(run, k) == 0 and run.state(k) == EvidenceState.UNKNOWN for k in run.policy.keys
@@ -762,6 +836,27 @@ def completed_iff_terminal_step(event: str, before: Run, answer: Any, after: Run
 def step_bound(run: Run) -> bool:
     """steps <= max_steps."""
     return run.steps <= run.policy.max_steps
+
+
+@state_invariant("budget-bound", rule="budget 4")
+def budget_bound(run: Run) -> bool:
+    """An active run is within every budget the policy sets; a dimension without a
+    limit is never counted."""
+    policy = run.policy
+    return (
+        (run._tokens < policy.max_tokens if policy.max_tokens > 0 else run._tokens == 0)
+        and (run._cost < policy.max_cost if policy.max_cost > 0 else run._cost == 0)
+        and (
+            run._elapsed_ms < policy.max_wall_ms if policy.max_wall_ms > 0 else run._elapsed_ms == 0
+        )
+    ) or (
+        stopped(run)
+        and (
+            (policy.max_tokens > 0 or run._tokens == 0)
+            and (policy.max_cost > 0 or run._cost == 0)
+            and (policy.max_wall_ms > 0 or run._elapsed_ms == 0)
+        )
+    )
 
 
 @state_invariant("proposal-bound", rule="invariant")
@@ -884,7 +979,7 @@ MINIMAL_POLICY: dict[str, Any] = {
 def policy_defaults(load: Any) -> bool:
     """A policy that leaves its limits out gets the contract's: max_steps 4,
     max_proposals 2 * max_steps (following a max_steps it does give),
-    no_progress_limit 3, count_duplicate_deliveries true."""
+    no_progress_limit 3, count_duplicate_deliveries true, and no budget."""
     default = load(MINIMAL_POLICY)
     six_steps = load({**MINIMAL_POLICY, "limits": {"max_steps": 6}})
     return (
@@ -893,4 +988,5 @@ def policy_defaults(load: Any) -> bool:
         and six_steps.max_proposals == 12
         and default.no_progress_limit == 3
         and default.count_duplicate_deliveries is True
+        and default.max_tokens == default.max_cost == default.max_wall_ms == 0
     )

@@ -31,21 +31,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.fields import COMPONENTS as FIELD_COMPONENTS
+
 #: The observable parts of a run (what ``snapshot()`` shows), and the fields of
-#: ``controller.run.Run`` each one is read from. ``unchanged`` compares these.
-COMPONENTS: dict[str, tuple[str, ...]] = {
-    "declared_state": ("_declared_state",),
-    "evidence_revision": ("_evidence_revision",),
-    "plan_revision": ("_plan_revision",),
-    "steps": ("_steps",),
-    "proposals": ("_proposals",),
-    "no_progress": ("_no_progress",),
-    "pending": ("_pending",),
-    "evidence": ("_latest_version", "_known"),
-    "contents": ("_contents",),
-    "accepted": ("_accepted",),
-    "completed": ("_completed",),
-}
+#: ``controller.run.Run`` each one is read from: the field table's
+#: (``controller/fields.py``). ``unchanged`` compares these.
+COMPONENTS: Mapping[str, tuple[str, ...]] = FIELD_COMPONENTS
 
 #: Names a property's parameters may have besides an event's own parameter name.
 CALL_PARAMETERS = frozenset({"before", "after", "answer", "event", "argument", "appended"})

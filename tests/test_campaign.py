@@ -55,6 +55,9 @@ DEFAULT_NOT_LIVE = frozenset(
         "idle --observe[duplicate_delivery]--> idle",
         "pending --observe[duplicate_delivery]--> pending",
         "pending --execute[needs_approval]--> awaiting_approval",
+        # no budget is set: no charge can stop the run
+        "idle --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
+        "pending --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
         *(
             t.label
             for t in declared_model().transitions
@@ -74,9 +77,15 @@ def test_ci_campaign_on_the_default_policy_holds_and_reaches_every_live_target(
     result = ci_campaign(DEFAULT_POLICY, tmp_path)
     assert result.passed, result.finding and result.finding.message
     coverage = result.coverage
-    # approve can only be refused under this policy, so no rule draws it (its
-    # refusals are what `replan verify` seeds from the explorer's witnesses)
-    assert coverage.missed_transitions == ["idle --approve--> idle", "pending --approve--> pending"]
+    # approve can only be refused and charge only counted (nothing, without a budget)
+    # under this policy, so no rule draws them (`replan verify` seeds these from the
+    # explorer's witnesses)
+    assert coverage.missed_transitions == [
+        "idle --approve--> idle",
+        "idle --charge--> idle",
+        "pending --approve--> pending",
+        "pending --charge--> pending",
+    ]
     assert coverage.missed_execute_results == []
     assert coverage.missed_stop_reasons == []
     # not targets: the two transitions the policy switches off, and the approval

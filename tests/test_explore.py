@@ -14,6 +14,7 @@ import json
 import pytest
 
 from controller import Controller, Plan
+from controller.fields import position
 from controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
 from controller.run import Run
 from spec.declaration import Replanning
@@ -125,14 +126,14 @@ def test_fast_successors_are_the_controllers_own(implementation: type, domains: 
         fast.setdefault(source, set()).add(target)
     for index in range(0, graph.states, 5):
         state = graph.state(index)
-        pending = state[6]
+        pending = state[position("_pending")]
         scratch = implementation(DEFAULT_POLICY)
         scratch._import_state(state)
         operations = space.operations(
-            state[2],
-            state[1],
-            state[9],
-            state[10],
+            state[position("_plan_revision")],
+            state[position("_evidence_revision")],
+            state[position("_accepted")],
+            state[position("_completed")],
             None if pending is None else pending[0],
             run=scratch,
         )
@@ -167,6 +168,9 @@ def test_every_declared_transition_fires_and_no_warning_with_a_duplicate_counted
         "pending --observe[duplicate_delivery and counts_duplicates and exhausts_no_progress]"
         "--> no_new_evidence",
         "pending --observe[duplicate_delivery and counts_duplicates]--> pending",
+        # no budget is set: no charge can stop the run
+        "idle --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
+        "pending --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
     }
     result = explore(policy, TINY)
     assert "idle --observe[duplicate_delivery]--> idle" in result.fired

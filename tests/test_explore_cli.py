@@ -32,8 +32,9 @@ def test_default_report_reaches_every_declared_transition_and_stop_reason(
     coverage = report["transition_coverage"]
     assert len(coverage) == report["transitions_declared"] == len(Controller.transitions)
     assert set(coverage.values()) == {"reached", "disabled by the policy"}
-    # the two that count_duplicate_deliveries = true switches off, and approval's (no
-    # step of the default policy needs approval), and only those
+    # the two that count_duplicate_deliveries = true switches off, approval's (no
+    # step of the default policy needs approval) and the budget's (it sets none), and
+    # only those
     approval = {
         label
         for label in Controller.transitions
@@ -44,6 +45,8 @@ def test_default_report_reaches_every_declared_transition_and_stop_reason(
         {
             "idle --observe[duplicate_delivery]--> idle",
             "pending --observe[duplicate_delivery]--> pending",
+            "idle --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
+            "pending --charge[sets_a_budget and exhausts_budget]--> budget_exhausted",
         }
         | approval
     )

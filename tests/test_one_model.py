@@ -54,6 +54,7 @@ def test_the_events_come_from_the_declarations_interface() -> None:
         "propose": "plan",
         "execute": "plan_id",
         "approve": "approval",
+        "charge": "usage",
     }
     callers = {event: i.caller for event, i in DECLARATION.interface.items()}
     assert callers == {
@@ -61,6 +62,7 @@ def test_the_events_come_from_the_declarations_interface() -> None:
         "propose": "model",
         "execute": "model",
         "approve": "host",
+        "charge": "host",
         "cancel": "host",
     }
     assert Controller.events == ReferenceController.events
@@ -71,9 +73,10 @@ def test_the_events_come_from_the_declarations_interface() -> None:
 def test_rows_every_active_state_shares_are_generated_once() -> None:
     source = generate_source()
     active = "('idle', 'pending', 'awaiting_approval', 'approved')"
-    assert source.count(f"if current in {active}:") == 3  # observe, propose, cancel
+    # observe, propose, charge, cancel
+    assert source.count(f"if current in {active}:") == 4
     assert (
-        "# 0, 22, 49, 73: idle|pending|awaiting_approval|approved --observe"
+        "# 0, 24, 53, 79: idle|pending|awaiting_approval|approved --observe"
         "[duplicate_delivery and counts_duplicates" in source
     )
-    assert "fired = 0 if current == 'idle' else 22 if current == 'pending' else 49" in source
+    assert "fired = 0 if current == 'idle' else 24 if current == 'pending' else 53" in source

@@ -140,6 +140,9 @@ def valid_policy(rng: random.Random) -> Doc:
     if sum(step.get("completes_run") is True for step in steps) > 1:
         workflow = document.setdefault("workflow", {})
         workflow.setdefault("ready_when_passed", rng.sample(keys, rng.randint(0, len(keys))))
+    limits = document.get("limits", {})
+    if "max_cost" in limits:  # a cost is in micro-units of a currency the policy names
+        limits.setdefault("currency", "USD")
     return document
 
 
@@ -408,6 +411,12 @@ def _gaps() -> dict[str, Defect]:
         workflow.setdefault("ready_when_passed", []).append("undeclared")
         return document
 
+    def cost_without_currency(document: Doc, rng: random.Random) -> Doc:
+        limits = document.setdefault("limits", {})
+        limits["max_cost"] = rng.randint(1, 10**6)
+        limits.pop("currency", None)
+        return document
+
     def integer_as_float(name: str) -> Defect:
         def apply(document: Doc, rng: random.Random) -> Doc:
             document.setdefault("limits", {})[name] = float(rng.randint(1, 9))
@@ -420,6 +429,7 @@ def _gaps() -> dict[str, Defect]:
         "steps[*].requires[*]": undeclared_requirement,
         "workflow.ready_when_passed": two_complete_without_workflow,
         "workflow.ready_when_passed[*]": undeclared_workflow_key,
+        "limits.currency": cost_without_currency,
         **{
             f"limits.{field.name}": integer_as_float(field.name)
             for field in DOCUMENT.table("limits").fields

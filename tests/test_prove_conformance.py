@@ -11,9 +11,12 @@ import random
 from controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
 from controller.policy import Policy, policy_from_dict
 from controller.run import Run
+from spec import inputs
 from spec.declaration import Replanning
 from spec.model import extract
 from verification import mutants
+from verification.campaign import DERIVED_EVENTS
+from verification.domains import PARAMETER_TYPES
 from verification.harness import CHECKER, Operation, apply
 from verification.prove import properties, state_term
 from verification.symbolic import (
@@ -49,7 +52,12 @@ SMALL = policy_from_dict(
 def random_operation(rng: random.Random, policy: Policy, run: Run) -> Operation:
     """An operation that often matters: current revisions, declared names, the
     pending id, a redelivered observation; sometimes stale, unknown or malformed."""
-    kind = rng.choices(["observe", "propose", "execute", "cancel"], [5, 4, 4, 0.3])[0]
+    kind = rng.choices(
+        ["observe", "propose", "execute", "cancel", *DERIVED_EVENTS],
+        [5, 4, 4, 0.3, *(1 for _ in DERIVED_EVENTS)],
+    )[0]
+    if kind in DERIVED_EVENTS:  # an event no line here spells out: its derived inputs
+        return Operation(kind, rng.choice(inputs.arguments(PARAMETER_TYPES[kind], run)))
     if kind == "observe":
         seen = [o.argument for o in _history(run) if o.op == "observe"]
         if seen and rng.random() < 0.25:

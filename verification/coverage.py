@@ -68,9 +68,14 @@ class Targets:
 
 def targets_for(policy: Policy, model: MachineModel | None = None) -> Targets:
     """What a campaign under ``policy`` should reach: the live transitions, the
-    ``ExecuteResult`` members they can answer, every stop reason."""
+    ``ExecuteResult`` members they can answer, and the stop reasons of the final
+    states they enter (no BudgetExhausted under a policy that sets no budget)."""
     model = model or declared_model()
     dead = dead_transitions(policy, model)
+    final = {state.id: str(state.value) for state in model.states if state.final}
+    entered = {
+        final[t.target] for t in model.transitions if t.target in final and t.label not in dead
+    }
     live_execute = [t.label for t in model.transitions if t.event == "execute"]
     results = answers(
         Run,
@@ -83,7 +88,7 @@ def targets_for(policy: Policy, model: MachineModel | None = None) -> Targets:
         transitions=tuple(t.label for t in model.transitions),
         dead=dead,
         execute_results=results,
-        stop_reasons=tuple(str(reason) for reason in StopReason),
+        stop_reasons=tuple(str(reason) for reason in StopReason if str(reason) in entered),
     )
 
 

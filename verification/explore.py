@@ -1397,6 +1397,21 @@ def _judge(result: ExploreResult, implementation: type[Run]) -> None:
     result.disabled_by_policy = {
         label: why for label, why in disabled.items() if label not in result.fired
     }
+    # a stop reason no transition that can fire enters is no target (BudgetExhausted
+    # under a policy that sets no budget)
+    from verification.coverage import declared_model
+
+    final = {state.id: str(state.value) for state in declared_model().states if state.final}
+    entered = {
+        final[target]
+        for label in result.labels
+        if label not in disabled
+        and label not in dead
+        and (target := label.rsplit("--> ", 1)[-1]) in final
+    }
+    result.stop_reasons = {
+        reason: hit for reason, hit in result.stop_reasons.items() if hit or reason in entered
+    }
     warnings: list[str] = []
     if result.complete:
         for label in result.labels:

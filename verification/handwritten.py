@@ -5,7 +5,8 @@ Why it exists: replan claims that generating the controller from the declaration
 nothing at run time compared with writing it by hand. ``replan bench`` measures that
 claim against this class, so it must be neither a strawman nor a cheat:
 
-- it implements the *whole* contract (observe, propose, execute, cancel, stopping),
+- it implements the *whole* contract (observe, propose, execute, charge, cancel,
+  stopping; not the approval extension),
   not only the happy path the benchmark drives, and ``tests/test_handwritten.py``
   runs it in lockstep with the generated controller and the invariants;
 - it does the same kind of work per call: it validates its input, appends one trace
@@ -35,9 +36,10 @@ from controller.records import (
     ObservationConflict,
     Plan,
     StopReason,
+    Usage,
 )
 
-_ARGUMENT_NAME = {"observe": "obs", "propose": "plan", "execute": "plan_id"}
+_ARGUMENT_NAME = {"observe": "obs", "propose": "plan", "execute": "plan_id", "charge": "usage"}
 
 
 def _is_int(value: object) -> bool:
@@ -47,7 +49,7 @@ def _is_int(value: object) -> bool:
 
 def _plain(value: object) -> Any:
     """A JSON-ready rendering of a trace argument or result."""
-    if isinstance(value, Observation | Plan):
+    if isinstance(value, Observation | Plan | Usage):
         return {name: _plain(item) for name, item in zip(value._fields, value, strict=True)}
     if isinstance(value, StopReason | EvidenceState | ExecuteResult):
         return str(value)
@@ -65,6 +67,8 @@ class HandwrittenController:
         "_accepted",
         "_completed",
         "_contents",
+        "_cost",
+        "_elapsed_ms",
         "_evidence_revision",
         "_known",
         "_latest_version",
@@ -74,6 +78,7 @@ class HandwrittenController:
         "_proposals",
         "_steps",
         "_stop_reason",
+        "_tokens",
         "_trace",
         "policy",
     )
@@ -86,6 +91,7 @@ class HandwrittenController:
         self._steps = 0
         self._proposals = 0
         self._no_progress = 0
+        self._tokens = self._cost = self._elapsed_ms = 0
         self._pending: Plan | None = None
         self._contents: dict[tuple[str, int], tuple[EvidenceState, str]] = {}
         self._latest_version: dict[str, int] = {}
@@ -237,6 +243,44 @@ class HandwrittenController:
             self._stop_reason = StopReason.COMPLETED
         return ExecuteResult.EXECUTED
 
+    # ---- charge (host only) ---------------------------------------------------------
+
+    def charge(self, usage: Usage) -> bool:
+        """Count a usage against each budget the policy sets; reaching one stops the
+        run BudgetExhausted. A malformed usage raises InvalidInput."""
+        try:
+            result = self._charge(usage)
+        except InvalidInput as error:
+            self._trace.append(
+                ("charge", usage, type(error), self._evidence_revision, self._stop_reason)
+            )
+            raise
+        self._trace.append(("charge", usage, result, self._evidence_revision, self._stop_reason))
+        return result
+
+    def _charge(self, usage: Usage) -> bool:
+        if type(usage) is not Usage:
+            raise InvalidInput(f"usage: expected a Usage, got {type(usage).__name__}")
+        for name, amount in zip(usage._fields, usage, strict=True):
+            if not _is_int(amount) or amount < 0:
+                raise InvalidInput(f"usage.{name}: expected an int >= 0, got {amount!r}")
+        if self._stop_reason is not None:
+            return False
+        policy = self.policy
+        if policy.max_tokens:
+            self._tokens += usage.tokens
+        if policy.max_cost:
+            self._cost += usage.cost
+        if policy.max_wall_ms:
+            self._elapsed_ms += usage.elapsed_ms
+        if (
+            (policy.max_tokens and self._tokens >= policy.max_tokens)
+            or (policy.max_cost and self._cost >= policy.max_cost)
+            or (policy.max_wall_ms and self._elapsed_ms >= policy.max_wall_ms)
+        ):
+            self._stop_reason = StopReason.BUDGET_EXHAUSTED
+        return True
+
     # ---- cancel ------------------------------------------------------------------------
 
     def cancel(self) -> None:
@@ -300,6 +344,9 @@ class HandwrittenController:
             "steps": self._steps,
             "proposals": self._proposals,
             "no_progress": self._no_progress,
+            "tokens": self._tokens,
+            "cost": self._cost,
+            "elapsed_ms": self._elapsed_ms,
             "pending": None if pending is None else _plain(pending),
             "evidence": {
                 key: {"version": version, "state": str(self.state(key))}

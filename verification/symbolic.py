@@ -52,7 +52,8 @@ import z3  # type: ignore[import-untyped]
 
 import controller.records
 from controller.fields import FIELDS
-from controller.policy import Policy
+from controller.policy import BUDGETS, Policy
+from controller.policy_schema import DOCUMENT
 from controller.records import RECORD_KINDS, EvidenceState, ExecuteResult, Plan, StopReason
 from controller.run import Run
 from spec.generator import _Generator
@@ -111,8 +112,11 @@ def _record_shape(name: str) -> dict[str, str]:
 RECORD_FIELDS: dict[str, dict[str, str]] = {name: _record_shape(name) for name in RECORD_KINDS}
 RECORD_TYPES: dict[str, type] = {name: getattr(controller.records, name) for name in RECORD_KINDS}
 
-#: The policy's limits: left symbolic for the inductive proofs.
-LIMITS = ("max_steps", "max_proposals", "no_progress_limit", "count_duplicate_deliveries")
+#: The policy's limits, from the policy file's [limits] table: left symbolic for the
+#: inductive proofs. A budget may be 0 (no limit); every other number is at least 1.
+LIMITS = tuple(
+    f.name for f in DOCUMENT.table("limits").fields if f.kind in ("positive", "boolean")
+)
 
 _ERRORS = ("InvalidInput", "ObservationConflict")
 
@@ -231,7 +235,7 @@ class Universe:
             else:
                 term = z3.Int(name)
                 self.limits[name] = term
-                self.assumptions.append(term >= 1)
+                self.assumptions.append(term >= (0 if name in BUDGETS else 1))
         self._interned: dict[object, int] = {}
         self._evidence: dict[tuple[int, str], tuple[Any, z3.ExprRef]] = {}
         self._passed: dict[tuple[int, str], tuple[Any, z3.BoolRef]] = {}
