@@ -245,9 +245,7 @@ class Executor:
         # a crash leaves the intent without a receipt, and it is never retried alone.
         return self._complete(operation, effect(operation))
 
-    async def run_async(
-        self, operation: Operation, grant: Grant, effect: AsyncEffect
-    ) -> Execution:
+    async def run_async(self, operation: Operation, grant: Grant, effect: AsyncEffect) -> Execution:
         """``run`` for an effect that is a coroutine (an agent framework's tool): the
         same claim before it and the same receipt after it, so the same guarantees."""
         claimed = self._claim(operation, grant)

@@ -119,10 +119,14 @@ def _text(result: object) -> str:
 
 
 def _stored(result: object) -> JSONValue:
-    """The tool result as its receipt keeps it: the contents the SDK will hand the
-    model, so a replay gives the model the same thing; their text if they are not
-    JSON (the receipt must be)."""
+    """The tool result as its receipt keeps it, so that a replay hands the model the
+    same thing: the texts of a result of plain text contents (the common case, and
+    cheap), else the contents as the SDK serialises them, else their text (a receipt
+    must be JSON)."""
     if isinstance(result, list) and all(isinstance(item, Content) for item in result):
+        if all(item.type == "text" and not item.additional_properties for item in result):
+            texts: JSONValue = {"texts": [item.text or "" for item in result]}
+            return texts
         contents = [item.to_dict() for item in result]
         try:
             canonical_json(contents, "result")
@@ -136,6 +140,9 @@ def _stored(result: object) -> JSONValue:
 def _restored(stored: object) -> str | list[Content]:
     """A receipt's result as the SDK hands it to the model."""
     if isinstance(stored, dict):
+        texts = stored.get("texts")
+        if isinstance(texts, list):
+            return [Content.from_text(str(text)) for text in texts]
         contents = stored.get("contents")
         if isinstance(contents, list):
             return [Content.from_dict(item) for item in contents]
@@ -244,6 +251,9 @@ class ReplanMiddleware(FunctionMiddleware):
         async with self._lock:
             name = context.function.name
             call_id = context.metadata.get("call_id")
+            if not self.controller.tracing:
+                self.calls.append(await self._guard(context, call_next, name, call_id))
+                return
             with self.tracer.start_as_current_span(
                 f"{EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL
             ) as span:

@@ -15,10 +15,11 @@ attribute names (``replan.*`` and the GenAI semantic conventions' ``gen_ai.*``).
 
 Cost: only the OpenTelemetry *API* is imported (``opentelemetry-api``, which
 agent-framework-core depends on anyway). Without a configured provider the API's
-no-op tracer answers, and every attribute is built only when ``span.is_recording()``:
-an untraced call pays for starting and ending a non-recording span, nothing more
-(``replan bench`` measures it). The SDK is never needed here; tests and
-``replan trace --otel`` bring their own ``TracerProvider`` (``tracer_provider=``).
+no-op tracer would answer, so no span is started at all (``TracedController.tracing``:
+one global read per call); with a provider, every attribute is built only when
+``span.is_recording()`` (a sampler may drop the span). ``replan bench`` measures both.
+The SDK is never needed here; tests and ``replan trace --otel`` bring their own
+``TracerProvider`` (``tracer_provider=``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from functools import cache
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import (
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+)
 
 from controller._generated import LABELS, TRANSITIONS
 from controller.records import (
@@ -169,7 +177,7 @@ class TracedController:
     too: any attribute named in the controller's ``events`` is.
     """
 
-    __slots__ = ("controller", "tracer")
+    __slots__ = ("_own", "controller", "tracer")
 
     def __init__(
         self,
@@ -180,10 +188,27 @@ class TracedController:
     ) -> None:
         self.controller = controller
         self.tracer = get_tracer(tracer_provider) if tracer is None else tracer
+        self._own = tracer_provider is not None or tracer is not None
+        # Loads a provider configured by environment (OTEL_PYTHON_TRACER_PROVIDER), so
+        # that ``tracing`` can read the global alone from here on.
+        trace.get_tracer_provider()
+
+    @property
+    def tracing(self) -> bool:
+        """Whether a span could record: a provider or tracer was given, or the host
+        has configured a global provider (read on every call, so one configured later
+        is used). Until then no span is started at all: the call costs one attribute
+        read more than an untraced one. The API's public ``get_tracer_provider()``
+        reads the environment on every call while none is set (a microsecond); its
+        module global says the same for a few nanoseconds, and should it ever go, a
+        span is started as usual."""
+        return self._own or getattr(trace, "_TRACER_PROVIDER", True) is not None
 
     def call(self, op: str, *arguments: Any) -> Any:
         """Call event ``op`` with ``arguments`` inside its span."""
         method: Callable[..., Any] = getattr(self.controller, op)
+        if not self.tracing:
+            return method(*arguments)
         span = self.tracer.start_span(op)
         try:
             result = method(*arguments)
