@@ -46,7 +46,7 @@ from agent_framework import (
     FunctionMiddleware,
 )
 from opentelemetry.trace import SpanKind, TracerProvider
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from controller.executor import Executor, Grant, Operation, Outcome, perform_async
 from controller.journal import JSONValue, canonical_json
@@ -155,6 +155,20 @@ def _arguments(arguments: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
         dumped: dict[str, Any] = arguments.model_dump(mode="json")
         return dumped
     return dict(arguments)
+
+
+def _misfit(model: object, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not validate against the tool's parameters (None: they
+    do, or the tool declares a plain JSON schema, which the SDK checks itself)."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    try:
+        model.model_validate(arguments)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "arguments"
+        return f"{where}: {first['msg']}"
+    return None
 
 
 def refusal(kind: str, detail: str) -> str:
@@ -295,6 +309,11 @@ class ReplanMiddleware(FunctionMiddleware):
                 f"tool {name!r} is not a declared step "
                 f"(declared: {', '.join(self.steps) or 'none'})",
             )
+        misfit = _misfit(context.function.input_model, arguments)
+        if misfit is not None:
+            # Checked before the controller is asked: a call the SDK would refuse to
+            # run must not use a step and leave its intent in doubt.
+            return refuse(REFUSED, f"the arguments do not fit tool {name!r}: {misfit}")
         if not isinstance(call_id, str) or not call_id:
             return refuse(REFUSED, f"the call of tool {name!r} has no call id")
         if step.resource_argument is None:

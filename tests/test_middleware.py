@@ -146,17 +146,46 @@ def test_the_resource_comes_from_the_declared_argument() -> None:
         [FunctionCallRequest("inspect", {"path": "input-B"}, call_id="i3")],
     )
     assert harness.answers() == [
-        (
-            "i1",
-            "Refused: tool 'inspect' names its resource in argument 'path', which the call "
-            "does not give as a string",
-        ),
+        ("i1", "Refused: the arguments do not fit tool 'inspect': path: Field required"),
         ("i2", "Refused: resource 'input-C' is not allowed (allowed: input-A, input-B)"),
         # allowed by the policy, outside the owner's grant: the executor denies it first
         ("i3", "Denied: resource 'input-B' is not granted (granted: input-A)"),
     ]
     assert harness.runs["inspect"] == 0
     assert harness.controller.steps == 0
+
+
+def test_a_call_without_the_declared_resource_argument_is_refused() -> None:
+    policy = Policy(
+        keys=(),
+        steps=(Step("inspect", completes_run=True, resource_argument="target"),),
+        resources=(RESOURCE, "input-B"),
+    )
+    harness = Harness(policy=policy, grant=Grant([RESOURCE], ["inspect"]))
+    harness.request([call("inspect", "i1")], tools=("inspect",))  # the tool has no 'target'
+    assert harness.answers() == [
+        (
+            "i1",
+            "Refused: tool 'inspect' names its resource in argument 'target', which the "
+            "call does not give as a string",
+        )
+    ]
+    assert harness.runs["inspect"] == 0
+
+
+def test_arguments_that_do_not_fit_the_tool_are_refused_before_the_controller() -> None:
+    harness = Harness()
+    harness.request([call("inspect", "i1", rows="many")])
+    assert harness.answers() == [
+        (
+            "i1",
+            "Refused: the arguments do not fit tool 'inspect': rows: Input should be a "
+            "valid integer, unable to parse string as an integer",
+        )
+    ]
+    assert harness.runs["inspect"] == 0
+    assert (harness.controller.proposals, harness.controller.steps) == (0, 0)
+    assert harness.executor.in_doubt() == []
 
 
 def test_a_policy_that_cannot_name_the_resource_is_refused_at_once() -> None:
