@@ -155,6 +155,108 @@ TRANSITIONS: tuple[str, ...] = (
     'approved --cancel--> canceled',  # 104
 )
 
+#: The diagram's label of every transition, by index (``replan diagram``: event,
+#: priority where several compete, guard, action): what a trace span is named.
+LABELS: tuple[str, ...] = (
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 0
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 1
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 2
+    'observe #4 [conflicting_content] / refuse_conflict',  # 3
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 4
+    'observe #6 [older_than_latest] / remember_older',  # 5
+    'observe #7 [changes_state] / record_meaningful',  # 6
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 7
+    'observe #9 [else] / record_renumbered',  # 8
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 9
+    'propose #2 [plan_malformed] / reject_plan',  # 10
+    'propose #3 [plan_outdated] / reject_plan',  # 11
+    'propose #4 [evidence_stale] / reject_plan',  # 12
+    'propose #5 [resource_not_allowed] / reject_plan',  # 13
+    'propose #6 [step_unknown] / reject_plan',  # 14
+    'propose #7 [plan_completed] / reject_plan',  # 15
+    'propose #8 [else] / accept_plan',  # 16
+    'execute #1 [id_completed] / answer_replayed',  # 17
+    'execute #2 [was_accepted] / answer_stale',  # 18
+    'execute #3 [else] / answer_unknown',  # 19
+    'approve / refuse_approval',  # 20
+    'cancel / cancel_run',  # 21
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 22
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 23
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 24
+    'observe #4 [conflicting_content] / refuse_conflict',  # 25
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 26
+    'observe #6 [older_than_latest] / remember_older',  # 27
+    'observe #7 [changes_state] / record_meaningful',  # 28
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 29
+    'observe #9 [else] / record_renumbered',  # 30
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 31
+    'propose #2 [plan_malformed] / reject_plan',  # 32
+    'propose #3 [plan_outdated] / reject_plan',  # 33
+    'propose #4 [evidence_stale] / reject_plan',  # 34
+    'propose #5 [resource_not_allowed] / reject_plan',  # 35
+    'propose #6 [step_unknown] / reject_plan',  # 36
+    'propose #7 [plan_completed] / reject_plan',  # 37
+    'propose #8 [else] / accept_plan',  # 38
+    'execute #1 [id_completed] / answer_replayed',  # 39
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 40
+    'execute #3 [not is_pending_id] / answer_unknown',  # 41
+    'execute #4 [steps_exhausted] / answer_step_limit',  # 42
+    'execute #5 [not prerequisites_passed] / deny_precondition',  # 43
+    'execute #6 [needs_approval] / await_approval',  # 44
+    'execute #7 [completes_run] / execute_step',  # 45
+    'execute #8 [else] / execute_step',  # 46
+    'approve / refuse_approval',  # 47
+    'cancel / cancel_run',  # 48
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 49
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 50
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 51
+    'observe #4 [conflicting_content] / refuse_conflict',  # 52
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 53
+    'observe #6 [older_than_latest] / remember_older',  # 54
+    'observe #7 [changes_state] / record_meaningful',  # 55
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 56
+    'observe #9 [else] / record_renumbered',  # 57
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 58
+    'propose #2 [plan_malformed] / reject_plan',  # 59
+    'propose #3 [plan_outdated] / reject_plan',  # 60
+    'propose #4 [evidence_stale] / reject_plan',  # 61
+    'propose #5 [resource_not_allowed] / reject_plan',  # 62
+    'propose #6 [step_unknown] / reject_plan',  # 63
+    'propose #7 [plan_completed] / reject_plan',  # 64
+    'propose #8 [else] / accept_plan',  # 65
+    'execute #1 [id_completed] / answer_replayed',  # 66
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 67
+    'execute #3 [not is_pending_id] / answer_unknown',  # 68
+    'execute #4 [else] / await_approval',  # 69
+    'approve #1 [approval_matches] / accept_approval',  # 70
+    'approve #2 [else] / refuse_approval',  # 71
+    'cancel / cancel_run',  # 72
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 73
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 74
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 75
+    'observe #4 [conflicting_content] / refuse_conflict',  # 76
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 77
+    'observe #6 [older_than_latest] / remember_older',  # 78
+    'observe #7 [changes_state] / record_meaningful',  # 79
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 80
+    'observe #9 [else] / record_renumbered',  # 81
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 82
+    'propose #2 [plan_malformed] / reject_plan',  # 83
+    'propose #3 [plan_outdated] / reject_plan',  # 84
+    'propose #4 [evidence_stale] / reject_plan',  # 85
+    'propose #5 [resource_not_allowed] / reject_plan',  # 86
+    'propose #6 [step_unknown] / reject_plan',  # 87
+    'propose #7 [plan_completed] / reject_plan',  # 88
+    'propose #8 [else] / accept_plan',  # 89
+    'execute #1 [id_completed] / answer_replayed',  # 90
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 91
+    'execute #3 [not is_pending_id] / answer_unknown',  # 92
+    'execute #4 [completes_run] / execute_step',  # 93
+    'execute #5 [else] / execute_step',  # 94
+    'approve / refuse_approval',  # 95
+    'cancel / cancel_run',  # 96
+)
+
 #: Every event: (its parameter, the parameter's type, who may call it).
 EVENTS: dict[str, tuple[str | None, str | None, str]] = {
     'observe': ('obs', 'Observation', 'host'),

@@ -14,10 +14,12 @@ provider (any ``BaseChatClient``; the tests and the reference episode use
 observations, which only the host delivers by calling ``controller.observe``. No
 tool here can observe: a model proposes, the host's evidence decides.
 
-This is the one module that imports ``agent_framework`` (pinned in pyproject.toml);
-``controller/__init__.py`` does not import it, so applications that only run the
-controller never load the SDK. The SDK names the provider side needs are re-exported
-at the bottom so that the SDK stays behind this one module.
+This module and ``controller.middleware`` (``ReplanMiddleware``, which guards any
+agent's own tools and is re-exported here) are the only ones that import
+``agent_framework`` (pinned in pyproject.toml); ``controller/__init__.py`` imports
+neither, so applications that only run the controller never load the SDK. The SDK
+names the provider side needs are re-exported at the bottom so that the SDK stays
+behind these modules.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Final, Protocol
 
 from agent_framework import (
     BaseChatClient,
+    ChatMiddlewareLayer,
     ChatOptions,
     ChatResponse,
     Content,
@@ -40,6 +43,7 @@ from agent_framework import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from controller.middleware import GuardedCall, ModelView, ReplanMiddleware
 from controller.records import ExecuteResult, Plan
 
 #: Provider round trips the SDK allows in one request before it asks for a final
@@ -201,13 +205,18 @@ class MalformedArgumentsGate(FunctionMiddleware):
         await call_next()
 
 
-class FunctionInvokingChatClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
+class FunctionInvokingChatClient(
+    FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]
+):
     """The SDK's function-invocation layer around a provider, configured with
     ``FUNCTION_INVOCATION`` (.NET: ``builder.UseFunctionInvocation(...)``).
 
     The layer calls the provider, runs the functions the provider asks for, hands the
     results back, and repeats until the provider answers without function calls or
     ``max_iterations`` round trips are used (then one last call with tools disabled).
+    The chat-middleware layer under it runs chat middleware at every provider round
+    trip (``ReplanMiddleware``'s ``ModelView`` reads what the model was shown there),
+    in the order the SDK's own clients stack them.
     """
 
     OTEL_PROVIDER_NAME = "replan"
@@ -295,8 +304,12 @@ __all__ = [
     "FunctionInvokingChatClient",
     "FunctionMiddleware",
     "FunctionTool",
+    "GuardedCall",
     "MalformedArgumentsGate",
     "Message",
     "ModelFacing",
+    "ModelView",
     "ProposePlanArguments",
+    # Guard any agent's tools (controller/middleware.py).
+    "ReplanMiddleware",
 ]

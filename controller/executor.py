@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
@@ -200,6 +200,8 @@ class Operation:
 #: An effect does the work and returns a JSON result (stored in the receipt). If it
 #: raises, the operation is left in doubt and the error propagates to the host.
 Effect = Callable[[Operation], JSONValue]
+#: An effect that is a coroutine (an agent framework's tool runs as one).
+AsyncEffect = Callable[[Operation], Awaitable[JSONValue]]
 
 
 class Execution(NamedTuple):
@@ -236,20 +238,20 @@ class Executor:
         """Check the grant, claim the plan id in the journal (the intent record), run
         the effect, record the receipt. Anything already recorded for the plan id is
         answered from the journal instead, and the effect is not called."""
-        denied = self._denied(operation, grant)
-        if denied is not None:
-            return denied
-        digest = operation.digest()
-        intent = Intent(operation.plan_id, digest, operation.encoding, self.clock())
-        existing = self.journal.claim(intent)
-        if existing is not None:
-            return self._answer_recorded(operation, existing)
+        claimed = self._claim(operation, grant)
+        if isinstance(claimed, Execution):
+            return claimed
         # From here until ``complete`` returns the operation is in doubt: an error or
         # a crash leaves the intent without a receipt, and it is never retried alone.
-        body = canonical_json(effect(operation), "result")
-        receipt = Receipt(operation.plan_id, digest, json.loads(body), self.clock())
-        self.journal.complete(receipt, body)
-        return Execution(Outcome.EXECUTED, operation.plan_id, digest, receipt, digest, "executed")
+        return self._complete(operation, effect(operation))
+
+    async def run_async(self, operation: Operation, grant: Grant, effect: AsyncEffect) -> Execution:
+        """``run`` for an effect that is a coroutine (an agent framework's tool): the
+        same claim before it and the same receipt after it, so the same guarantees."""
+        claimed = self._claim(operation, grant)
+        if isinstance(claimed, Execution):
+            return claimed
+        return self._complete(operation, await effect(operation))
 
     def replay(self, operation: Operation, grant: Grant) -> Execution:
         """Answer from the journal only, never calling an effect: for a plan id the
@@ -307,6 +309,26 @@ class Executor:
         return self.journal.abandon(plan_id, self.clock())
 
     # ---- the pieces (named, so a mutant can break exactly one) ------------------------
+
+    def _claim(self, operation: Operation, grant: Grant) -> Execution | Intent:
+        """The grant, then the intent record: the claimed intent (the effect may run
+        now), or the answer that stops it (Denied, or what the journal already holds)."""
+        denied = self._denied(operation, grant)
+        if denied is not None:
+            return denied
+        intent = Intent(operation.plan_id, operation.digest(), operation.encoding, self.clock())
+        existing = self.journal.claim(intent)
+        if existing is not None:
+            return self._answer_recorded(operation, existing)
+        return intent
+
+    def _complete(self, operation: Operation, result: object) -> Execution:
+        """The receipt of an effect that returned ``result``."""
+        digest = operation.digest()
+        body = canonical_json(result, "result")
+        receipt = Receipt(operation.plan_id, digest, json.loads(body), self.clock())
+        self.journal.complete(receipt, body)
+        return Execution(Outcome.EXECUTED, operation.plan_id, digest, receipt, digest, "executed")
 
     def _denied(self, operation: Operation, grant: Grant) -> Execution | None:
         reason = grant.denial(operation)
@@ -396,6 +418,33 @@ def perform(
        executor answers from its journal and the effect is not called. Anything else:
        nothing reaches the executor.
     """
+    decided = _decide(controller, executor, operation, grant)
+    if isinstance(decided, Performed):
+        return decided
+    return Performed(decided, executor.run(operation, grant, effect))
+
+
+async def perform_async(
+    controller: Approver,
+    executor: Executor,
+    operation: Operation,
+    grant: Grant,
+    effect: AsyncEffect,
+) -> Performed:
+    """``perform`` for a coroutine effect (``controller.middleware`` runs an agent
+    framework's tool with it): the same decisions in the same order; only the effect
+    is awaited."""
+    decided = _decide(controller, executor, operation, grant)
+    if isinstance(decided, Performed):
+        return decided
+    return Performed(decided, await executor.run_async(operation, grant, effect))
+
+
+def _decide(
+    controller: Approver, executor: Executor, operation: Operation, grant: Grant
+) -> Performed | ExecuteResult:
+    """Everything ``perform`` decides before the effect: the final answer, or
+    ``Executed`` when the effect is to run now."""
     refusal = executor.check(operation, grant)
     if refusal is not None:
         return Performed(None, refusal)
@@ -420,7 +469,7 @@ def perform(
         )
     answer = controller.execute(operation.plan_id)
     if answer == ExecuteResult.EXECUTED:
-        return Performed(answer, executor.run(operation, grant, effect))
+        return answer
     if answer == ExecuteResult.REPLAYED:
         return Performed(answer, executor.replay(operation, grant))
     return Performed(answer, None)

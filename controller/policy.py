@@ -29,12 +29,15 @@ from controller.records import PolicyError
 class Step:
     """One step a plan may name: the keys that must be ``Passed`` before it may run,
     whether accepting its execution ends the run with ``Completed``, and whether a
-    person must approve the exact plan before it runs (``approve``)."""
+    person must approve the exact plan before it runs (``approve``). The controller
+    never reads ``resource_argument``: it tells ``controller.middleware`` which argument
+    of a guarded tool call names the plan's resource (None: the policy's one resource)."""
 
     name: str
     requires: tuple[str, ...] = ()
     completes_run: bool = False
     needs_approval: bool = False
+    resource_argument: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,15 @@ def _parse(
                     f"steps[{index}].requires[{key_index}]",
                     f"{key!r} is not a declared evidence key (declared: {declared})",
                 )
-        steps.append(Step(name, requires, entry["completes_run"], entry["needs_approval"]))
+        steps.append(
+            Step(
+                name,
+                requires,
+                entry["completes_run"],
+                entry["needs_approval"],
+                entry.get("resource_argument"),
+            )
+        )
 
     workflow = document.get("workflow", {})
     if "ready_when_passed" in workflow:
@@ -220,8 +231,9 @@ def policy_from_dict(
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
     """The normal form: every default filled in, in the TOML file's table order
-    (``needs_approval`` only where it is true, so a policy without approval steps
-    reads, and digests, as it did before approval existed)."""
+    (``needs_approval`` only where it is true and ``resource_argument`` only where it
+    is given, so a policy without them reads, and digests, as it did before they
+    existed)."""
     return {
         "limits": {
             "max_steps": policy.max_steps,
@@ -241,6 +253,11 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
                 "requires": list(s.requires),
                 "completes_run": s.completes_run,
                 **({"needs_approval": True} if s.needs_approval else {}),
+                **(
+                    {"resource_argument": s.resource_argument}
+                    if s.resource_argument is not None
+                    else {}
+                ),
             }
             for s in policy.steps
         ],

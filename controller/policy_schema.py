@@ -210,6 +210,14 @@ DOCUMENT = Document(
                     "Whether a person must approve the exact plan before it runs.",
                     default=False,
                 ),
+                Field(
+                    "resource_argument",
+                    "name",
+                    "The tool argument that names the resource, when a guarded tool call "
+                    "(controller.middleware.ReplanMiddleware) becomes a plan for this step. "
+                    "Default: the policy's single allowed resource (required for a guarded "
+                    "step when several are allowed).",
+                ),
             ),
             required=True,
             array=True,

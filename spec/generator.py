@@ -80,11 +80,23 @@ GENERATED_PATH = Path(__file__).resolve().parent.parent / "controller" / "_gener
 
 #: Names every generated module binds (imports added by ``render``, its constants).
 _MODULE_NAMES = frozenset(
-    {"DECLARATION_DIGEST", "EVENTS", "TRANSITIONS", "Controller", "annotations"}
+    {"DECLARATION_DIGEST", "EVENTS", "LABELS", "TRANSITIONS", "Controller", "annotations"}
 )
 
 #: The records the generated module always imports, with the answers' enumerations.
 _RECORDS = ("ExecuteResult", "Observation", "Plan", "StopReason")
+
+
+def diagram_label(model: MachineModel, transition: TransitionInfo) -> str:
+    """The label ``replan diagram`` draws on a transition (``verification.diagram.graph.
+    Edge.text``; a test holds the two equal): ``event #priority`` where several
+    transitions leave its state on its event, ``[guard]`` (``[else]`` for the unguarded
+    last resort among several), then ``/ action``. Emitted into the generated module,
+    so the controller names what fired, for a span, without python-statemachine."""
+    ranked = len(model.leaving(transition.source, transition.event)) > 1
+    trigger = f"{transition.event} #{transition.priority}" if ranked else transition.event
+    guard = f"[{transition.cond}]" if transition.cond else "[else]" if ranked else ""
+    return f"{f'{trigger} {guard}'.strip()} / {transition.action}"
 
 
 class GenerationError(ValueError):
@@ -1294,6 +1306,13 @@ class _Generator:
         emit(0, "TRANSITIONS: tuple[str, ...] = (")
         for transition in model.transitions:
             emit(1, f"{transition.label!r},  # {transition.index}")
+        emit(0, ")")
+        emit(0, "")
+        emit(0, "#: The diagram's label of every transition, by index (``replan diagram``: event,")
+        emit(0, "#: priority where several compete, guard, action): what a trace span is named.")
+        emit(0, "LABELS: tuple[str, ...] = (")
+        for transition in model.transitions:
+            emit(1, f"{diagram_label(model, transition)!r},  # {transition.index}")
         emit(0, ")")
         emit(0, "")
         emit(0, "#: Every event: (its parameter, the parameter's type, who may call it).")

@@ -25,6 +25,7 @@ from verification.bench import (
     Settings,
 )
 from verification.handwritten import HandwrittenController
+from verification.middleware_workloads import DIFFERENCES
 
 TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)
 NAMES = {"generated", "hand-written", "python-statemachine"}
@@ -67,15 +68,32 @@ def test_quick_run_writes_json_with_all_three_implementations(
         "python-statemachine/generated",
         "generated/hand-written",
     }
-    assert set(document["tools"]) == {"explorer", "campaign", "prove", "executor"}
+    assert set(document["tools"]) == {"explorer", "campaign", "prove", "executor", "middleware"}
     for name, figures in document["tools"].items():
         assert figures["status"] in {"measured", "absent"}, (name, figures)
     executor = document["tools"]["executor"]
     if executor["status"] == "measured":
         for numbers in executor["workloads"].values():
             assert numbers["min_us"] <= numbers["median_us"] <= numbers["max_us"]
+    middleware = document["tools"]["middleware"]
+    if middleware["status"] == "measured":
+        assert set(middleware["differences"]) == {name for name, *_ in DIFFERENCES}
     table = capsys.readouterr().out
     assert "generated/hand-written" in table and str(target) in table
+
+
+def test_tool_measures_only_the_named_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "results.json"
+    code = main(["bench", "--quick", "--samples", "1", "--tool", "middleware", "-o", str(target)])
+    assert code == 0
+    tools = json.loads(target.read_text())["tools"]
+    assert {name for name, figures in tools.items() if figures["status"] != "skipped"} == {
+        "middleware"
+    }
+    assert "guard per call (no provider)" in capsys.readouterr().out
+    assert main(["bench", "--quick", "--tool", "nope"]) == 2
 
 
 def test_json_flag_prints_the_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,7 +45,8 @@ What is measured, and why this way (the method is also written into the JSON):
   "bytes allocated per operation" (a cumulative count) has no exact counterpart here;
   the peak is the closest honest one, and it is a lower bound of the cumulative count.
 
-Figures of the other tools (explorer, campaign, proofs, executor) are taken from their
+Figures of the other tools (explorer, campaign, proofs, executor, the agent middleware
+and its tracing) are taken from their
 own modules when those exist and recorded as ``absent`` otherwise.
 """
 
@@ -225,6 +226,8 @@ class Settings:
     allocation_episodes: int = 200
     quick: bool = False
     tools: bool = True
+    #: Only these tools' figures (empty: every tool's); the others are ``skipped``.
+    only_tools: tuple[str, ...] = ()
 
     def episodes_for(self, implementation: Implementation) -> int:
         if not implementation.slow:
@@ -687,11 +690,38 @@ def _executor(settings: Settings, module: Any) -> dict[str, Any]:
     return {"workloads": time_episodes(dict(module.WORKLOADS), settings)}
 
 
+def _middleware(settings: Settings, module: Any) -> dict[str, Any]:
+    """The guard's cost per guarded call and the tracing's per controller call
+    (``verification.middleware_workloads``): every workload timed side by side,
+    interleaved, in one run; each difference (guarded - unguarded, traced - untraced)
+    is taken sample by sample within a round, then summarised by its median and
+    range, on the thread's CPU time (these workloads wait for nothing)."""
+    workloads = time_episodes(dict(module.WORKLOADS), settings)
+    differences: dict[str, dict[str, Any]] = {}
+    for name, minuend, subtrahend, calls in module.DIFFERENCES:
+        per_sample = [
+            (a - b) / calls
+            for a, b in zip(
+                workloads[minuend]["cpu_samples_us"],
+                workloads[subtrahend]["cpu_samples_us"],
+                strict=True,
+            )
+        ]
+        differences[name] = {
+            "of": f"({minuend} - {subtrahend}) / {calls}",
+            "cpu_median_us": round(statistics.median(per_sample), 3),
+            "cpu_min_us": round(min(per_sample), 3),
+            "cpu_max_us": round(max(per_sample), 3),
+        }
+    return {"workloads": workloads, "differences": differences}
+
+
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "explorer": ("verification.explore", _explorer),
     "campaign": ("verification.campaign", _campaign),
     "prove": ("verification.prove", _prove),
     "executor": ("verification.executor_workloads", _executor),
+    "middleware": ("verification.middleware_workloads", _middleware),
 }
 
 
@@ -699,7 +729,7 @@ def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, A
     """Every other tool's figure: measured, ``absent``, ``skipped`` or ``error``."""
     figures: dict[str, Any] = {}
     for name, (module_name, measure) in TOOLS.items():
-        if not settings.tools:
+        if not settings.tools or (settings.only_tools and name not in settings.only_tools):
             figures[name] = {"status": "skipped", "module": module_name}
             continue
         try:
@@ -808,7 +838,8 @@ def render_table(document: dict[str, Any]) -> str:
         )
     lines += ["", "other tools:"]
     for name, figures in document["tools"].items():
-        shown = {k: v for k, v in figures.items() if k not in ("status", "module", "workloads")}
+        hidden = ("status", "module", "workloads", "differences")
+        shown = {k: v for k, v in figures.items() if k not in hidden}
         detail = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
         for workload, numbers in figures.get("workloads", {}).items():
@@ -818,6 +849,11 @@ def render_table(document: dict[str, Any]) -> str:
                 f"cpu {numbers['cpu_median_us']:>9,.1f} us  "
                 f"peak {_bytes(numbers['peak_bytes'])} B  "
                 f"({numbers['episodes_per_sample']} episodes/sample)"
+            )
+        for difference, numbers in figures.get("differences", {}).items():
+            lines.append(
+                f"    {difference:<44} cpu {numbers['cpu_median_us']:>9,.1f} us "
+                f"[{numbers['cpu_min_us']:,.1f}-{numbers['cpu_max_us']:,.1f}]"
             )
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]

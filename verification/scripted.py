@@ -42,10 +42,13 @@ class FunctionResult:
 
 @dataclass(frozen=True)
 class FunctionCallRequest:
-    """A function call the provider asks for."""
+    """A function call the provider asks for. ``call_id`` None: the client numbers it
+    (``call-<provider call>-<index>``); a script gives one to repeat an earlier call
+    exactly (a provider retrying a call it did not see answered)."""
 
     name: str
     arguments: Mapping[str, Any]
+    call_id: str | None = None
 
 
 #: A reply: function calls (run by the SDK, their results come back in the next
@@ -159,7 +162,9 @@ class ScriptedChatClient(BaseChatClient[Any]):
         else:
             contents = [
                 Content.from_function_call(
-                    f"call-{number}-{index}", call.name, arguments=dict(call.arguments)
+                    call.call_id or f"call-{number}-{index}",
+                    call.name,
+                    arguments=dict(call.arguments),
                 )
                 for index, call in enumerate(reply, start=1)
             ]

@@ -6,7 +6,9 @@ runs on the generated Controller, on the declaration run by python-statemachine
 (the reference model) and on a controller written by hand, with the samples of all
 three interleaved; ratios are computed sample by sample. Memory is measured in a
 separate tracemalloc pass. The speed figures of the explorer, the campaign, the
-proofs and the executor are added when those tools are installed.
+proofs, the executor and the agent middleware (its cost per guarded tool call, and
+the tracing's per controller call without a provider and with the SDK) are added when
+those tools are installed.
 
   replan bench                          7 samples x 1000 episodes after 2 warm-ups,
                                         writes evidence/benchmark-results.json
@@ -14,6 +16,7 @@ proofs and the executor are added when those tools are installed.
                                         the temp directory unless -o is given)
   replan bench --samples 11 --episodes 5000 -o /tmp/bench.json
   replan bench --json                   the JSON document on stdout, no table
+  replan bench --tool middleware        the controllers and one tool's figures only
 
 Goals are figures, not checks: the exit code is 0 when every episode completed,
 1 when any episode did not end Executed/Completed, 2 on bad arguments.
@@ -74,13 +77,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-tools",
         action="store_true",
-        help="skip the explorer, campaign, proof and executor figures",
+        help="skip the explorer, campaign, proof, executor and middleware figures",
+    )
+    parser.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="measure only this tool's figures (repeatable): explorer, campaign, prove, "
+        "executor, middleware",
     )
     add_json_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from verification.bench import QUICK, Settings, render_table, run_bench
+    from verification.bench import QUICK, TOOLS, Settings, render_table, run_bench
+
+    unknown = sorted(set(args.tool) - set(TOOLS))
+    if unknown:
+        raise CliError(f"--tool {unknown[0]}: no such tool; known: {', '.join(TOOLS)}")
 
     base = QUICK if args.quick else Settings()
     settings = Settings(
@@ -91,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         allocation_episodes=base.allocation_episodes,
         quick=args.quick,
         tools=not args.no_tools,
+        only_tools=tuple(args.tool),
     )
     output = Path(args.output) if args.output else (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
     if output.exists() and output.is_dir():

@@ -16,6 +16,10 @@ combinations: the controller's commit decision by running it, decide()'s, agreem
   replan trace --mutant stale-plan-check-removed
                                      the same episode on a deliberately broken
                                      controller: the facts fail, exit 1 (writes only with -o)
+  replan trace --otel spans.json     also the episode's OpenTelemetry spans as OTLP/JSON
+                                     (an invoke_agent span, a span per controller call
+                                     named by the fired transition; needs
+                                     opentelemetry-sdk: the otel extra)
 
 Exit 0 when every fact of the episode holds and all combinations agree, 1 when one
 does not (the failing facts are printed, the record is still written).
@@ -50,7 +54,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="run on a deliberately broken controller from verification.mutants",
     )
+    parser.add_argument(
+        "--otel",
+        metavar="FILE",
+        help="also write the episode's OpenTelemetry spans to FILE as OTLP/JSON "
+        "(needs opentelemetry-sdk: pip install 'replan[otel]')",
+    )
     add_json_option(parser)
+
+
+def _otel_spans(controller_class: Any) -> dict[str, Any]:
+    """The episode's spans as an OTLP/JSON document (``verification.otlp``)."""
+    try:
+        from verification.otlp import otlp_json, reference_episode_spans
+    except ModuleNotFoundError as error:
+        if (error.name or "").startswith("opentelemetry"):
+            raise CliError(
+                f"--otel needs opentelemetry-sdk ({error.name} is not installed): "
+                "pip install 'replan[otel]'"
+            ) from None
+        raise
+    return otlp_json(reference_episode_spans(controller_class))
 
 
 def _controller_class(name: str | None) -> Any:
@@ -102,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         workflow_output: Path | None = Path(args.workflow_output)
     else:
         workflow_output = None if output is None else output.with_name(WORKFLOW_FILE)
-    for path in (output, workflow_output):
+    otel_output = None if args.otel is None else Path(args.otel)
+    for path in (output, workflow_output, otel_output):
         if path is not None and path.exists() and path.is_dir():
             raise CliError(f"{path}: is a directory, expected a file to write")
 
@@ -115,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
         for row in table["rows"]
         if not row["agree"]
     ]
+    spans = None if otel_output is None else _otel_spans(controller_class)
     try:
-        for path, document in ((output, record), (workflow_output, table)):
+        for path, document in ((output, record), (workflow_output, table), (otel_output, spans)):
             if path is not None:
                 write_json(path, document)
     except OSError as error:
@@ -131,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 "controller": record["controller"],
                 "output": None if output is None else str(output),
                 "workflow_output": None if workflow_output is None else str(workflow_output),
+                "otel_output": None if otel_output is None else str(otel_output),
                 "totals": record["totals"],
                 "fixed_workflow": {
                     "combinations": table["combinations"],
@@ -161,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for line in failing:
             print(f"FAILED: {line}")
-        written = [str(path) for path in (output, workflow_output) if path is not None]
+        written = [str(path) for path in (output, workflow_output, otel_output) if path is not None]
         if written:
             print(f"wrote {', '.join(written)}")
     return 0 if holds else 1

@@ -1,0 +1,444 @@
+"""Guard any Microsoft Agent Framework agent: every tool call of the model becomes a
+proposal, then an execution through the executor, before the tool may run.
+
+Why a function middleware: ``controller.agent`` offers the model two tools of the
+controller's own (``propose_plan``, ``execute_step``), which only fits an agent written
+for replan. An existing agent already has its tools; ``ReplanMiddleware`` sits in the
+SDK's function pipeline (``FunctionMiddleware``) in front of all of them, so the tools
+stay as they are and none runs unless the controller and the executor let it:
+
+- the **proposal**: the step is the tool's name (a tool that is no declared step is
+  refused), the resource is the call's argument the policy names
+  (``[[steps]] resource_argument``; default: the policy's one resource), the plan id is
+  the call id (``context.metadata["call_id"]``), the revision follows the last one and
+  the evidence revision is the one the model had been shown when it made the call
+  (``ModelView``): a call planned before evidence it has not seen is stale;
+- the **execution**: ``controller.executor.perform_async`` (grant, content digest,
+  intent before the tool and receipt after it, in the host's journal). Only the
+  controller's ``Executed`` reaches the tool (``call_next``); a retried call (the same
+  call id) is answered from its receipt and the tool does not run again.
+
+A refused call never runs the tool: ``call_next`` is not called and the model reads a
+one-line refusal, ``Kind: detail`` (``StalePlan: evidence changed, re-plan``,
+``PreconditionDenied: access is Failed``, ``Stopped: StepLimit``, ``Refused: tool 'x'
+is not a declared step``). The host turns trusted tool results into observations with
+``observe_result(tool_name, arguments, result)`` (the result as the model reads it):
+the model never observes, but a tool the host wrote and ran is the host's evidence.
+
+Leaves to others: the decisions (``controller.Controller``), the effect's guarantees
+(``controller.executor``, ``controller.journal``), the spans' names
+(``controller.telemetry``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent_framework import (
+    ChatContext,
+    ChatMiddleware,
+    Content,
+    FunctionInvocationContext,
+    FunctionMiddleware,
+)
+from opentelemetry.trace import SpanKind, TracerProvider
+from pydantic import BaseModel, ValidationError
+
+from controller.executor import Executor, Grant, Operation, Outcome, perform_async
+from controller.journal import JSONValue, canonical_json
+from controller.policy import Policy, Step
+from controller.records import (
+    EvidenceState,
+    ExecuteResult,
+    InvalidInput,
+    Observation,
+    Plan,
+    PolicyError,
+)
+from controller.run import Run
+from controller.telemetry import (
+    EXECUTE_TOOL,
+    GEN_AI_OPERATION,
+    GEN_AI_TOOL_CALL_ID,
+    GEN_AI_TOOL_NAME,
+    GEN_AI_TOOL_TYPE,
+    PLAN_ID,
+    RESULT,
+    TracedController,
+)
+
+#: The host's adapter from a trusted tool result to observations: the tool's name,
+#: its arguments, and the result as the model reads it (the text of the tool result).
+ObserveResult = Callable[[str, Mapping[str, Any], str], Iterable[Observation]]
+
+#: What the model reads, first word, for a call that ran or was answered from its
+#: receipt. Every other answer is a refusal and the tool did not run.
+EXECUTED: Final = "Executed"
+REPLAYED: Final = "Replayed"
+#: The kind of the guard's own refusals (no controller answer applies).
+REFUSED: Final = "Refused"
+
+
+@dataclass(frozen=True)
+class GuardedCall:
+    """One tool call as the guard answered it (``ReplanMiddleware.calls``)."""
+
+    tool: str
+    call_id: str | None
+    arguments: Mapping[str, Any]
+    #: ``Executed``, ``Replayed``, or the refusal's kind (``StalePlan``, ``Refused``...).
+    outcome: str
+    #: What the model read: the tool's result, its receipt's, or the refusal line.
+    result: str
+    plan: Plan | None = None
+    #: Wall-clock milliseconds the tool itself took (``Executed`` only).
+    tool_ms: float | None = None
+
+
+#: BUDGETS: how a guarded call or a provider response is charged, once the controller
+#: has ``charge`` (the host's budget event): the host's function from what happened to
+#: the usage record ``charge`` takes. Until then both hooks are skipped.
+ToolUsage = Callable[[GuardedCall], object]
+ResponseUsage = Callable[[ChatContext], object]
+
+
+def _text(result: object) -> str:
+    """The tool result as the model reads it: the text of its text contents."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, list):
+        return "\n".join(
+            item.text if isinstance(item, Content) and item.text is not None else str(item)
+            for item in result
+        )
+    return "" if result is None else str(result)
+
+
+def _stored(result: object) -> JSONValue:
+    """The tool result as its receipt keeps it, so that a replay hands the model the
+    same thing: the texts of a result of plain text contents (the common case, and
+    cheap), else the contents as the SDK serialises them, else their text (a receipt
+    must be JSON)."""
+    if isinstance(result, list) and all(isinstance(item, Content) for item in result):
+        if all(item.type == "text" and not item.additional_properties for item in result):
+            texts: JSONValue = {"texts": [item.text or "" for item in result]}
+            return texts
+        contents = [item.to_dict() for item in result]
+        try:
+            canonical_json(contents, "result")
+        except InvalidInput:
+            return {"text": _text(result)}
+        stored: JSONValue = {"contents": contents}
+        return stored
+    return {"text": _text(result)}
+
+
+def _restored(stored: object) -> str | list[Content]:
+    """A receipt's result as the SDK hands it to the model."""
+    if isinstance(stored, dict):
+        texts = stored.get("texts")
+        if isinstance(texts, list):
+            return [Content.from_text(str(text)) for text in texts]
+        contents = stored.get("contents")
+        if isinstance(contents, list):
+            return [Content.from_dict(item) for item in contents]
+        return str(stored.get("text", ""))
+    return _text(stored)
+
+
+def _arguments(arguments: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(arguments, BaseModel):
+        dumped: dict[str, Any] = arguments.model_dump(mode="json")
+        return dumped
+    return dict(arguments)
+
+
+def _misfit(model: object, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not validate against the tool's parameters (None: they
+    do, or the tool declares a plain JSON schema, which the SDK checks itself)."""
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    try:
+        model.model_validate(arguments)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "arguments"
+        return f"{where}: {first['msg']}"
+    return None
+
+
+def refusal(kind: str, detail: str) -> str:
+    """The line a refused call answers the model: ``Kind: detail``."""
+    return f"{kind}: {detail}"
+
+
+class ModelView(ChatMiddleware):
+    """Remembers the evidence revision at each provider call: what the model had been
+    shown when it made the calls of its next response. Calls from one response run
+    after one another; when the first changes the evidence, the ones after it were
+    planned without that evidence, and are stale (the model sees every result of the
+    batch together, in its next request).
+
+    A chat middleware because only the chat pipeline sees each provider round trip;
+    installed with the guard by ``ReplanMiddleware.middleware``. Without it, a call
+    cites the revision current when it arrives (it is never stale)."""
+
+    def __init__(self, guard: ReplanMiddleware) -> None:
+        self.guard = guard
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        self.guard.seen_revision = self.guard.run.evidence_revision
+        await call_next()
+        # ---- BUDGETS: charge the provider's usage (tokens, cost) here ---------------
+        if self.guard.response_usage is not None and hasattr(self.guard.run, "charge"):
+            self.guard.controller.call("charge", self.guard.response_usage(context))
+
+
+class ReplanMiddleware(FunctionMiddleware):
+    """Every tool call of the model becomes a proposal and an execution through the
+    executor; a refused call never runs the tool (see the module docstring).
+
+    ``controller`` is one run (``controller.Controller``); ``executor`` keeps the
+    receipts (give it a ``SqliteJournal`` to survive the process; one journal is one
+    namespace of call ids); ``grant`` is the owner's authority, never the model's;
+    ``observe_result`` turns a trusted result into observations; ``tracer_provider``
+    (default: the global one) receives the ``execute_tool`` spans and the controller
+    calls' spans inside them. Calls are guarded one at a time: one controller is one
+    run owned by one caller at a time, even under concurrent function invocation.
+    """
+
+    def __init__(
+        self,
+        controller: Run,
+        *,
+        executor: Executor,
+        grant: Grant,
+        observe_result: ObserveResult | None = None,
+        tracer_provider: TracerProvider | None = None,
+        tool_usage: ToolUsage | None = None,
+        response_usage: ResponseUsage | None = None,
+    ) -> None:
+        self.run = controller
+        self.policy: Policy = controller.policy
+        self.controller = TracedController(controller, tracer_provider=tracer_provider)
+        self.tracer = self.controller.tracer
+        self.executor = executor
+        self.grant = grant
+        self.observe_result = observe_result
+        self.tool_usage = tool_usage
+        self.response_usage = response_usage
+        self.steps: dict[str, Step] = {step.name: step for step in self.policy.steps}
+        self.default_resource = (
+            self.policy.resources[0] if len(self.policy.resources) == 1 else None
+        )
+        for index, step in enumerate(self.policy.steps):
+            if step.resource_argument is None and self.default_resource is None:
+                raise PolicyError(
+                    f"steps[{index}].resource_argument: missing field: the policy allows "
+                    f"{len(self.policy.resources)} resources, so a call of tool "
+                    f"{step.name!r} cannot take its resource from the policy; name the "
+                    "tool argument that holds it"
+                )
+        #: The evidence revision the model was last shown (``ModelView``); None until
+        #: the first provider call, or without ``ModelView`` installed.
+        self.seen_revision: int | None = None
+        self.model_view = ModelView(self)
+        #: Every call guarded, in order.
+        self.calls: list[GuardedCall] = []
+        self._lock = asyncio.Lock()
+
+    @property
+    def middleware(self) -> list[ChatMiddleware | FunctionMiddleware]:
+        """The guard and its ``ModelView``, to install together (``Agent(...,
+        middleware=guard.middleware)``, or a chat client's ``middleware=``). A plain
+        list rather than the SDK's ``MiddlewareBundle``, which 1.23.0 marks
+        experimental."""
+        return [self.model_view, self]
+
+    async def process(
+        self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        async with self._lock:
+            name = context.function.name
+            call_id = context.metadata.get("call_id")
+            if not self.controller.tracing:
+                self.calls.append(await self._guard(context, call_next, name, call_id))
+                return
+            with self.tracer.start_as_current_span(
+                f"{EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL
+            ) as span:
+                recording = span.is_recording()
+                if recording:
+                    span.set_attribute(GEN_AI_OPERATION, EXECUTE_TOOL)
+                    span.set_attribute(GEN_AI_TOOL_NAME, name)
+                    span.set_attribute(GEN_AI_TOOL_TYPE, "function")
+                    if isinstance(call_id, str):
+                        span.set_attribute(GEN_AI_TOOL_CALL_ID, call_id)
+                        span.set_attribute(PLAN_ID, call_id)
+                call = await self._guard(context, call_next, name, call_id)
+                self.calls.append(call)
+                if recording:
+                    span.set_attribute(RESULT, call.outcome)
+
+    # ---- one call ---------------------------------------------------------------------
+
+    async def _guard(
+        self,
+        context: FunctionInvocationContext,
+        call_next: Callable[[], Awaitable[None]],
+        name: str,
+        call_id: object,
+    ) -> GuardedCall:
+        arguments = _arguments(context.arguments)
+
+        def refuse(kind: str, detail: str, plan: Plan | None = None) -> GuardedCall:
+            line = refusal(kind, detail)
+            context.result = line
+            return GuardedCall(
+                name, call_id if isinstance(call_id, str) else None, arguments, kind, line, plan
+            )
+
+        step = self.steps.get(name)
+        if step is None:
+            return refuse(
+                REFUSED,
+                f"tool {name!r} is not a declared step "
+                f"(declared: {', '.join(self.steps) or 'none'})",
+            )
+        misfit = _misfit(context.function.input_model, arguments)
+        if misfit is not None:
+            # Checked before the controller is asked: a call the SDK would refuse to
+            # run must not use a step and leave its intent in doubt.
+            return refuse(REFUSED, f"the arguments do not fit tool {name!r}: {misfit}")
+        if not isinstance(call_id, str) or not call_id:
+            return refuse(REFUSED, f"the call of tool {name!r} has no call id")
+        if step.resource_argument is None:
+            resource: object = self.default_resource
+        else:
+            resource = arguments.get(step.resource_argument)
+            if not isinstance(resource, str) or not resource:
+                return refuse(
+                    REFUSED,
+                    f"tool {name!r} names its resource in argument "
+                    f"{step.resource_argument!r}, which the call does not give as a string",
+                )
+        assert isinstance(resource, str)
+        try:
+            operation = Operation(call_id, name, resource, arguments)
+        except InvalidInput as error:
+            return refuse(REFUSED, f"the call's arguments are not JSON ({error})")
+
+        plan: Plan | None = None
+        pending = self.run.pending
+        retried = self.executor.journal.entry(call_id) is not None or (
+            pending is not None and pending.id == call_id
+        )
+        if not retried:
+            # A new call: propose it. A retry is not proposed again: a call id the
+            # journal knows is answered from it, and the pending plan of this id (one
+            # denied by its precondition, or awaiting approval) is executed as it is;
+            # proposing it again would use a slot, and supersede an approval.
+            cited = (
+                self.seen_revision
+                if self.seen_revision is not None
+                else (self.run.evidence_revision)
+            )
+            plan = Plan(call_id, self.run.plan_revision + 1, cited, name, resource)
+            if not self.controller.propose(plan):
+                rejected = self._rejected(plan)
+                if rejected is not None:
+                    return refuse(*rejected, plan=plan)
+
+        timing: list[float] = []
+
+        async def effect(_operation: Operation) -> JSONValue:
+            started = time.perf_counter()
+            await call_next()
+            timing.append((time.perf_counter() - started) * 1000)
+            return _stored(context.result)
+
+        performed = await perform_async(
+            self.controller, self.executor, operation, self.grant, effect
+        )
+        execution = performed.execution
+        if execution is None:
+            assert performed.answer is not None
+            return refuse(*self._answered(performed.answer), plan=plan)
+        if execution.outcome is Outcome.EXECUTED:
+            text = _text(context.result)
+            call = GuardedCall(name, call_id, arguments, EXECUTED, text, plan, timing[0])
+            if self.observe_result is not None:
+                for observation in self.observe_result(name, arguments, text):
+                    self.controller.observe(observation)
+            # ---- BUDGETS: charge the tool call here (wall time, a priced API call) ----
+            if self.tool_usage is not None and hasattr(self.run, "charge"):
+                self.controller.call("charge", self.tool_usage(call))
+            return call
+        if execution.outcome is Outcome.REPLAYED:
+            assert execution.receipt is not None
+            context.result = _restored(execution.receipt.result)
+            return GuardedCall(name, call_id, arguments, REPLAYED, _text(context.result), plan)
+        return refuse(str(execution.outcome), execution.reason, plan)
+
+    # ---- what the model reads when the controller refuses ------------------------------
+
+    def _rejected(self, plan: Plan) -> tuple[str, str] | None:
+        """Why the controller rejected ``plan`` (None: the id was completed earlier,
+        which the execution answers from the journal)."""
+        stopped = self.run.stop_reason
+        if stopped is not None:
+            return ("Stopped", str(stopped))
+        fired = self.run._trace[-1][5]
+        label = type(self.run).transitions[fired] if fired is not None else ""
+        if "[evidence_stale]" in label:
+            return (
+                str(ExecuteResult.STALE_PLAN),
+                f"evidence changed since this call was planned (evidence revision "
+                f"{plan.evidence_revision}, now {self.run.evidence_revision}), re-plan",
+            )
+        if "[resource_not_allowed]" in label:
+            return (
+                REFUSED,
+                f"resource {plan.resource!r} is not allowed "
+                f"(allowed: {', '.join(self.policy.resources)})",
+            )
+        if "[plan_completed]" in label:
+            return None
+        return (REFUSED, f"the proposal was rejected ({label or 'no transition'})")
+
+    def _answered(self, answer: ExecuteResult) -> tuple[str, str]:
+        """The refusal for a controller answer that did not let the tool run."""
+        if answer is ExecuteResult.PRECONDITION_DENIED:
+            pending = self.run.pending
+            step = self.steps[pending.step] if pending is not None else None
+            waiting = [
+                f"{key} is {self.run.state(key)}"
+                for key in (step.requires if step is not None else ())
+                if self.run.state(key) is not EvidenceState.PASSED
+            ]
+            return (str(answer), ", ".join(waiting) or "a prerequisite is not Passed")
+        if answer is ExecuteResult.STALE_PLAN:
+            return (str(answer), "evidence changed, re-plan")
+        if answer in (ExecuteResult.STOPPED, ExecuteResult.STEP_LIMIT):
+            return ("Stopped", str(self.run.stop_reason))
+        if answer is ExecuteResult.AWAITING_APPROVAL:
+            return (str(answer), "a person must approve this call before it runs")
+        return (REFUSED, str(answer))
+
+
+__all__ = [
+    "EXECUTED",
+    "REFUSED",
+    "REPLAYED",
+    "GuardedCall",
+    "ModelView",
+    "ObserveResult",
+    "ReplanMiddleware",
+    "ResponseUsage",
+    "ToolUsage",
+    "refusal",
+]

@@ -1,0 +1,79 @@
+"""examples/guarded_agent.py, the README's guarded agent, as written: a stale call is
+refused, a failed prerequisite denies the commit, a retried call gets its receipt and
+its tool does not run again, and a fresh commit completes the run. On a real SQLite
+journal, which keeps the receipts after the process."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from controller.executor import Executor
+from controller.journal import SqliteJournal
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+EXAMPLE = REPOSITORY / "examples" / "guarded_agent.py"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("guarded_agent", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_guarded_agent_refuses_denies_replays_and_completes(tmp_path: Path) -> None:
+    outcome = asyncio.run(_example().run(tmp_path))
+    assert [(call_id, tool, answer) for tool, call_id, answer, _ in outcome["calls"]] == [
+        ("cfg-1", "read_config", "Executed"),
+        ("parser-1", "inspect_parser", "Executed"),
+        ("commit-1", "commit_import", "StalePlan"),
+        ("access-1", "check_access", "Executed"),
+        ("commit-2", "commit_import", "PreconditionDenied"),
+        ("cfg-1", "read_config", "Replayed"),
+        ("commit-3", "commit_import", "Executed"),
+    ]
+    results = {call_id: result for _, call_id, _, result in outcome["calls"]}
+    assert results["commit-1"] == (
+        "StalePlan: evidence changed since this call was planned "
+        "(evidence revision 1, now 2), re-plan"
+    )
+    assert results["commit-2"] == "PreconditionDenied: access is Failed"
+    # the retried call read what the first one returned, and the tool ran once
+    first, retried = (r for tool, c, _, r in outcome["calls"] if c == "cfg-1")
+    assert first == retried
+    assert outcome["invocations"] == {
+        "read_config": 1,
+        "inspect_parser": 1,
+        "check_access": 1,
+        "commit_import": 1,
+    }
+    # the model read every answer, the refusals included, in its next request
+    assert "commit_import -> PreconditionDenied: access is Failed" in outcome["model_read"]
+    assert outcome["stop_reason"] == "Completed"
+    assert (outcome["steps"], outcome["proposals"]) == (4, 6)
+    assert outcome["answers"] == [
+        "Access is Failed: the import needs its owner.",
+        "Imported 3 rows.",
+    ]
+
+    # The receipts outlive the process: reopened, the journal holds one per executed call.
+    journal = SqliteJournal(tmp_path / "run.journal")
+    try:
+        receipts = {receipt.plan_id for receipt in Executor(journal).receipts()}
+    finally:
+        journal.close()
+    assert receipts == {"cfg-1", "parser-1", "access-1", "commit-3"}
+
+
+def test_the_example_runs_as_a_script() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Replayed" in done.stdout and "stop reason: Completed" in done.stdout
