@@ -179,82 +179,90 @@ LABELS: tuple[str, ...] = (
     'execute #2 [was_accepted] / answer_stale',  # 18
     'execute #3 [else] / answer_unknown',  # 19
     'approve / refuse_approval',  # 20
-    'cancel / cancel_run',  # 21
-    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 22
-    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 23
-    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 24
-    'observe #4 [conflicting_content] / refuse_conflict',  # 25
-    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 26
-    'observe #6 [older_than_latest] / remember_older',  # 27
-    'observe #7 [changes_state] / record_meaningful',  # 28
-    'observe #8 [exhausts_no_progress] / record_renumbered',  # 29
-    'observe #9 [else] / record_renumbered',  # 30
-    'propose #1 [proposals_exhausted] / refuse_plan',  # 31
-    'propose #2 [plan_malformed] / reject_plan',  # 32
-    'propose #3 [plan_outdated] / reject_plan',  # 33
-    'propose #4 [evidence_stale] / reject_plan',  # 34
-    'propose #5 [resource_not_allowed] / reject_plan',  # 35
-    'propose #6 [step_unknown] / reject_plan',  # 36
-    'propose #7 [plan_completed] / reject_plan',  # 37
-    'propose #8 [else] / accept_plan',  # 38
-    'execute #1 [id_completed] / answer_replayed',  # 39
-    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 40
-    'execute #3 [not is_pending_id] / answer_unknown',  # 41
-    'execute #4 [steps_exhausted] / answer_step_limit',  # 42
-    'execute #5 [not prerequisites_passed] / deny_precondition',  # 43
-    'execute #6 [needs_approval] / await_approval',  # 44
-    'execute #7 [completes_run] / execute_step',  # 45
-    'execute #8 [else] / execute_step',  # 46
-    'approve / refuse_approval',  # 47
-    'cancel / cancel_run',  # 48
-    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 49
-    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 50
-    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 51
-    'observe #4 [conflicting_content] / refuse_conflict',  # 52
-    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 53
-    'observe #6 [older_than_latest] / remember_older',  # 54
-    'observe #7 [changes_state] / record_meaningful',  # 55
-    'observe #8 [exhausts_no_progress] / record_renumbered',  # 56
-    'observe #9 [else] / record_renumbered',  # 57
-    'propose #1 [proposals_exhausted] / refuse_plan',  # 58
-    'propose #2 [plan_malformed] / reject_plan',  # 59
-    'propose #3 [plan_outdated] / reject_plan',  # 60
-    'propose #4 [evidence_stale] / reject_plan',  # 61
-    'propose #5 [resource_not_allowed] / reject_plan',  # 62
-    'propose #6 [step_unknown] / reject_plan',  # 63
-    'propose #7 [plan_completed] / reject_plan',  # 64
-    'propose #8 [else] / accept_plan',  # 65
-    'execute #1 [id_completed] / answer_replayed',  # 66
-    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 67
-    'execute #3 [not is_pending_id] / answer_unknown',  # 68
-    'execute #4 [else] / await_approval',  # 69
-    'approve #1 [approval_matches] / accept_approval',  # 70
-    'approve #2 [else] / refuse_approval',  # 71
-    'cancel / cancel_run',  # 72
-    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 73
-    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 74
-    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 75
-    'observe #4 [conflicting_content] / refuse_conflict',  # 76
-    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 77
-    'observe #6 [older_than_latest] / remember_older',  # 78
-    'observe #7 [changes_state] / record_meaningful',  # 79
-    'observe #8 [exhausts_no_progress] / record_renumbered',  # 80
-    'observe #9 [else] / record_renumbered',  # 81
-    'propose #1 [proposals_exhausted] / refuse_plan',  # 82
-    'propose #2 [plan_malformed] / reject_plan',  # 83
-    'propose #3 [plan_outdated] / reject_plan',  # 84
-    'propose #4 [evidence_stale] / reject_plan',  # 85
-    'propose #5 [resource_not_allowed] / reject_plan',  # 86
-    'propose #6 [step_unknown] / reject_plan',  # 87
-    'propose #7 [plan_completed] / reject_plan',  # 88
-    'propose #8 [else] / accept_plan',  # 89
-    'execute #1 [id_completed] / answer_replayed',  # 90
-    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 91
-    'execute #3 [not is_pending_id] / answer_unknown',  # 92
-    'execute #4 [completes_run] / execute_step',  # 93
-    'execute #5 [else] / execute_step',  # 94
-    'approve / refuse_approval',  # 95
-    'cancel / cancel_run',  # 96
+    'charge #1 [sets_a_budget and exhausts_budget] / record_charge',  # 21
+    'charge #2 [else] / record_charge',  # 22
+    'cancel / cancel_run',  # 23
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 24
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 25
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 26
+    'observe #4 [conflicting_content] / refuse_conflict',  # 27
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 28
+    'observe #6 [older_than_latest] / remember_older',  # 29
+    'observe #7 [changes_state] / record_meaningful',  # 30
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 31
+    'observe #9 [else] / record_renumbered',  # 32
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 33
+    'propose #2 [plan_malformed] / reject_plan',  # 34
+    'propose #3 [plan_outdated] / reject_plan',  # 35
+    'propose #4 [evidence_stale] / reject_plan',  # 36
+    'propose #5 [resource_not_allowed] / reject_plan',  # 37
+    'propose #6 [step_unknown] / reject_plan',  # 38
+    'propose #7 [plan_completed] / reject_plan',  # 39
+    'propose #8 [else] / accept_plan',  # 40
+    'execute #1 [id_completed] / answer_replayed',  # 41
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 42
+    'execute #3 [not is_pending_id] / answer_unknown',  # 43
+    'execute #4 [steps_exhausted] / answer_step_limit',  # 44
+    'execute #5 [not prerequisites_passed] / deny_precondition',  # 45
+    'execute #6 [needs_approval] / await_approval',  # 46
+    'execute #7 [completes_run] / execute_step',  # 47
+    'execute #8 [else] / execute_step',  # 48
+    'approve / refuse_approval',  # 49
+    'charge #1 [sets_a_budget and exhausts_budget] / record_charge',  # 50
+    'charge #2 [else] / record_charge',  # 51
+    'cancel / cancel_run',  # 52
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 53
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 54
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 55
+    'observe #4 [conflicting_content] / refuse_conflict',  # 56
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 57
+    'observe #6 [older_than_latest] / remember_older',  # 58
+    'observe #7 [changes_state] / record_meaningful',  # 59
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 60
+    'observe #9 [else] / record_renumbered',  # 61
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 62
+    'propose #2 [plan_malformed] / reject_plan',  # 63
+    'propose #3 [plan_outdated] / reject_plan',  # 64
+    'propose #4 [evidence_stale] / reject_plan',  # 65
+    'propose #5 [resource_not_allowed] / reject_plan',  # 66
+    'propose #6 [step_unknown] / reject_plan',  # 67
+    'propose #7 [plan_completed] / reject_plan',  # 68
+    'propose #8 [else] / accept_plan',  # 69
+    'execute #1 [id_completed] / answer_replayed',  # 70
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 71
+    'execute #3 [not is_pending_id] / answer_unknown',  # 72
+    'execute #4 [else] / await_approval',  # 73
+    'approve #1 [approval_matches] / accept_approval',  # 74
+    'approve #2 [else] / refuse_approval',  # 75
+    'charge #1 [sets_a_budget and exhausts_budget] / record_charge',  # 76
+    'charge #2 [else] / record_charge',  # 77
+    'cancel / cancel_run',  # 78
+    'observe #1 [duplicate_delivery and counts_duplicates and exhausts_no_progress] / count_no_progress',  # 79
+    'observe #2 [duplicate_delivery and counts_duplicates] / count_no_progress',  # 80
+    'observe #3 [duplicate_delivery] / ignore_duplicate',  # 81
+    'observe #4 [conflicting_content] / refuse_conflict',  # 82
+    'observe #5 [older_than_latest and exhausts_no_progress] / remember_older',  # 83
+    'observe #6 [older_than_latest] / remember_older',  # 84
+    'observe #7 [changes_state] / record_meaningful',  # 85
+    'observe #8 [exhausts_no_progress] / record_renumbered',  # 86
+    'observe #9 [else] / record_renumbered',  # 87
+    'propose #1 [proposals_exhausted] / refuse_plan',  # 88
+    'propose #2 [plan_malformed] / reject_plan',  # 89
+    'propose #3 [plan_outdated] / reject_plan',  # 90
+    'propose #4 [evidence_stale] / reject_plan',  # 91
+    'propose #5 [resource_not_allowed] / reject_plan',  # 92
+    'propose #6 [step_unknown] / reject_plan',  # 93
+    'propose #7 [plan_completed] / reject_plan',  # 94
+    'propose #8 [else] / accept_plan',  # 95
+    'execute #1 [id_completed] / answer_replayed',  # 96
+    'execute #2 [not is_pending_id and was_accepted] / answer_stale',  # 97
+    'execute #3 [not is_pending_id] / answer_unknown',  # 98
+    'execute #4 [completes_run] / execute_step',  # 99
+    'execute #5 [else] / execute_step',  # 100
+    'approve / refuse_approval',  # 101
+    'charge #1 [sets_a_budget and exhausts_budget] / record_charge',  # 102
+    'charge #2 [else] / record_charge',  # 103
+    'cancel / cancel_run',  # 104
 )
 
 #: Every event: (its parameter, the parameter's type, who may call it).

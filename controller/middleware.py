@@ -58,6 +58,7 @@ from controller.records import (
     Observation,
     Plan,
     PolicyError,
+    Usage,
 )
 from controller.run import Run
 from controller.telemetry import (
@@ -99,11 +100,59 @@ class GuardedCall:
     tool_ms: float | None = None
 
 
-#: BUDGETS: how a guarded call or a provider response is charged, once the controller
-#: has ``charge`` (the host's budget event): the host's function from what happened to
-#: the usage record ``charge`` takes. Until then both hooks are skipped.
-ToolUsage = Callable[[GuardedCall], object]
-ResponseUsage = Callable[[ChatContext], object]
+#: How a provider response is charged: the host's function from the response's
+#: reported usage (``UsageDetails``: token counts, possibly missing or nonsense) to a
+#: ``Usage``. The default counts ``total_token_count`` (else input + output) and no
+#: cost; give one that prices tokens to charge ``max_cost``.
+ResponseUsage = Callable[[Mapping[str, Any]], Usage]
+#: How a guarded call is charged besides its wall time (a priced API call, say).
+ToolUsage = Callable[[GuardedCall], Usage]
+
+#: The share of a budget after which every tool result carries a budget-status line,
+#: so the model can wrap up before the hard stop.
+WARN_AT: Final = 0.8
+
+
+def _amount(value: object) -> int:
+    """A reported amount as ``charge`` takes it: an int >= 0. Whatever a provider or a
+    model reports (None, a float, a negative count, a string) never makes ``charge``
+    raise: it counts as what it says, rounded, or as nothing."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(int(value), 0)
+    if isinstance(value, float) and value == value and value not in (float("inf"),):
+        return max(round(value), 0)
+    return 0
+
+
+def reported_tokens(usage: Mapping[str, Any]) -> Usage:
+    """The default ``ResponseUsage``: the response's tokens, no cost, no time (the
+    guard times the round trip itself)."""
+    total = _amount(usage.get("total_token_count"))
+    if total == 0:
+        total = _amount(usage.get("input_token_count")) + _amount(usage.get("output_token_count"))
+    return Usage(total, 0, 0)
+
+
+def budget_status(run: Run) -> str | None:
+    """One line naming each budget past ``WARN_AT`` of its limit, or None."""
+    policy = run.policy
+    used = [
+        (name, spent, limit)
+        for name, spent, limit in (
+            ("tokens", run.tokens, policy.max_tokens),
+            (f"cost (micro-{policy.currency})", run.cost, policy.max_cost),
+            ("wall-clock ms", run.elapsed_ms, policy.max_wall_ms),
+        )
+        if limit > 0 and spent >= WARN_AT * limit
+    ]
+    if not used or run.stop_reason is not None:
+        return None
+    parts = ", ".join(
+        f"{name} {spent} of {limit} ({spent * 100 // limit}%)" for name, spent, limit in used
+    )
+    return f"Budget: {parts} used; wrap up before the run stops with BudgetExhausted."
 
 
 def _text(result: object) -> str:
@@ -192,10 +241,13 @@ class ModelView(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         self.guard.seen_revision = self.guard.run.evidence_revision
+        started = time.perf_counter()
         await call_next()
-        # ---- BUDGETS: charge the provider's usage (tokens, cost) here ---------------
-        if self.guard.response_usage is not None and hasattr(self.guard.run, "charge"):
-            self.guard.controller.call("charge", self.guard.response_usage(context))
+        elapsed = _amount((time.perf_counter() - started) * 1000)
+        response = context.result
+        reported = getattr(response, "usage_details", None)
+        usage = self.guard.response_usage(reported if isinstance(reported, Mapping) else {})
+        self.guard.charge(Usage(usage.tokens, usage.cost, usage.elapsed_ms + elapsed))
 
 
 class ReplanMiddleware(FunctionMiddleware):
@@ -220,7 +272,8 @@ class ReplanMiddleware(FunctionMiddleware):
         observe_result: ObserveResult | None = None,
         tracer_provider: TracerProvider | None = None,
         tool_usage: ToolUsage | None = None,
-        response_usage: ResponseUsage | None = None,
+        response_usage: ResponseUsage = reported_tokens,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.run = controller
         self.policy: Policy = controller.policy
@@ -231,6 +284,9 @@ class ReplanMiddleware(FunctionMiddleware):
         self.observe_result = observe_result
         self.tool_usage = tool_usage
         self.response_usage = response_usage
+        #: The guard's own clock (seconds): a tool's wall time is charged from it. The
+        #: controller reads no clock; time reaches it only as a charged Usage.
+        self.clock = clock
         self.steps: dict[str, Step] = {step.name: step for step in self.policy.steps}
         self.default_resource = (
             self.policy.resources[0] if len(self.policy.resources) == 1 else None
@@ -267,6 +323,7 @@ class ReplanMiddleware(FunctionMiddleware):
             call_id = context.metadata.get("call_id")
             if not self.controller.tracing:
                 self.calls.append(await self._guard(context, call_next, name, call_id))
+                self._tell_budget(context)
                 return
             with self.tracer.start_as_current_span(
                 f"{EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL
@@ -281,8 +338,29 @@ class ReplanMiddleware(FunctionMiddleware):
                         span.set_attribute(PLAN_ID, call_id)
                 call = await self._guard(context, call_next, name, call_id)
                 self.calls.append(call)
+                self._tell_budget(context)
                 if recording:
                     span.set_attribute(RESULT, call.outcome)
+
+    # ---- budgets ----------------------------------------------------------------------
+
+    def charge(self, usage: Usage) -> None:
+        """Charge the run (a usage built by ``_amount``, so ``charge`` never raises for
+        what a provider reported). Reaching a budget stops the run BudgetExhausted;
+        every later call is refused ``Stopped: BudgetExhausted``."""
+        self.controller.call("charge", usage)
+
+    def _tell_budget(self, context: FunctionInvocationContext) -> None:
+        """Past ``WARN_AT`` of a budget, the model reads a budget-status line after
+        the tool result (text results; a rich result gets it as one more text)."""
+        line = budget_status(self.run)
+        if line is None:
+            return
+        result = context.result
+        if isinstance(result, str):
+            context.result = f"{result}\n{line}"
+        elif isinstance(result, list):
+            context.result = [*result, Content.from_text(line)]
 
     # ---- one call ---------------------------------------------------------------------
 
@@ -356,9 +434,9 @@ class ReplanMiddleware(FunctionMiddleware):
         timing: list[float] = []
 
         async def effect(_operation: Operation) -> JSONValue:
-            started = time.perf_counter()
+            started = self.clock()
             await call_next()
-            timing.append((time.perf_counter() - started) * 1000)
+            timing.append((self.clock() - started) * 1000)
             return _stored(context.result)
 
         performed = await perform_async(
@@ -374,9 +452,8 @@ class ReplanMiddleware(FunctionMiddleware):
             if self.observe_result is not None:
                 for observation in self.observe_result(name, arguments, text):
                     self.controller.observe(observation)
-            # ---- BUDGETS: charge the tool call here (wall time, a priced API call) ----
-            if self.tool_usage is not None and hasattr(self.run, "charge"):
-                self.controller.call("charge", self.tool_usage(call))
+            extra = Usage(0, 0, 0) if self.tool_usage is None else self.tool_usage(call)
+            self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(timing[0])))
             return call
         if execution.outcome is Outcome.REPLAYED:
             assert execution.receipt is not None
@@ -434,11 +511,14 @@ __all__ = [
     "EXECUTED",
     "REFUSED",
     "REPLAYED",
+    "WARN_AT",
     "GuardedCall",
     "ModelView",
     "ObserveResult",
     "ReplanMiddleware",
     "ResponseUsage",
     "ToolUsage",
+    "budget_status",
     "refusal",
+    "reported_tokens",
 ]

@@ -12,7 +12,10 @@ language model, no network), so every run shows the same four things:
 2. a failed prerequisite denies the commit: access is Failed;
 3. a retried call (the same call id) gets its receipt, and the tool does not run
    again (its real invocations are counted);
-4. once the owner confirms access, a fresh ``commit_import`` runs and completes the run.
+4. once the owner confirms access, a fresh ``commit_import`` runs and completes the run;
+5. (``run_budget``) a budget ends a run: the provider reports 100 tokens per response
+   against ``max_tokens = 500``; past 80% every tool result tells the model so, and the
+   call after the limit is refused ``Stopped: BudgetExhausted``.
 
 Run it from the repository root: ``python examples/guarded_agent.py``.
 """
@@ -164,11 +167,6 @@ async def run(directory: Path, tracer_provider: TracerProvider | None = None) ->
         grant=Grant(resources=[INPUT], steps=[tool.name for tool in tools.function_tools()]),
         observe_result=observe_result,
         tracer_provider=tracer_provider,
-        # ---- BUDGETS: once the controller has charge(usage) and [limits] max_tokens,
-        # max_cost, max_wall_ms, pass the host's pricing here, e.g.
-        #   tool_usage=lambda call: Usage(wall_ms=call.tool_ms or 0.0),
-        #   response_usage=lambda chat: Usage(tokens=chat.result.usage_details...),
-        # and a call after the budget is spent reads "Stopped: BudgetExhausted".
     )
     provider, read = scripted_model()
     agent = Agent(
@@ -193,6 +191,51 @@ async def run(directory: Path, tracer_provider: TracerProvider | None = None) ->
         "stop_reason": None if controller.stop_reason is None else str(controller.stop_reason),
         "steps": controller.steps,
         "proposals": controller.proposals,
+    }
+
+
+#: The same agent under a token budget (and enough steps that the budget stops it).
+BUDGET_POLICY = POLICY.replace("max_steps = 5", "max_steps = 20\nmax_tokens = 500")
+
+
+async def run_budget(directory: Path) -> dict[str, Any]:
+    """A model that keeps reading the configuration, each response reporting 100
+    tokens: the guard charges them (and the wall time it measures) until the run
+    stops BudgetExhausted."""
+    controller = Controller(policy_from_dict(tomllib.loads(BUDGET_POLICY)))
+    tools = Tools()
+    journal = SqliteJournal(directory / "budget.journal")
+    guard = ReplanMiddleware(
+        controller,
+        executor=Executor(journal),
+        grant=Grant(resources=[INPUT], steps=[tool.name for tool in tools.function_tools()]),
+        observe_result=observe_result,
+    )
+    read: list[str] = []
+
+    def script(results: Sequence[FunctionResult]) -> Reply:
+        read.extend(f"{seen.name} -> {seen.result}" for seen in results[len(read) :])
+        if read and "BudgetExhausted" in read[-1] and read[-1].startswith("read_config -> Stopped"):
+            return "The token budget is spent; stopping here."
+        return [FunctionCallRequest("read_config", {"path": INPUT}, call_id=f"cfg-{len(read)}")]
+
+    provider = ScriptedChatClient(script, usage={"total_token_count": 100})
+    agent = Agent(
+        client=FunctionInvokingChatClient(provider, configuration={"max_iterations": 10}),
+        name="importer",
+        tools=tools.function_tools(),
+        middleware=guard.middleware,
+    )
+    try:
+        answer = await agent.run("Read the configuration.")
+    finally:
+        journal.close()
+    return {
+        "model_read": read,
+        "answer": answer.text,
+        "invocations": dict(tools.invocations),
+        "tokens": controller.tokens,
+        "stop_reason": None if controller.stop_reason is None else str(controller.stop_reason),
     }
 
 

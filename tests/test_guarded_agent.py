@@ -77,3 +77,34 @@ def test_the_example_runs_as_a_script() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Replayed" in done.stdout and "stop reason: Completed" in done.stdout
+
+
+def test_a_budget_ends_the_run_after_the_model_was_warned(tmp_path: Path) -> None:
+    """100 tokens per provider response against max_tokens = 500: past 80% the tool
+    result tells the model, the response that reaches the limit stops the run, and
+    its call is refused without running the tool."""
+    outcome = asyncio.run(_example().run_budget(tmp_path))
+    read = outcome["model_read"]
+    warned = [i for i, line in enumerate(read) if "Budget: tokens 400 of 500 (80%)" in line]
+    stopped = [i for i, line in enumerate(read) if "Stopped: BudgetExhausted" in line]
+    assert warned and stopped and warned[0] < stopped[0]
+    assert not any("Budget:" in line for line in read[: warned[0]])
+    assert outcome["stop_reason"] == "BudgetExhausted"
+    assert outcome["tokens"] == 500
+    assert outcome["invocations"] == {"read_config": stopped[0]}
+
+
+def test_what_a_provider_reports_never_makes_charge_raise() -> None:
+    from controller.middleware import reported_tokens
+
+    for reported in (
+        {},
+        {"total_token_count": None},
+        {"total_token_count": -5},
+        {"input_token_count": "many", "output_token_count": 2.6},
+        {"total_token_count": True},
+        {"total_token_count": float("nan")},
+        {"total_token_count": 10**40},
+    ):
+        usage = reported_tokens(reported)
+        assert all(type(amount) is int and amount >= 0 for amount in usage), reported

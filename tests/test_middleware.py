@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from agent_framework import Agent, FunctionTool
@@ -26,6 +26,7 @@ from controller import (
     Policy,
     PolicyError,
     Step,
+    Usage,
     plan_digest,
 )
 from controller._generated import LABELS, TRANSITIONS
@@ -78,7 +79,7 @@ class Harness:
             grant=self.grant,
             observe_result=self.observe,
             tracer_provider=self.provider,
-            tool_usage=lambda done: ("tool", done.tool, done.call_id),
+            tool_usage=lambda done: Usage(7, 3, 0),
         )
 
     def observe(self, tool: str, arguments: Mapping[str, Any], result: str) -> list[Observation]:
@@ -104,9 +105,10 @@ class Harness:
             self.read.extend(f"{seen.call_id}: {seen.result}" for seen in results[len(self.read) :])
             return next(queue)
 
+        self.chat = ScriptedChatClient(script, usage={"total_token_count": 11})
         agent = Agent(
             client=FunctionInvokingChatClient(
-                ScriptedChatClient(script),
+                self.chat,
                 configuration={"max_iterations": 8, "allow_concurrent_invocation": False},
             ),
             tools=[self.tool(name) for name in tools],
@@ -296,26 +298,19 @@ def test_a_call_awaiting_approval_runs_once_approved() -> None:
     assert harness.controller.proposals == 1
 
 
-class ChargedController(Controller):
-    """Stands for the controller once budgets add the host-only ``charge`` event."""
-
-    __slots__ = ()
-    charges: ClassVar[list[object]] = []
-
-    def charge(self, usage: object) -> bool:
-        type(self).charges.append(usage)
-        return True
-
-
-def test_budget_charging_plugs_in_when_the_controller_has_charge() -> None:
-    ChargedController.charges = []
-    harness = Harness(controller_class=ChargedController)
+def test_each_tool_call_and_each_provider_response_is_charged() -> None:
+    """The guard charges every executed call (the host's tool_usage plus the wall
+    time it measures) and every provider round trip (the reported tokens plus its
+    wall time): the controller's trace holds each charge, in order."""
+    harness = Harness()
     harness.request([call("inspect", "i1")], [call("commit", "c1")])
-    assert ChargedController.charges == [("tool", "inspect", "i1"), ("tool", "commit", "c1")]
-    # without charge, the hook is skipped (nothing to call)
-    plain = Harness()
-    plain.request([call("inspect", "i1")])
-    assert not hasattr(plain.controller, "charge")
+    charges = [entry[1] for entry in harness.controller._trace if entry[0] == "charge"]
+    tool_charges = [usage for usage in charges if (usage.tokens, usage.cost) == (7, 3)]
+    assert len(tool_charges) == 2  # i1 and c1 ran
+    response_charges = [usage for usage in charges if usage.tokens == 11]
+    assert len(response_charges) == len(harness.chat.calls) == 3
+    assert len(charges) == len(tool_charges) + len(response_charges)
+    assert all(type(amount) is int and amount >= 0 for usage in charges for amount in usage)
 
 
 # ---- spans -------------------------------------------------------------------------------
@@ -374,7 +369,7 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
             {
                 "replan.transition": "idle --propose--> pending",
                 "replan.operation": "propose",
-                "replan.seq": 1,
+                "replan.seq": 2,  # 1: the first provider response's charge
                 "replan.result": "true",
                 "replan.evidence_revision": 1,
                 "replan.state": "pending",
@@ -386,7 +381,7 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
             {
                 "replan.transition": "pending --execute[not prerequisites_passed]--> pending",
                 "replan.operation": "execute",
-                "replan.seq": 2,
+                "replan.seq": 3,
                 "replan.result": "PreconditionDenied",
                 "replan.evidence_revision": 1,
                 "replan.state": "pending",
@@ -398,13 +393,16 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
         "propose #8 [else] / accept_plan",
         "execute #8 [else] / execute_step",
         "observe #7 [changes_state] / record_meaningful",
+        "charge #2 [else] / record_charge",  # the tool's wall time, from the guard's clock
     ]
-    assert children["c2"][-1] == (
+    # the tool's wall time is charged after the step completed the run: absorbed
+    assert children["c2"][-1][0] == "Completed absorbs charge"
+    assert children["c2"][-2] == (
         "execute #7 [completes_run] / execute_step",
         {
             "replan.transition": "pending --execute[completes_run]--> completed",
             "replan.operation": "execute",
-            "replan.seq": 7,
+            "replan.seq": 11,  # after 3 provider charges and i1's
             "replan.result": "Executed",
             "replan.evidence_revision": 2,
             "replan.state": "Completed",

@@ -136,8 +136,10 @@ def guarded_tool_call_sdk_tracing() -> None:
         _guarded_sdk = (_Guarded(provider), exporter)
     guarded, exporter = _guarded_sdk
     guarded.episode()
-    if len(exporter.get_finished_spans()) != 3:  # execute_tool, propose, execute
-        raise AssertionError("the guarded call did not record its three spans")
+    # execute_tool, propose, execute, charge (the tool's wall time), and a charge per
+    # provider response when the episode has a provider
+    if len(exporter.get_finished_spans()) < 4:
+        raise AssertionError("the guarded call did not record its four spans")
     exporter.clear()
 
 

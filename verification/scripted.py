@@ -121,9 +121,11 @@ class ScriptedChatClient(BaseChatClient[Any]):
 
     OTEL_PROVIDER_NAME = "scripted"
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, usage: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.script = script
+        #: The usage every response reports (``UsageDetails``), as a provider's would.
+        self.usage = None if usage is None else dict(usage)
         #: Every call the SDK made to this provider, in order.
         self.calls: list[ProviderCall] = []
 
@@ -172,6 +174,7 @@ class ScriptedChatClient(BaseChatClient[Any]):
             messages=[Message("assistant", contents)],
             response_id=f"scripted-{number}",
             finish_reason="stop" if isinstance(reply, str) else "tool_calls",
+            usage_details=None if self.usage is None else dict(self.usage),  # type: ignore[arg-type]
         )
 
 
