@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.policy import DEFAULT_POLICY, Policy, load_policy
 from controller.records import PolicyError
+from verification.files import write_atomically
 
 
 class CliError(Exception):
@@ -88,7 +89,5 @@ def print_json(document: Any) -> None:
 
 
 def write_json(path: str | Path, document: Any) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return target
+    """``document`` as indented JSON, written atomically (``write_atomically``)."""
+    return write_atomically(path, json.dumps(document, indent=2) + "\n")

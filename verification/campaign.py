@@ -65,9 +65,10 @@ from controller.records import EvidenceState, Observation, Plan
 from spec import inputs
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
-from verification import mutants
+from verification import interrupt, mutants
 from verification.coverage import Coverage, declared_model, targets_for
 from verification.domains import HAND_WRITTEN, PARAMETER_TYPES
+from verification.files import write_atomically
 from verification.harness import (
     CHECKER,
     Finding,
@@ -232,6 +233,7 @@ class Recorder:
     _last_report: float = 0.0
 
     def example_started(self) -> None:
+        interrupt.check()  # Ctrl-C, even if it landed where it was swallowed
         self.examples += 1
         if self.progress is not None:
             now = time.perf_counter()
@@ -1065,8 +1067,8 @@ def _record_failure(
         directory = Path(out_dir)
         stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(property_name)}"
         json_path = result.finding.save(directory / f"campaign_{stem}.json")
-        test_path = directory / f"test_campaign_{stem}.py"
-        test_path.write_text(
+        test_path = write_atomically(
+            directory / f"test_campaign_{stem}.py",
             pytest_source(
                 result.policy,
                 property_name,
@@ -1074,6 +1076,5 @@ def _record_failure(
                 name=f"campaign_{stem}",
                 implementation=result.implementation,
             ),
-            encoding="utf-8",
         )
         result.saved = [json_path, test_path]

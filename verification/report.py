@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import Policy, policy_from_dict, policy_to_dict
+from verification.files import write_atomically
 
 #: Keys whose values change from run to run without the result changing.
 VOLATILE_KEYS = frozenset(
@@ -282,8 +283,7 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
     if report.mermaid:
         lines += ["", "## The machine", "", "```mermaid", report.mermaid.rstrip(), "```"]
     lines += ["", f"Written by `replan verify` in {report.seconds:.0f} s.", ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    return write_atomically(path, "\n".join(lines))
 
 
 def write_junit(report: VerifyReport, path: Path) -> Path:
@@ -313,8 +313,6 @@ def write_junit(report: VerifyReport, path: Path) -> Path:
             error = ET.SubElement(case, "error", message=check.summary)
             error.text = json.dumps(check.details.get("traceback", ""))
         ET.SubElement(case, "system-out").text = check.summary
-    path.parent.mkdir(parents=True, exist_ok=True)
     root = ET.Element("testsuites")
     root.append(suite)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_atomically(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

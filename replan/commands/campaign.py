@@ -42,6 +42,7 @@ from replan.common import (
     policy_from_args,
     positive_int,
     print_json,
+    write_atomically,
 )
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
@@ -159,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
     except ImplementationError as error:
         raise CliError(str(error)) from None
     show, drawn = _progress_printer()
+    budget = PROFILES[args.profile]
+    print(
+        f"replan campaign: {args.examples or budget.examples} examples x "
+        f"{args.steps or budget.steps} steps against {implementation} ...",
+        file=sys.stderr,
+        flush=True,
+    )
     result = run_campaign(
         policy,
         args.profile,
@@ -248,5 +256,4 @@ def write_junit(path: Path, result: CampaignResult) -> None:
         elif name == "coverage" and not result.coverage.complete:
             failure = ET.SubElement(case, "failure", message="coverage incomplete")
             failure.text = "\n".join(result.coverage.lines())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    write_atomically(path, ET.tostring(suite, encoding="utf-8", xml_declaration=True))

@@ -81,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
     from verification.symbolic import TranslationError
 
     policy = policy_from_args(args)
+    print(
+        f"replan prove: proving every property for a policy with {len(policy.keys)} keys, "
+        f"{len(policy.steps)} steps ...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         report = prove_all(policy)
     except TranslationError as error:

@@ -50,7 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import Policy, policy_to_dict
-from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    print_json,
+    write_atomically,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -229,8 +236,7 @@ def run(args: argparse.Namespace) -> int:
     page = to_html(review).encode()
     target = Path(args.output)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(page)
+        write_atomically(target, page)
     except OSError as error:
         raise CliError(f"{target}: cannot write ({error.__class__.__name__})") from None
     if args.json:

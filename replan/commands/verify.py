@@ -64,8 +64,10 @@ from replan.common import (
     check_writable,
     non_negative_int,
     print_json,
+    write_atomically,
     write_json,
 )
+from verification import interrupt
 from verification.report import CheckResult, VerifyReport, write_junit, write_markdown
 
 PROFILES = ("ci", "default", "thorough")
@@ -151,6 +153,7 @@ class Pipeline:
         self.total = 0
 
     def run(self, number: int, name: str, check: Callable[[], CheckResult]) -> CheckResult:
+        interrupt.check()  # Ctrl-C, even one swallowed inside the last check
         _progress(f"[{number}/{self.total}] {name} ...")
         started = time.perf_counter()
         try:
@@ -464,7 +467,7 @@ class Pipeline:
         written = []
         if dot_available():
             target = self.evidence / "machine.svg"
-            target.write_bytes(render(diagram, "svg"))
+            write_atomically(target, render(diagram, "svg"))
             written.append(str(target))
         summary = f"{len(diagram.edges)} transitions drawn"
         summary += (
@@ -591,7 +594,7 @@ class Pipeline:
         self.report.diff_mermaid = render(diagram, "mermaid").decode()
         if dot_available():
             target = self.evidence / "diff.svg"
-            target.write_bytes(render(diagram, "svg"))
+            write_atomically(target, render(diagram, "svg"))
             details["diagram"] = str(target)
         self.report.against_lines = lines
         # A change is information, not a failure: the checks above judge safety.
