@@ -23,7 +23,11 @@ from verification import files, interrupt
 
 #: name -> (module under replan.commands, one-line summary). Add a subcommand here.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "verify": ("verify", "check a policy end to end and write the evidence (the main job)"),
+    "verify": ("verify", "check a policy end to end and write the report (the main job)"),
+    "evidence": (
+        "evidence",
+        "regenerate the committed evidence/ (default policy, deterministic: no timings)",
+    ),
     "policy": ("policy", "validate a policy file and print it normalised"),
     "generate": (
         "generate",
@@ -80,7 +84,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             "python-statemachine, generated as plain Python, and model-checked."
         ),
         epilog="Exit codes: 0 all held, 1 a property failed (counterexample saved), 2 bad "
-        "input, 130 interrupted (nothing written).",
+        "input, 130 interrupted (nothing written). Files go to out/ unless an option "
+        "names another place; `replan evidence` regenerates the committed evidence/.",
     )
     parser.add_argument(
         "--version",

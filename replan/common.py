@@ -14,6 +14,10 @@ from controller.policy import DEFAULT_POLICY, Policy, load_policy
 from controller.records import PolicyError
 from verification.files import write_atomically
 
+#: Where every command writes unless told otherwise (relative to where it runs; in
+#: this repository's .gitignore): out/<command>/...
+OUT = Path("out")
+
 
 class CliError(Exception):
     """Bad input or usage: printed as one line, exit code 2."""
@@ -56,6 +60,18 @@ def check_writable(path: str | None, option: str) -> None:
             pass
     except OSError as error:
         raise CliError(f"{option} {path}: cannot write there ({error.strerror})") from None
+
+
+def check_directory(path: str | Path, option: str) -> None:
+    """Fail before any work when no file can be written in the directory ``path``
+    (created if missing, probed with a temporary file)."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".replan-probe-"):
+            pass
+    except OSError as error:
+        raise CliError(f"{option} {path}: cannot write ({error.strerror or error})") from None
 
 
 def add_policy_option(parser: argparse.ArgumentParser) -> None:

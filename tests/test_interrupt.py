@@ -131,6 +131,7 @@ def test_ctrl_c_stops_the_campaign(tmp_path: Path) -> None:
     time.sleep(1.0)  # well inside Hypothesis' examples
     assert_interrupted(running, "campaign")
     assert written_files(out) == []  # no counterexample, no pytest file
+    assert not (tmp_path / ".hypothesis").exists()  # Hypothesis' directory is with --out
     no_temporary_files(tmp_path)
 
 

@@ -42,7 +42,8 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -88,10 +89,12 @@ Factory = Callable[[Policy], Implementation]
 
 #: The implementation tested when none is named: the generated controller.
 DEFAULT_IMPLEMENTATION = "controller:Controller"
-#: Where a failure's JSON and pytest file go when no directory is named.
-DEFAULT_OUT_DIR = Path("evidence") / "counterexamples"
-#: Hypothesis' example database (a failure found once is retried first next time).
-DEFAULT_DATABASE = Path(".hypothesis") / "examples"
+#: Where a failure's JSON and pytest file go when no directory is named (out/ is in
+#: the repository's .gitignore; nothing is written into the repository uninvited).
+DEFAULT_OUT_DIR = Path("out") / "campaign"
+#: Hypothesis' example database (a failure found once is retried first next time):
+#: with the output, in Hypothesis' own directory there (``hypothesis_home``).
+DEFAULT_DATABASE = DEFAULT_OUT_DIR / ".hypothesis" / "examples"
 #: Calls a stopped run absorbs (each checked) before the machine starts a fresh run.
 ABSORBED_CALLS = 3
 #: Labels of the two ways a run can fail that are not invariants.
@@ -938,6 +941,21 @@ def seed_missed(
         seeded.append(label)
     result.seeded = seeded
     return seeded
+
+
+@contextmanager
+def hypothesis_home(directory: str | Path) -> Iterator[None]:
+    """Hypothesis' own directory (its example database when none is named, and its
+    ``constants`` cache, which it writes even without a database) in ``directory``
+    rather than ``.hypothesis/`` wherever the process runs; restored afterwards."""
+    from hypothesis import configuration
+
+    previous = getattr(configuration, "__hypothesis_home_directory", None)
+    configuration.set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(previous)
 
 
 def _database(location: str | Path | None) -> ExampleDatabase | None:
