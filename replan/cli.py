@@ -146,6 +146,7 @@ def _main(arguments: list[str], name: str | None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
+    reader_left = False
     with files.held() as pending:
         try:
             code = int(args.handler(args))
@@ -154,8 +155,7 @@ def _main(arguments: list[str], name: str | None) -> int:
             print(f"replan {args.command}: error: {error}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # `replan ... | head`: the reader left; not our error
-            sys.stderr.close()
-            return 0
+            reader_left, code = True, 0  # and the files the command made are written
         # An interrupt swallowed where it landed (a __del__, a library's except
         # clause) still stops the command here, before anything is written.
         interrupt.check()
@@ -169,4 +169,6 @@ def _main(arguments: list[str], name: str | None) -> int:
             )
             return 2
     interrupt.check()
+    if reader_left:
+        sys.stderr.close()
     return code
