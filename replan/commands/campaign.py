@@ -44,7 +44,6 @@ from replan.common import (
     policy_from_args,
     positive_int,
     print_json,
-    write_atomically,
 )
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
@@ -62,6 +61,7 @@ from verification.campaign import (
     resolve_implementation,
     run_campaign,
 )
+from verification.files import write_atomically
 from verification.mutants import MUTANTS
 
 

@@ -58,8 +58,8 @@ from replan.common import (
     add_policy_option,
     policy_from_args,
     print_json,
-    write_atomically,
 )
+from verification.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

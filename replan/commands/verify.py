@@ -74,10 +74,10 @@ from replan.common import (
     check_writable,
     non_negative_int,
     print_json,
-    write_atomically,
     write_json,
 )
 from verification import interrupt
+from verification.files import write_atomically
 from verification.report import (
     CheckResult,
     VerifyReport,
