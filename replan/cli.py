@@ -3,7 +3,11 @@
 
 Exit codes, for every subcommand: 0 everything held, 1 a property failed (its
 counterexample is printed and saved), 2 bad input or usage (one line on stderr, no
-traceback, nothing changed).
+traceback, nothing changed), 130 interrupted (Ctrl-C: one line on stderr within 2 s,
+nothing written; verification/interrupt.py).
+
+A command's files are written when it has finished, each atomically, all of them or
+none (verification/files.py).
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ import sys
 from collections.abc import Sequence
 
 from replan.common import CliError
+from verification import files, interrupt
 
 #: name -> (module under replan.commands, one-line summary). Add a subcommand here.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "verify": ("verify", "check a policy end to end and write the evidence (the main job)"),
+    "verify": ("verify", "check a policy end to end and write the report (the main job)"),
+    "evidence": (
+        "evidence",
+        "regenerate the committed evidence/ (default policy, deterministic: no timings)",
+    ),
     "policy": ("policy", "validate a policy file and print it normalised"),
     "generate": (
         "generate",
@@ -74,7 +83,9 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             "A bounded, evidence-driven replanning controller, declared with "
             "python-statemachine, generated as plain Python, and model-checked."
         ),
-        epilog="Exit codes: 0 all held, 1 a property failed (counterexample saved), 2 bad input.",
+        epilog="Exit codes: 0 all held, 1 a property failed (counterexample saved), 2 bad "
+        "input, 130 interrupted (nothing written). Files go to out/ unless an option "
+        "names another place; `replan evidence` regenerates the committed evidence/.",
     )
     parser.add_argument(
         "--version",
@@ -102,7 +113,31 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     selected = next((a for a in arguments if not a.startswith("-")), None)
-    parser = build_parser(selected if selected in COMMANDS else None)
+    name = selected if selected in COMMANDS else None
+    label = "replan" if name is None else f"replan {name}"
+    with interrupt.installed(f"{label}: interrupted"):
+        try:
+            return _main(arguments, name)
+        except KeyboardInterrupt:
+            return _interrupted(label)
+        except Exception as error:
+            # what a library made of the interrupt (ctypes: ArgumentError), or an
+            # error it caused after an interrupt was swallowed: still the interrupt
+            if interrupt.requested() or interrupt.caused_by_interrupt(error):
+                return _interrupted(label)
+            raise
+
+
+def _interrupted(label: str) -> int:
+    """Whatever the command held back is dropped (verification/files.py): an
+    interrupted command writes nothing."""
+    interrupt.finished()
+    print(f"{label}: interrupted", file=sys.stderr, flush=True)
+    return 130
+
+
+def _main(arguments: list[str], name: str | None) -> int:
+    parser = build_parser(name)
     try:
         args = parser.parse_args(arguments)
     except SystemExit as exit_:
@@ -111,14 +146,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
-    try:
-        return int(args.handler(args))
-    except CliError as error:
-        print(f"replan {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # `replan ... | head`: the reader left; not our error
+    reader_left = False
+    with files.held() as pending:
+        try:
+            code = int(args.handler(args))
+        except CliError as error:
+            interrupt.check()  # bad input found after Ctrl-C: still the interrupt
+            print(f"replan {args.command}: error: {error}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # `replan ... | head`: the reader left; not our error
+            reader_left, code = True, 0  # and the files the command made are written
+        # An interrupt swallowed where it landed (a __del__, a library's except
+        # clause) still stops the command here, before anything is written.
+        interrupt.check()
+        try:
+            pending.commit()
+        except OSError as error:
+            print(
+                f"replan {args.command}: error: cannot write {error.filename} "
+                f"({error.strerror or error})",
+                file=sys.stderr,
+            )
+            return 2
+    interrupt.check()
+    if reader_left:
         sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print(f"replan {args.command}: interrupted", file=sys.stderr)
-        return 130
+    return code

@@ -12,6 +12,11 @@ from typing import Any
 
 from controller.policy import DEFAULT_POLICY, Policy, load_policy
 from controller.records import PolicyError
+from verification.files import write_atomically
+
+#: Where every command writes unless told otherwise (relative to where it runs; in
+#: this repository's .gitignore): out/<command>/...
+OUT = Path("out")
 
 
 class CliError(Exception):
@@ -57,6 +62,18 @@ def check_writable(path: str | None, option: str) -> None:
         raise CliError(f"{option} {path}: cannot write there ({error.strerror})") from None
 
 
+def check_directory(path: str | Path, option: str) -> None:
+    """Fail before any work when no file can be written in the directory ``path``
+    (created if missing, probed with a temporary file)."""
+    target = Path(path)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".replan-probe-"):
+            pass
+    except OSError as error:
+        raise CliError(f"{option} {path}: cannot write ({error.strerror or error})") from None
+
+
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--policy",
@@ -88,7 +105,5 @@ def print_json(document: Any) -> None:
 
 
 def write_json(path: str | Path, document: Any) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    return target
+    """``document`` as indented JSON, written atomically (``write_atomically``)."""
+    return write_atomically(path, json.dumps(document, indent=2) + "\n")

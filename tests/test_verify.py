@@ -1,10 +1,14 @@
 """`replan verify`: every check runs and reports, exit codes, the report's shapes, the
-semantic diff, and the committed evidence being what verify writes."""
+semantic diff, where it writes (out/, never the committed evidence/), and the
+committed evidence being what verify writes."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -95,25 +99,106 @@ def test_junit_has_one_case_per_check_and_marks_failures(tmp_path: Path) -> None
     assert "FAILED: proofs, campaign" in markdown and "cex" in markdown
 
 
-def test_verify_reproduces_the_committed_evidence(tmp_path: Path) -> None:
-    """The committed evidence/ is what `replan verify` writes for the default policy:
-    a fresh run agrees with it apart from timings, dates and versions."""
-    junit = tmp_path / "junit.xml"
-    code = main(["verify", "--evidence", str(tmp_path), "--junit", str(junit)])
-    assert code == 0
-    fresh = json.loads((tmp_path / "verify.json").read_text())
-    committed = json.loads((ROOT / "evidence" / "verify.json").read_text())
+def _git(*arguments: str, cwd: Path = ROOT) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=replan", "-c", "user.email=replan@localhost", *arguments],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout"
+)
+def test_readme_verify_in_a_clone_leaves_it_clean_and_reproduces_the_evidence(
+    tmp_path: Path,
+) -> None:
+    """README command 1's `replan verify`, run in a clone of this checkout (its tracked
+    files as they are now), writes nothing the clone tracks or does not ignore, and no
+    .hypothesis/; and its report, in the committed form (`replan evidence`'s: no
+    timings, dates or versions), is exactly the committed evidence/."""
+    clone = tmp_path / "clone"
+    _git("clone", "--quiet", "--shared", str(ROOT), str(clone))
+    # the working tree as it is: tracked files with their edits, new files not ignored
+    listed = _git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    for name in filter(None, listed.split("\0")):
+        source, target = ROOT / name, clone / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+        elif target.is_file():
+            target.unlink()
+    _git("add", "--all", cwd=clone)
+    _git("commit", "--quiet", "--allow-empty", "-m", "the working tree", cwd=clone)
+    environment = {**os.environ, "PYTHONPATH": str(clone)}
+    environment.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "replan", "verify"],
+        cwd=clone,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "report in out/verify/default/verify-report.md" in done.stdout
+    assert _git("status", "--porcelain", "--untracked-files=all", cwd=clone) == ""
+    assert not (clone / ".hypothesis").exists()
+
+    fresh_dir, committed_dir = clone / "out" / "verify" / "default", clone / "evidence"
+    fresh = json.loads((fresh_dir / "verify.json").read_text())
+    committed = json.loads((committed_dir / "verify.json").read_text())
     if shutil.which("dot") is None:  # without Graphviz the diagram check writes Mermaid only
         for document in (fresh, committed):
             document["checks"] = [c for c in document["checks"] if c["name"] != "diagram"]
-    assert stable(fresh) == stable(committed)
+    assert "run" in fresh and "run" not in committed  # timings here, none committed
+    assert stable(fresh) == committed
     for name in ("replan-trace.json", "fixed-workflow.json"):
-        assert stable(json.loads((tmp_path / name).read_text())) == stable(
-            json.loads((ROOT / "evidence" / name).read_text())
+        assert stable(json.loads((fresh_dir / name).read_text())) == json.loads(
+            (committed_dir / name).read_text()
         )
-    assert (tmp_path / "verify-report.md").read_text().startswith("# replan verify")
-    names = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
-    assert names == [check["name"] for check in fresh["checks"]]
+    proofs = next(c for c in fresh["checks"] if c["name"] == "proofs")["details"]
+    assert stable(proofs) == json.loads((committed_dir / "prove.json").read_text())
+    assert (fresh_dir / "verify-report.md").read_text().startswith("# replan verify")
+
+
+def test_the_committed_form_is_the_same_for_the_same_results(tmp_path: Path) -> None:
+    """What `replan evidence` writes does not depend on how long the checks took."""
+    pages = []
+    for number, seconds in enumerate((0.4, 31.7)):
+        report = VerifyReport(DEFAULT_POLICY, "ci", str(tmp_path))
+        report.checks = [CheckResult("proofs", "passed", "54 of 54 properties proved")]
+        report.checks[0].seconds = report.seconds = seconds
+        report.mermaid = "stateDiagram-v2"
+        timed = write_markdown(report, tmp_path / f"timed-{number}.md").read_text()
+        assert f"{seconds:.1f} s" in timed
+        pages.append(write_markdown(report, tmp_path / f"{number}.md", timings=False).read_text())
+        assert "run" not in stable(report.to_json())
+    assert pages[0] == pages[1]
+    assert " s |" not in pages[0] and "| check | status | figures |" in pages[0]
+
+
+def test_verify_does_not_write_the_committed_evidence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    before = {p.name: p.stat().st_mtime_ns for p in (ROOT / "evidence").iterdir()}
+    assert main(["verify", "--evidence", str(ROOT / "evidence")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "replan evidence" in err[0], err
+    assert {p.name: p.stat().st_mtime_ns for p in (ROOT / "evidence").iterdir()} == before
+
+
+def test_the_default_report_goes_to_out_verify() -> None:
+    from replan.commands.verify import default_report_dir
+
+    assert default_report_dir(None) == Path("out/verify/default")
+    assert default_report_dir("policies/mine.toml") == Path("out/verify/mine")
+    assert default_report_dir(None, "step-not-counted") == Path(
+        "out/verify/mutant-step-not-counted"
+    )
 
 
 def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Path) -> None:

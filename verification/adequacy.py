@@ -392,6 +392,9 @@ _WORKER: dict[str, Any] = {}
 def _start_worker(document: dict[str, Any], every_engine: bool) -> None:
     from spec.declaration import Replanning
     from spec.model import extract
+    from verification.interrupt import ignore_in_worker
+
+    ignore_in_worker()  # Ctrl-C is the parent's: it terminates the pool
 
     model = extract(Replanning)
     policy = policy_from_dict(document)

@@ -42,7 +42,8 @@ import json
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
@@ -65,9 +66,10 @@ from controller.records import EvidenceState, Observation, Plan
 from spec import inputs
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
-from verification import mutants
+from verification import interrupt, mutants
 from verification.coverage import Coverage, declared_model, targets_for
 from verification.domains import HAND_WRITTEN, PARAMETER_TYPES
+from verification.files import write_atomically
 from verification.harness import (
     CHECKER,
     Finding,
@@ -87,10 +89,12 @@ Factory = Callable[[Policy], Implementation]
 
 #: The implementation tested when none is named: the generated controller.
 DEFAULT_IMPLEMENTATION = "controller:Controller"
-#: Where a failure's JSON and pytest file go when no directory is named.
-DEFAULT_OUT_DIR = Path("evidence") / "counterexamples"
-#: Hypothesis' example database (a failure found once is retried first next time).
-DEFAULT_DATABASE = Path(".hypothesis") / "examples"
+#: Where a failure's JSON and pytest file go when no directory is named (out/ is in
+#: the repository's .gitignore; nothing is written into the repository uninvited).
+DEFAULT_OUT_DIR = Path("out") / "campaign"
+#: Hypothesis' example database (a failure found once is retried first next time):
+#: with the output, in Hypothesis' own directory there (``hypothesis_home``).
+DEFAULT_DATABASE = DEFAULT_OUT_DIR / ".hypothesis" / "examples"
 #: Calls a stopped run absorbs (each checked) before the machine starts a fresh run.
 ABSORBED_CALLS = 3
 #: Labels of the two ways a run can fail that are not invariants.
@@ -232,6 +236,7 @@ class Recorder:
     _last_report: float = 0.0
 
     def example_started(self) -> None:
+        interrupt.check()  # Ctrl-C, even if it landed where it was swallowed
         self.examples += 1
         if self.progress is not None:
             now = time.perf_counter()
@@ -938,6 +943,21 @@ def seed_missed(
     return seeded
 
 
+@contextmanager
+def hypothesis_home(directory: str | Path) -> Iterator[None]:
+    """Hypothesis' own directory (its example database when none is named, and its
+    ``constants`` cache, which it writes even without a database) in ``directory``
+    rather than ``.hypothesis/`` wherever the process runs; restored afterwards."""
+    from hypothesis import configuration
+
+    previous = getattr(configuration, "__hypothesis_home_directory", None)
+    configuration.set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(previous)
+
+
 def _database(location: str | Path | None) -> ExampleDatabase | None:
     return None if location is None else DirectoryBasedExampleDatabase(str(location))
 
@@ -1065,8 +1085,8 @@ def _record_failure(
         directory = Path(out_dir)
         stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(property_name)}"
         json_path = result.finding.save(directory / f"campaign_{stem}.json")
-        test_path = directory / f"test_campaign_{stem}.py"
-        test_path.write_text(
+        test_path = write_atomically(
+            directory / f"test_campaign_{stem}.py",
             pytest_source(
                 result.policy,
                 property_name,
@@ -1074,6 +1094,5 @@ def _record_failure(
                 name=f"campaign_{stem}",
                 implementation=result.implementation,
             ),
-            encoding="utf-8",
         )
         result.saved = [json_path, test_path]

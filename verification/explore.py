@@ -71,6 +71,7 @@ from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from controller.records import Plan, StopReason
 from controller.run import Run, RunState
 from spec.vocabulary import REGISTRY
+from verification import interrupt
 from verification.domains import (
     GROUPS,
     PARAMETER_TYPES,
@@ -1030,6 +1031,8 @@ def _search_serial(
         cursor += 1
         if engine.violations and stop_at_first:
             return depth, "violation"
+        if cursor % 128 == 0:
+            interrupt.check()
         if progress is not None and cursor % 128 == 0:
             now = time.perf_counter()
             if now - last_report >= progress_every:
@@ -1060,6 +1063,7 @@ _WORKER: dict[str, _Engine] = {}
 
 
 def _worker_start() -> None:
+    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the pool
     engine = _Engine(**_WORKER_SETUP)
     engine.discovered = []
     _WORKER["engine"] = engine
@@ -1154,6 +1158,7 @@ def _search_parallel(
 
             expanded = start
             for report in pool.imap(_worker_expand, chunks()):
+                interrupt.check()
                 expanded += 1
                 _merge_report(engine, report)
                 if engine.violations and stop_at_first:

@@ -257,10 +257,9 @@ class Finding:
         }
 
     def save(self, path: str | Path) -> Path:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
-        return target
+        from verification.files import write_atomically
+
+        return write_atomically(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def program(self) -> str:
         """The failing sequence as lines a person can paste."""

@@ -36,6 +36,7 @@ from controller.run import Run
 from controller.workflow import decide
 from spec.model import MachineModel
 from spec.vocabulary import REGISTRY, Property
+from verification import interrupt
 from verification.symbolic import (
     EVIDENCE,
     POLICY,
@@ -702,6 +703,7 @@ def _check(
     vacuous: that is a failure too, never a proof."""
     started = time.perf_counter()
     for label, premises, goal, step, state in queries:
+        interrupt.check()  # Ctrl-C between obligations (z3 itself is interrupted)
         solver = _solver()
         solver.add(*premises)
         verdict = solver.check()

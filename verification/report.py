@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import Policy, policy_from_dict, policy_to_dict
+from verification.files import write_atomically
 
 #: Keys whose values change from run to run without the result changing.
 VOLATILE_KEYS = frozenset(
@@ -102,6 +103,9 @@ class VerifyReport:
     #: The ``run`` section of a report read back (``from_json``): when and with what
     #: it was written, kept rather than restamped with the reader's time.
     recorded_run: dict[str, Any] | None = None
+    #: False for a report read back from the committed evidence (``replan evidence``
+    #: writes no timings, dates or versions): it is shown, and written, without them.
+    timed: bool = True
 
     @property
     def ok(self) -> bool:
@@ -113,7 +117,7 @@ class VerifyReport:
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "versions": _versions(),
         }
-        return {
+        document = {
             "ok": self.ok,
             "profile": self.profile,
             "policy": policy_to_dict(self.policy),
@@ -125,6 +129,7 @@ class VerifyReport:
             "against": self.against_lines,
             "run": run,
         }
+        return document if self.timed else stable(document)
 
     @classmethod
     def from_json(cls, document: dict[str, Any], evidence: str) -> VerifyReport:
@@ -145,6 +150,7 @@ class VerifyReport:
                 recorded_run=dict(document["run"])
                 if isinstance(document.get("run"), dict)
                 else None,
+                timed="run" in document,
             )
         except (KeyError, TypeError) as error:
             raise ValueError(f"not a verify report ({type(error).__name__}: {error})") from None
@@ -175,14 +181,16 @@ class VerifyReport:
         lines = []
         for check in self.checks:
             mark = {"passed": "ok  ", "failed": "FAIL", "error": "ERR "}.get(check.status, "?   ")
-            lines.append(f"{mark} {check.name:<9} {check.summary}  ({check.seconds:.1f} s)")
+            took = f"  ({check.seconds:.1f} s)" if self.timed else ""
+            lines.append(f"{mark} {check.name:<9} {check.summary}{took}")
             if not check.ok and check.failure_text:
                 lines += [f"       {line}" for line in check.failure_text.splitlines()[:12]]
             for command in check.replay:
                 lines.append(f"       replay: {command}")
         lines += [f"     change: {line}" for line in self.against_lines]
+        took = f" ({self.seconds:.0f} s)" if self.timed else ""
         lines.append(
-            f"replan verify: {self.verdict()} ({self.seconds:.0f} s); report in "
+            f"replan verify: {self.verdict()}{took}; report in "
             f"{Path(self.evidence) / 'verify-report.md'}"
         )
         return lines
@@ -214,7 +222,11 @@ def stable(document: Any) -> Any:
 _TIMING = re.compile(r"[\d.,]+ ?(?:s|ms|µs|ops/s|operations/s|states/s|transitions/s)(?![\w/])")
 
 
-def write_markdown(report: VerifyReport, path: Path) -> Path:
+def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None) -> Path:
+    """The reviewer's page; ``timings=False`` (default: whether the report has them):
+    without the time column and the run's duration (the committed evidence: the same
+    run writes the same page)."""
+    timings = report.timed if timings is None else timings
     policy = report.policy
     lines = [
         "# replan verify",
@@ -224,17 +236,15 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
         f"limits max_steps={policy.max_steps}, max_proposals={policy.max_proposals}, "
         f"no_progress_limit={policy.no_progress_limit}.",
         "",
-        "| check | status | figures | time |",
-        "|---|---|---|---|",
+        "| check | status | figures | time |" if timings else "| check | status | figures |",
+        "|---|---|---|---|" if timings else "|---|---|---|",
     ]
     for check in report.checks:
         status = {"passed": "✅ passed", "failed": "❌ failed", "error": "⚠️ error"}[check.status]
         if check.warnings:
             status += f", {len(check.warnings)} finding{'s' if len(check.warnings) > 1 else ''}"
-        lines.append(
-            f"| {check.name} | {status} | {check.summary.replace('|', '/')} | "
-            f"{check.seconds:.1f} s |"
-        )
+        row = f"| {check.name} | {status} | {check.summary.replace('|', '/')} |"
+        lines.append(row + (f" {check.seconds:.1f} s |" if timings else ""))
     broken = report.broken_properties
     if broken:
         lines += ["", "## Broken properties", "", "| property | found by |", "|---|---|"]
@@ -281,9 +291,9 @@ def write_markdown(report: VerifyReport, path: Path) -> Path:
         lines += ["", "## Coverage", "", "```", campaign.summary, "```"]
     if report.mermaid:
         lines += ["", "## The machine", "", "```mermaid", report.mermaid.rstrip(), "```"]
-    lines += ["", f"Written by `replan verify` in {report.seconds:.0f} s.", ""]
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return path
+    written = f" in {report.seconds:.0f} s" if timings else " (`replan evidence`: no timings)"
+    lines += ["", f"Written by `replan verify`{written}.", ""]
+    return write_atomically(path, "\n".join(lines))
 
 
 def write_junit(report: VerifyReport, path: Path) -> Path:
@@ -313,8 +323,6 @@ def write_junit(report: VerifyReport, path: Path) -> Path:
             error = ET.SubElement(case, "error", message=check.summary)
             error.text = json.dumps(check.details.get("traceback", ""))
         ET.SubElement(case, "system-out").text = check.summary
-    path.parent.mkdir(parents=True, exist_ok=True)
     root = ET.Element("testsuites")
     root.append(suite)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    return write_atomically(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

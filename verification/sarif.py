@@ -249,10 +249,9 @@ def sarif_log_or_notice(
 
 
 def write_sarif(log: Mapping[str, Any], path: str | Path) -> Path:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(log, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return target
+    from verification.files import write_atomically
+
+    return write_atomically(path, json.dumps(log, indent=2, ensure_ascii=False) + "\n")
 
 
 def _version() -> str:

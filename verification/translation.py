@@ -25,6 +25,7 @@ import z3  # type: ignore[import-untyped]
 from controller.policy import Policy
 from controller.run import Run
 from spec.model import MachineModel
+from verification import interrupt
 from verification.prove import (
     PropertyResult,
     Reachable,
@@ -111,6 +112,7 @@ def validate(
     started = time.perf_counter()
     encodings = []
     for event in model.events:
+        interrupt.check()
         declared = encode_event(u, event, model_class)
         generated = encode_generated(u, event, controller_class, declared.pre, declared.argument)
         encodings.append((declared, generated))
@@ -126,6 +128,7 @@ def validate(
         for _, generated in encodings:
             if not prop.applies_to(generated.event):
                 continue
+            interrupt.check()
             solver = z3.Solver()
             solver.add(*generated.assumptions, *reachable(generated.pre))
             solver.add(z3.Not(call_term(translator, prop, generated)))
@@ -177,6 +180,7 @@ def _equal(
         "fires the same transition as the declaration, from every state, for every argument"
     )
     for declared, generated in encodings:
+        interrupt.check()
         solver = z3.Solver()
         solver.add(*declared.assumptions)
         same = z3.And(

@@ -17,11 +17,13 @@ transitions, ExecuteResults and StopReasons.
 Profiles (--profile, default "ci", as for `replan verify`) set Hypothesis examples x
 steps per example; --examples/--steps override them. The same --seed gives the same operations and
 coverage (a random seed is chosen and printed otherwise). Failures found once are
-kept in Hypothesis' example database (.hypothesis/examples) and retried first.
+kept in Hypothesis' example database and retried first.
 
-On a failure the shrunk operation sequence is printed, saved as counterexample JSON
-and as a pytest regression test in --out (default evidence/counterexamples/); re-run
-it with `replan replay FILE`. Exit 0 all held, 1 a property failed (or coverage was
+Everything goes to --out DIR (default out/campaign/, in .gitignore): on a failure the
+shrunk operation sequence is printed, saved as counterexample JSON and as a pytest
+regression test there (re-run it with `replan replay FILE`); Hypothesis' directory
+is DIR/.hypothesis/ (its example database DIR/.hypothesis/examples, and its cache),
+not .hypothesis/ wherever you run it. Exit 0 all held, 1 a property failed (or coverage was
 incomplete with --require-full-coverage), 2 bad input.
 """
 
@@ -46,7 +48,6 @@ from replan.common import (
 from spec.reference import ReferenceController
 from spec.vocabulary import REGISTRY
 from verification.campaign import (
-    DEFAULT_DATABASE,
     DEFAULT_IMPLEMENTATION,
     DEFAULT_OUT_DIR,
     DIVERGENCE,
@@ -54,11 +55,13 @@ from verification.campaign import (
     CampaignResult,
     ImplementationError,
     Progress,
+    hypothesis_home,
     mutant_implementation,
     program,
     resolve_implementation,
     run_campaign,
 )
+from verification.files import write_atomically
 from verification.mutants import MUTANTS
 
 
@@ -84,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         metavar="DIR",
         default=str(DEFAULT_OUT_DIR),
-        help=f"where a counterexample's JSON and pytest file go (default {DEFAULT_OUT_DIR})",
+        help="where a counterexample's JSON and pytest file go, and Hypothesis' directory "
+        f"(DIR/.hypothesis: its example database; default {DEFAULT_OUT_DIR})",
     )
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument(
@@ -100,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-database",
         action="store_true",
-        help=f"do not read or write Hypothesis' example database ({DEFAULT_DATABASE})",
+        help="do not read or write Hypothesis' example database (--out DIR/.hypothesis/examples)",
     )
     parser.add_argument(
         "--require-full-coverage",
@@ -159,19 +163,28 @@ def run(args: argparse.Namespace) -> int:
     except ImplementationError as error:
         raise CliError(str(error)) from None
     show, drawn = _progress_printer()
-    result = run_campaign(
-        policy,
-        args.profile,
-        seed=args.seed,
-        examples=args.examples,
-        steps=args.steps,
-        implementation=implementation,
-        reference=reference,
-        out_dir=Path(args.out),
-        database=None if args.no_database else DEFAULT_DATABASE,
-        progress=show,
-        collect_visited=True,
+    out = Path(args.out)
+    budget = PROFILES[args.profile]
+    print(
+        f"replan campaign: {args.examples or budget.examples} examples x "
+        f"{args.steps or budget.steps} steps against {implementation} ...",
+        file=sys.stderr,
+        flush=True,
     )
+    with hypothesis_home(out / ".hypothesis"):
+        result = run_campaign(
+            policy,
+            args.profile,
+            seed=args.seed,
+            examples=args.examples,
+            steps=args.steps,
+            implementation=implementation,
+            reference=reference,
+            out_dir=out,
+            database=None if args.no_database else out / ".hypothesis" / "examples",
+            progress=show,
+            collect_visited=True,
+        )
     if drawn[0]:
         sys.stderr.write("\n")
     coverage_failed = args.require_full_coverage and not result.coverage.complete
@@ -248,5 +261,4 @@ def write_junit(path: Path, result: CampaignResult) -> None:
         elif name == "coverage" and not result.coverage.complete:
             failure = ET.SubElement(case, "failure", message="coverage incomplete")
             failure.text = "\n".join(result.coverage.lines())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    write_atomically(path, ET.tostring(suite, encoding="utf-8", xml_declaration=True))

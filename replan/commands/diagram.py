@@ -53,7 +53,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    print_json,
+)
+from verification.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         target = Path(args.output)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            write_atomically(target, data)
         except OSError as error:
             raise CliError(f"{target}: cannot write ({error.__class__.__name__})") from None
     elif not args.json:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from replan.common import (
+    OUT,
     CliError,
     add_json_option,
     add_policy_option,
@@ -44,8 +45,8 @@ from replan.common import (
     print_json,
 )
 
-#: Where counterexamples go when --out is not given (shared with the campaign).
-DEFAULT_OUT = Path("evidence") / "counterexamples"
+#: Where counterexamples go when --out is not given (out/ is in .gitignore).
+DEFAULT_OUT = OUT / "explore"
 #: States stored per domain before the search stops cleanly (about 0.5 GB at most).
 DEFAULT_MAX_STATES = 1_000_000
 #: The SPIN model of the same contract (outside this repository, next to it).

@@ -10,11 +10,13 @@ controller is built from.
   replan prove                       prove for the default policy (spec/policy.toml)
   replan prove --policy my.toml      prove for your policy
   replan prove --json                a JSON summary on stdout (each property, its time)
-  replan prove --out DIR             write DIR/prove.json (default: evidence/)
+  replan prove --out DIR             write DIR/prove.json (default: out/prove/)
 
 Exit 0: every property proved. Exit 1: a counterexample, printed and saved as
 DIR/prove-counterexample.json (an equivalence counterexample is a replayable episode:
-`replan replay DIR/prove-counterexample.json`). Exit 2: bad input.
+`replan replay DIR/prove-counterexample.json`). Exit 2: bad input. Exit 130: Ctrl-C
+(z3 is interrupted too; nothing written). The committed evidence/prove.json is
+`replan evidence`'s (the default policy, deterministic).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from replan.common import (
+    OUT,
     CliError,
     add_json_option,
     add_policy_option,
@@ -33,6 +36,8 @@ from replan.common import (
     write_json,
 )
 
+DEFAULT_OUT = OUT / "prove"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
@@ -40,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         metavar="DIR",
-        default="evidence",
-        help="directory for prove.json and any counterexample (default: evidence)",
+        default=str(DEFAULT_OUT),
+        help=f"directory for prove.json and any counterexample (default: {DEFAULT_OUT}/)",
     )
 
 
@@ -81,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
     from verification.symbolic import TranslationError
 
     policy = policy_from_args(args)
+    print(
+        f"replan prove: proving every property for a policy with {len(policy.keys)} keys, "
+        f"{len(policy.steps)} steps ...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         report = prove_all(policy)
     except TranslationError as error:

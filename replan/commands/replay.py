@@ -2,7 +2,7 @@
 checking every property after every operation, and show where they diverge or
 which property breaks.
 
-  replan replay evidence/counterexamples/campaign_controller_step_bound.json
+  replan replay out/campaign/campaign_controller_step_bound.json
   replan replay FILE --implementation controller:Controller
   replan replay FILE --mutant step-limit-off-by-one
   replan replay FILE --json

@@ -2,7 +2,9 @@
 scripts and styles inline) with the diagrams, verify's results and a step-through
 player for the reference episode and every counterexample.
 
-  replan review                                  the default policy's evidence/ -> out/review.html
+  replan review                                  the default policy's report -> out/review.html
+                                                 (out/verify/default/ when `replan verify`
+                                                 ran here, else the committed evidence/)
   replan review -o review.html                   elsewhere
   replan review --policy my.toml                 reads out/verify/my/verify.json, so run
                                                  `replan verify --policy my.toml` first
@@ -50,7 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from controller.policy import Policy, policy_to_dict
-from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from replan.common import (
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    print_json,
+)
+from verification.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--evidence",
         metavar="DIR",
-        help="where `replan verify` wrote its report (default: evidence/ for the default "
-        "policy, out/verify/<policy name>/ otherwise)",
+        help="where `replan verify` wrote its report (default: out/verify/<policy name>/, "
+        "out/verify/default/ for the default policy, or the committed evidence/ when "
+        "verify has not run here)",
     )
     parser.add_argument(
         "--trace",
@@ -84,11 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _evidence_dir(args: argparse.Namespace) -> Path:
+    from replan.commands.verify import COMMITTED_EVIDENCE, default_report_dir
+
     if args.evidence:
         return Path(args.evidence)
-    if args.policy is None:
-        return Path("evidence")
-    return Path("out") / "verify" / Path(args.policy).stem
+    fresh = default_report_dir(args.policy)
+    if args.policy is None and not (fresh / "verify.json").is_file():
+        return COMMITTED_EVIDENCE  # a fresh checkout: the committed report
+    return fresh
 
 
 def _verify_command(args: argparse.Namespace) -> str:
@@ -229,8 +242,7 @@ def run(args: argparse.Namespace) -> int:
     page = to_html(review).encode()
     target = Path(args.output)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(page)
+        write_atomically(target, page)
     except OSError as error:
         raise CliError(f"{target}: cannot write ({error.__class__.__name__})") from None
     if args.json:

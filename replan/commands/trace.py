@@ -9,8 +9,8 @@ Every call is recorded in order with its result and whether the SDK, the host or
 direct call made it. Also writes the fixed-workflow table (nine parser x access
 combinations: the controller's commit decision by running it, decide()'s, agreement).
 
-  replan trace                       writes evidence/replan-trace.json and
-                                     evidence/fixed-workflow.json
+  replan trace                       writes out/trace/replan-trace.json and
+                                     out/trace/fixed-workflow.json
   replan trace -o /tmp/t.json        writes /tmp/t.json and /tmp/fixed-workflow.json
   replan trace --json                the summary as JSON on stdout
   replan trace --mutant stale-plan-check-removed
@@ -31,9 +31,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from replan.common import CliError, add_json_option, print_json, write_json
+from replan.common import OUT, CliError, add_json_option, print_json, write_json
 
-DEFAULT_OUTPUT = Path("evidence") / "replan-trace.json"
+#: out/ is in .gitignore; the committed evidence/replan-trace.json is `replan evidence`'s.
+DEFAULT_OUTPUT = OUT / "trace" / "replan-trace.json"
 WORKFLOW_FILE = "fixed-workflow.json"
 
 

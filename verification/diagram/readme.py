@@ -52,5 +52,7 @@ def update(path: Path, mermaid: str) -> bool:
     fresh = block(mermaid)
     if inner.strip() == fresh.strip():
         return False
-    path.write_text(head + fresh + tail, encoding="utf-8")
+    from verification.files import write_atomically
+
+    write_atomically(path, head + fresh + tail)
     return True

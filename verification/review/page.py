@@ -237,14 +237,14 @@ def _recordings(review: Review) -> str:
 # ---- verify's results ---------------------------------------------------------------------
 
 
-def _check_row(check: CheckResult) -> str:
+def _check_row(check: CheckResult, timed: bool = True) -> str:
     findings = "".join(f'<br><span class="warning">finding: {_e(w)}</span>' for w in check.warnings)
     failure = f"<pre>{_e(check.failure_text)}</pre>" if not check.ok and check.failure_text else ""
     replay = "".join(f"<br><code>{_e(command)}</code>" for command in check.replay)
     return (
         f'<tr class="{_e(check.status)}"><th scope="row">{_e(check.name)}</th>'
         f"<td>{_status(check.status)}</td><td>{_e(check.summary)}{findings}{failure}{replay}</td>"
-        f'<td class="number">{check.seconds:.1f} s</td></tr>'
+        f'<td class="number">{f"{check.seconds:.1f} s" if timed else "&ndash;"}</td></tr>'
     )
 
 
@@ -280,7 +280,7 @@ def _properties(review: Review) -> str:
 
 def _verify(review: Review) -> str:
     report = review.report
-    rows = [_check_row(check) for check in report.checks]
+    rows = [_check_row(check, report.timed) for check in report.checks]
     printed = "\n".join(report.summary_lines())
     return (
         '<section id="verify" aria-labelledby="verify-title">'

@@ -1,0 +1,227 @@
+"""Ctrl-C (#20): every long command stops within 2 s with exit 130 and one line on
+stderr, terminates its worker processes, and leaves nothing half-written: files are
+written atomically, and an interrupted command writes none (no counterexample
+without its report). Each command runs as a real process that gets a real SIGINT."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from verification import files
+
+ROOT = Path(__file__).resolve().parent.parent
+WEAK_GATE = ROOT / "tests" / "policies" / "commit-requires-parser-only.toml"
+#: The acceptance's bound, from the signal to the process's exit.
+WITHIN = 2.0
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+class Running:
+    """A ``python -m replan`` process whose stderr lines are collected as they come."""
+
+    def __init__(self, cwd: Path, *arguments: str) -> None:
+        environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "replan", *arguments],
+            cwd=cwd,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def wait_for(self, pattern: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(re.search(pattern, line) for _, line in self.lines):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.process.kill()
+        pytest.fail(f"never printed {pattern!r}: {[line for _, line in self.lines]}")
+
+    def children(self) -> list[int]:
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            return [int(pid) for pid in path.read_text().split()]
+        except OSError:
+            return []
+
+    def interrupt(self) -> tuple[int, float, list[str]]:
+        """Send SIGINT: (exit code, seconds to exit, the stderr lines after it)."""
+        sent = time.monotonic()
+        self.process.send_signal(signal.SIGINT)
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        took = time.monotonic() - sent
+        self._reader.join(timeout=5)
+        return code, took, [line for at, line in self.lines if at >= sent]
+
+    def everything(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+def assert_interrupted(running: Running, command: str) -> None:
+    code, took, after = running.interrupt()
+    assert code == 130, running.everything()
+    assert took < WITHIN, f"{took:.2f} s: {running.everything()}"
+    assert after == [f"replan {command}: interrupted"], running.everything()
+    assert "Traceback" not in running.everything()
+    assert "Exception ignored" not in running.everything()
+
+
+def written_files(directory: Path) -> list[str]:
+    """Every file under ``directory`` but Hypothesis' own directory."""
+    if not directory.exists():
+        return []
+    return sorted(
+        str(path.relative_to(directory))
+        for path in directory.rglob("*")
+        if path.is_file() and ".hypothesis" not in path.parts
+    )
+
+
+def no_temporary_files(directory: Path) -> None:
+    left = [p for p in directory.rglob("*") if p.name.endswith(".partial") or "-probe-" in p.name]
+    assert left == []
+
+
+def three_hundred_keys(path: Path) -> Path:
+    keys = ", ".join(f'"key{i:03}"' for i in range(300))
+    path.write_text(
+        "[evidence]\n"
+        f"keys = [{keys}]\n\n"
+        '[resources]\nallowed = ["r"]\n\n'
+        '[[steps]]\nname = "inspect"\nrequires = []\ncompletes_run = false\n\n'
+        f'[[steps]]\nname = "ship"\nrequires = [{keys}]\ncompletes_run = true\n\n'
+        f"[workflow]\nready_when_passed = [{keys}]\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_ctrl_c_stops_the_campaign(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    running = Running(
+        tmp_path, "campaign", "--profile", "thorough", "--seed", "1", "--out", str(out)
+    )
+    running.wait_for(r"^replan campaign: \d+ examples")
+    time.sleep(1.0)  # well inside Hypothesis' examples
+    assert_interrupted(running, "campaign")
+    assert written_files(out) == []  # no counterexample, no pytest file
+    assert not (tmp_path / ".hypothesis").exists()  # Hypothesis' directory is with --out
+    no_temporary_files(tmp_path)
+
+
+def test_ctrl_c_stops_the_explorer_and_its_workers(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    running = Running(tmp_path, "explore", "--workers", "2", "--out", str(out))
+    running.wait_for(r"^explore \(")  # its first progress line: the search is under way
+    workers = running.children()
+    assert_interrupted(running, "explore")
+    time.sleep(0.2)
+    alive = [pid for pid in workers if _alive(pid)]
+    assert alive == []
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
+def test_ctrl_c_stops_the_proofs_inside_z3(tmp_path: Path) -> None:
+    """A 300-key policy: each obligation is a long z3 check (z3 used to swallow the
+    interrupt and answer "unknown")."""
+    out = tmp_path / "out"
+    policy = three_hundred_keys(tmp_path / "many.toml")
+    running = Running(tmp_path, "prove", "--policy", str(policy), "--out", str(out))
+    running.wait_for(r"^replan prove: proving")
+    time.sleep(2.0)
+    assert_interrupted(running, "prove")
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
+def test_ctrl_c_right_after_the_proofs_leaves_no_counterexample_without_its_report(
+    tmp_path: Path,
+) -> None:
+    """The proofs fail (a weakened commit gate) and their counterexample is due; the
+    interrupt comes as the next check starts: neither it nor a report is written."""
+    out = tmp_path / "out"
+    running = Running(tmp_path, "verify", "--policy", str(WEAK_GATE), "--evidence", str(out))
+    running.wait_for(r"proofs: failed")
+    assert_interrupted(running, "verify")
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+# ---- the files themselves --------------------------------------------------------------
+
+
+def test_a_file_is_written_atomically_with_the_usual_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "report.json"
+    files.write_atomically(target, '{"a": 1}\n')
+    files.write_atomically(target, b'{"a": 2}\n')
+    assert target.read_text() == '{"a": 2}\n'
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]  # no temporary left
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old\n")
+
+    def refuse(source: str, destination: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError):
+        files.write_atomically(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_held_writes_land_on_commit_in_order_or_not_at_all(tmp_path: Path) -> None:
+    with files.held() as pending:
+        files.write_atomically(tmp_path / "counterexample.json", "{}\n")
+        files.write_atomically(tmp_path / "report.json", "{}\n")
+        assert not any(tmp_path.iterdir())
+        assert [p.name for p in pending.paths] == ["counterexample.json", "report.json"]
+        pending.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counterexample.json", "report.json"]
+
+    with pytest.raises(KeyboardInterrupt), files.held():
+        files.write_atomically(tmp_path / "half.json", "{}\n")
+        raise KeyboardInterrupt
+    assert not (tmp_path / "half.json").exists()
