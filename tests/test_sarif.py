@@ -195,8 +195,10 @@ def test_a_seeded_mutant_points_at_the_declared_transition_and_the_broken_body(
     line = line_text(location)
     assert "pending.to(" in line and 'on="execute_step"' in line
     related = {line_text(r).strip() for r in result["relatedLocations"]}
-    # the other transition an engine broke it on, and the mutant's execute_step body
-    assert '| pending.to(idle, on="execute_step")' in related
+    # any other transition an engine broke it on (which ones depends on what each
+    # engine's search met first), and the mutant's execute_step body
+    transitions = {r for r in related if r.startswith("|")}
+    assert all('on="execute_step"' in r for r in transitions), transitions
     assert any(r.startswith("def execute_step") for r in related)
     assert any(
         r["physicalLocation"]["artifactLocation"]["uri"] == "verification/mutants.py"

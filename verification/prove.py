@@ -115,6 +115,30 @@ class ProofReport:
     def failures(self) -> list[PropertyResult]:
         return [r for r in self.results if not r.proved]
 
+    @property
+    def termination(self) -> dict[str, Any] | None:
+        """The bound ``calls-lower-the-rank`` and ``rank-bounded`` give, when both were
+        proved: between two pieces of new evidence, at most this many calls change a
+        run (``spec.properties.termination_bound``)."""
+        from spec.properties import termination_bound
+
+        needed = {"calls-lower-the-rank", "rank-bounded"}
+        proved = {r.name for r in self.results if r.proved}
+        if not needed <= proved:
+            return None
+        policy = self.policy
+        return {
+            "bound": termination_bound(policy),
+            "formula": "3 * max_proposals + max_steps + no_progress_limit + 1",
+            "values": {
+                "max_proposals": policy.max_proposals,
+                "max_steps": policy.max_steps,
+                "no_progress_limit": policy.no_progress_limit,
+            },
+            "counts": "proposals, executions and observations that are not progress, "
+            "which change the run, between two pieces of new evidence",
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "tool": "replan prove",
@@ -123,6 +147,7 @@ class ProofReport:
             "policy": policy_to_dict(self.policy),
             "seconds": round(self.seconds, 4),
             "properties": [r.to_json() for r in self.results],
+            "termination": self.termination,
         }
 
     def text(self) -> str:
@@ -138,6 +163,15 @@ class ProofReport:
             f"{proved} of {len(self.results)} properties proved in {self.seconds:.2f} s"
             + ("" if self.ok else f"; {len(self.failures)} failed")
         )
+        bound = self.termination
+        if bound is not None:
+            values = bound["values"]
+            lines.append(
+                f"termination: between two pieces of new evidence a run makes at most "
+                f"{bound['bound']} calls that change it (3 * {values['max_proposals']} "
+                f"+ {values['max_steps']} + {values['no_progress_limit']} + 1: proposals, "
+                "executions and observations that are not progress), the last one stopping it"
+            )
         return "\n".join(lines)
 
 
