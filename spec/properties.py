@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.policy import Policy
 from controller.records import (
     Approval,
     EvidenceState,
@@ -768,7 +769,7 @@ def slots_left(run: Run) -> int:
     return run.policy.max_proposals - run.proposals
 
 
-def termination_bound(policy: Any) -> int:
+def termination_bound(policy: Policy) -> int:
     """The initial rank plus the stopping call: 3 * max_proposals + max_steps +
     no_progress_limit + 1 (a fresh run is idle)."""
     return (
