@@ -10,46 +10,7 @@ module per subcommand in ``replan.commands``; ``replan.pytest_plugin`` is the py
 plugin. Importing this package never imports python-statemachine, Hypothesis or z3.
 """
 
-from controller import (
-    DEFAULT_POLICY,
-    Approval,
-    Controller,
-    Decision,
-    EvidenceState,
-    ExecuteResult,
-    InvalidInput,
-    Observation,
-    ObservationConflict,
-    Plan,
-    Policy,
-    PolicyError,
-    Step,
-    StopReason,
-    Usage,
-    decide,
-    handoff,
-    load_policy,
-    plan_digest,
-)
+import controller as _controller
+from controller import *  # noqa: F403  (the public surface, under the project's name)
 
-__all__ = [
-    "DEFAULT_POLICY",
-    "Approval",
-    "Controller",
-    "Decision",
-    "EvidenceState",
-    "ExecuteResult",
-    "InvalidInput",
-    "Observation",
-    "ObservationConflict",
-    "Plan",
-    "Policy",
-    "PolicyError",
-    "Step",
-    "StopReason",
-    "Usage",
-    "decide",
-    "handoff",
-    "load_policy",
-    "plan_digest",
-]
+__all__ = list(_controller.__all__)
