@@ -30,7 +30,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 if __package__ in (None, ""):  # run as a script: import this checkout's packages
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -156,11 +156,29 @@ def scripted_model() -> tuple[ScriptedChatClient, list[str]]:
     return ScriptedChatClient(script), read
 
 
-async def run(directory: Path, tracer_provider: TracerProvider | None = None) -> dict[str, Any]:
-    """Both requests on a fresh run; returns what happened."""
-    controller = Controller(policy_from_dict(tomllib.loads(POLICY)))
+class GuardedAgent(NamedTuple):
+    """One run's pieces: the controller, the agent's tools, the guard and the agent
+    (a NamedTuple: the tests load this file as a module of no package)."""
+
+    controller: Controller
+    tools: Tools
+    guard: ReplanMiddleware
+    agent: Agent
+    journal: SqliteJournal
+
+
+def guarded_agent(
+    policy: str,
+    journal_path: Path,
+    provider: ScriptedChatClient,
+    max_iterations: int,
+    tracer_provider: TracerProvider | None = None,
+) -> GuardedAgent:
+    """A fresh run under ``policy``: the agent's own tools, guarded by the middleware
+    with a real SQLite journal at ``journal_path``, answered by ``provider``."""
+    controller = Controller(policy_from_dict(tomllib.loads(policy)))
     tools = Tools()
-    journal = SqliteJournal(directory / "run.journal")
+    journal = SqliteJournal(journal_path)
     guard = ReplanMiddleware(
         controller,
         executor=Executor(journal),
@@ -168,29 +186,43 @@ async def run(directory: Path, tracer_provider: TracerProvider | None = None) ->
         observe_result=observe_result,
         tracer_provider=tracer_provider,
     )
-    provider, read = scripted_model()
     agent = Agent(
-        client=FunctionInvokingChatClient(provider, configuration={"max_iterations": 6}),
+        client=FunctionInvokingChatClient(
+            provider, configuration={"max_iterations": max_iterations}
+        ),
         name="importer",
         tools=tools.function_tools(),
         middleware=guard.middleware,
     )
+    return GuardedAgent(controller, tools, guard, agent, journal)
+
+
+def _stop_reason(controller: Controller) -> str | None:
+    return None if controller.stop_reason is None else str(controller.stop_reason)
+
+
+async def run(directory: Path, tracer_provider: TracerProvider | None = None) -> dict[str, Any]:
+    """Both requests on a fresh run; returns what happened."""
+    provider, read = scripted_model()
+    setup = guarded_agent(POLICY, directory / "run.journal", provider, 6, tracer_provider)
     try:
-        first = await agent.run("Import imports/input-A.csv.")
+        first = await setup.agent.run("Import imports/input-A.csv.")
         # Between the requests the owner grants access; the host records it.
-        tools.access = "Passed"
-        controller.observe(Observation("access", 2, EvidenceState.PASSED, "owner"))
-        second = await agent.run("The owner granted access. Go on.")
+        setup.tools.access = "Passed"
+        setup.controller.observe(Observation("access", 2, EvidenceState.PASSED, "owner"))
+        second = await setup.agent.run("The owner granted access. Go on.")
     finally:
-        journal.close()
+        setup.journal.close()
     return {
-        "calls": [(call.tool, call.call_id, call.outcome, call.result) for call in guard.calls],
-        "invocations": dict(tools.invocations),
+        "calls": [
+            (call.tool, call.call_id, call.outcome, call.result) for call in setup.guard.calls
+        ],
+        "invocations": dict(setup.tools.invocations),
         "answers": [first.text, second.text],
         "model_read": read,
-        "stop_reason": None if controller.stop_reason is None else str(controller.stop_reason),
-        "steps": controller.steps,
-        "proposals": controller.proposals,
+        "stop_reason": _stop_reason(setup.controller),
+        "steps": setup.controller.steps,
+        "proposals": setup.controller.proposals,
     }
 
 
@@ -202,15 +234,6 @@ async def run_budget(directory: Path) -> dict[str, Any]:
     """A model that keeps reading the configuration, each response reporting 100
     tokens: the guard charges them (and the wall time it measures) until the run
     stops BudgetExhausted."""
-    controller = Controller(policy_from_dict(tomllib.loads(BUDGET_POLICY)))
-    tools = Tools()
-    journal = SqliteJournal(directory / "budget.journal")
-    guard = ReplanMiddleware(
-        controller,
-        executor=Executor(journal),
-        grant=Grant(resources=[INPUT], steps=[tool.name for tool in tools.function_tools()]),
-        observe_result=observe_result,
-    )
     read: list[str] = []
 
     def script(results: Sequence[FunctionResult]) -> Reply:
@@ -220,22 +243,17 @@ async def run_budget(directory: Path) -> dict[str, Any]:
         return [FunctionCallRequest("read_config", {"path": INPUT}, call_id=f"cfg-{len(read)}")]
 
     provider = ScriptedChatClient(script, usage={"total_token_count": 100})
-    agent = Agent(
-        client=FunctionInvokingChatClient(provider, configuration={"max_iterations": 10}),
-        name="importer",
-        tools=tools.function_tools(),
-        middleware=guard.middleware,
-    )
+    setup = guarded_agent(BUDGET_POLICY, directory / "budget.journal", provider, 10)
     try:
-        answer = await agent.run("Read the configuration.")
+        answer = await setup.agent.run("Read the configuration.")
     finally:
-        journal.close()
+        setup.journal.close()
     return {
         "model_read": read,
         "answer": answer.text,
-        "invocations": dict(tools.invocations),
-        "tokens": controller.tokens,
-        "stop_reason": None if controller.stop_reason is None else str(controller.stop_reason),
+        "invocations": dict(setup.tools.invocations),
+        "tokens": setup.controller.tokens,
+        "stop_reason": _stop_reason(setup.controller),
     }
 
 

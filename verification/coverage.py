@@ -33,7 +33,7 @@ from controller.records import ExecuteResult, StopReason
 from controller.run import Run
 from spec.declaration import Replanning
 from spec.model import MachineModel, extract
-from verification.liveness import answers, liveness
+from verification.liveness import answers, liveness, stop_reasons_entered
 
 
 @cache
@@ -73,9 +73,7 @@ def targets_for(policy: Policy, model: MachineModel | None = None) -> Targets:
     model = model or declared_model()
     dead = dead_transitions(policy, model)
     final = {state.id: str(state.value) for state in model.states if state.final}
-    entered = {
-        final[t.target] for t in model.transitions if t.target in final and t.label not in dead
-    }
+    entered = stop_reasons_entered([t.label for t in model.transitions], dead, final)
     live_execute = [t.label for t in model.transitions if t.event == "execute"]
     results = answers(
         Run,

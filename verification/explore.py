@@ -85,7 +85,7 @@ from verification.domains import (
     spin_domains,
 )
 from verification.harness import CHECKER, Finding, Operation, apply, violated
-from verification.liveness import liveness
+from verification.liveness import liveness, stop_reasons_entered
 
 __all__ = [
     "Coverage",
@@ -1407,13 +1407,7 @@ def _judge(result: ExploreResult, implementation: type[Run]) -> None:
     from verification.coverage import declared_model
 
     final = {state.id: str(state.value) for state in declared_model().states if state.final}
-    entered = {
-        final[target]
-        for label in result.labels
-        if label not in disabled
-        and label not in dead
-        and (target := label.rsplit("--> ", 1)[-1]) in final
-    }
+    entered = stop_reasons_entered(result.labels, {**disabled, **dead}, final)
     result.stop_reasons = {
         reason: hit for reason, hit in result.stop_reasons.items() if hit or reason in entered
     }

@@ -241,6 +241,17 @@ def liveness(model_class: type, policy: Policy, labels: Sequence[str]) -> Livene
     return found
 
 
+def stop_reasons_entered(
+    labels: Iterable[str], not_live: Mapping[str, str], final: Mapping[str, str]
+) -> set[str]:
+    """The stop reasons (``final``: final state id -> reason) that a transition of
+    ``labels`` able to fire enters: no ``BudgetExhausted`` under a policy that sets
+    no budget. Coverage targets and the explorer's report both ask this."""
+    return {
+        final[t.target] for t in _parse(labels) if t.target in final and t.label not in not_live
+    }
+
+
 def returned_members(function: Any, enumeration: type[Enum]) -> set[str]:
     """The members of ``enumeration`` a function's ``return`` statements name."""
     try:
