@@ -12,6 +12,7 @@ find it without a traceback. Stdlib only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -263,6 +264,14 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
         ],
         "workflow": {"ready_when_passed": list(policy.workflow_keys)},
     }
+
+
+def policy_digest(policy: Policy) -> str:
+    """``sha256:`` over the canonical JSON of the policy's normal form
+    (``policy_to_dict``): equal for policies that mean the same, however written.
+    A run log names it, so a run is never continued under other rules."""
+    canonical = json.dumps(policy_to_dict(policy), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def policy_to_toml(policy: Policy) -> str:

@@ -68,7 +68,14 @@ def test_quick_run_writes_json_with_all_three_implementations(
         "python-statemachine/generated",
         "generated/hand-written",
     }
-    assert set(document["tools"]) == {"explorer", "campaign", "prove", "executor", "middleware"}
+    assert set(document["tools"]) == {
+        "explorer",
+        "campaign",
+        "prove",
+        "executor",
+        "middleware",
+        "durable",
+    }
     for name, figures in document["tools"].items():
         assert figures["status"] in {"measured", "absent"}, (name, figures)
     executor = document["tools"]["executor"]
@@ -78,8 +85,13 @@ def test_quick_run_writes_json_with_all_three_implementations(
     middleware = document["tools"]["middleware"]
     if middleware["status"] == "measured":
         assert set(middleware["differences"]) == {name for name, *_ in DIFFERENCES}
+    durable = document["tools"]["durable"]
+    if durable["status"] == "measured":  # logged calls beside the unlogged one
+        assert set(durable["ratio_to_unlogged"]) == {"logged in memory", "logged in SQLite"}
+        assert {figures["calls"] for figures in durable["restore"].values()} == {1000}
     table = capsys.readouterr().out
     assert "generated/hand-written" in table and str(target) in table
+    assert "the unlogged call (wall)" in table
 
 
 def test_tool_measures_only_the_named_tools(

@@ -65,6 +65,7 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from controller.policy import DEFAULT_POLICY, Policy, Step
@@ -716,12 +717,53 @@ def _middleware(settings: Settings, module: Any) -> dict[str, Any]:
     return {"workloads": workloads, "differences": differences}
 
 
+def _durable(settings: Settings, module: Any) -> dict[str, Any]:
+    """The durable run (``verification.durable_workloads``): the cost of logging one
+    call, beside the unlogged call, as a median ratio of samples taken side by side;
+    restore times for 10^4 and 10^5 logged calls; the kill-and-restart matrix per
+    backend (SQLite, and PostgreSQL when a server can be reached or started)."""
+    from verification.postgres import server_url
+
+    with tempfile.TemporaryDirectory(prefix="replan-bench-durable-") as scratch:
+        directory = Path(scratch)
+        workloads = time_episodes(module.per_call_workloads(directory), settings)
+        ratios = {
+            name: _ratio_summary(figures["samples_us"], workloads["unlogged"]["samples_us"])
+            for name, figures in workloads.items()
+            if name != "unlogged"
+        }
+        sizes = (1_000,) if settings.quick else module.SIZES
+        restores = module.restore_figures(directory, sizes, repeats=1 if settings.quick else 3)
+        if settings.quick:
+            return {"per_call": workloads, "ratio_to_unlogged": ratios, "restore": restores}
+        from verification.durable_crash import crash_matrix
+
+        matrices: dict[str, Any] = {
+            "sqlite": crash_matrix(
+                f"sqlite:///{directory / 'crash.db'}", "sqlite", directory
+            ).as_dict()
+        }
+        url, why = server_url()
+        matrices["postgres"] = (
+            {"status": "skipped", "why": why}
+            if url is None
+            else crash_matrix(url, "postgres", directory, seed=1).as_dict()
+        )
+    return {
+        "per_call": workloads,
+        "ratio_to_unlogged": ratios,
+        "restore": restores,
+        "crash_matrix": matrices,
+    }
+
+
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "explorer": ("verification.explore", _explorer),
     "campaign": ("verification.campaign", _campaign),
     "prove": ("verification.prove", _prove),
     "executor": ("verification.executor_workloads", _executor),
     "middleware": ("verification.middleware_workloads", _middleware),
+    "durable": ("verification.durable_workloads", _durable),
 }
 
 
@@ -796,6 +838,55 @@ def _bytes(value: int) -> str:
     return f"{value:,}"
 
 
+DURABLE_PARTS = ("per_call", "ratio_to_unlogged", "restore", "crash_matrix")
+
+
+def durable_lines(figures: dict[str, Any]) -> list[str]:
+    """The durable run's figures: per call, restore, the kill-and-restart matrix."""
+    lines = []
+    for name, numbers in figures["per_call"].items():
+        ratio = figures["ratio_to_unlogged"].get(name)
+        against = "" if ratio is None else f"  x{ratio['median']:.2f} the unlogged call (wall)"
+        lines.append(
+            f"    one call, {name:<18} wall {numbers['median_us']:>9,.1f} us "
+            f"[{numbers['min_us']:,.1f}-{numbers['max_us']:,.1f}]{against}"
+        )
+    for name, numbers in figures["restore"].items():
+        lines.append(
+            f"    restore {name:<24} from snapshots {numbers['from snapshots']['median_s']:.3f} s"
+            f", from the start {numbers['from the start']['median_s']:.3f} s (median)"
+        )
+    matrices = {
+        backend: matrix
+        for backend, matrix in figures.get("crash_matrix", {}).items()
+        if "by_kind" in matrix
+    }
+    if matrices:
+        lines.append(
+            "    kill point (SIGKILL, then restart)       "
+            + "".join(f"{backend:>22}" for backend in matrices)
+        )
+        kinds = list(next(iter(matrices.values()))["by_kind"])
+        for kind in kinds:
+            cells = []
+            for matrix in matrices.values():
+                held, runs, kills = matrix["by_kind"].get(kind, (0, 0, 0))
+                verdict = "same, once" if held == runs else f"{runs - held} DIFFER"
+                cells.append(f"{kills:>4} kills: {verdict:<10}")
+            lines.append(f"    {kind:<40} " + "".join(f"{cell:>22}" for cell in cells))
+    for backend, matrix in figures.get("crash_matrix", {}).items():
+        if "outcomes" not in matrix:
+            lines.append(f"    kill and restart, {backend}: skipped ({matrix.get('why')})")
+            continue
+        held = sum(1 for outcome in matrix["outcomes"] if not outcome["problems"])
+        lines.append(
+            f"    kill and restart, {backend}: {matrix['kills']} SIGKILLs ({matrix['boundaries']} "
+            f"boundaries + random), {held}/{len(matrix['outcomes'])} runs same result, "
+            f"{'no double effect' if matrix['held'] else 'PROBLEMS'} ({matrix['seconds']} s)"
+        )
+    return lines
+
+
 def render_table(document: dict[str, Any]) -> str:
     """The stdout report: environment, one table per workload, ratios, goals, tools."""
     env = document["environment"]
@@ -838,7 +929,7 @@ def render_table(document: dict[str, Any]) -> str:
         )
     lines += ["", "other tools:"]
     for name, figures in document["tools"].items():
-        hidden = ("status", "module", "workloads", "differences")
+        hidden = ("status", "module", "workloads", "differences", *DURABLE_PARTS)
         shown = {k: v for k, v in figures.items() if k not in hidden}
         detail = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
@@ -855,6 +946,8 @@ def render_table(document: dict[str, Any]) -> str:
                 f"    {difference:<44} cpu {numbers['cpu_median_us']:>9,.1f} us "
                 f"[{numbers['cpu_min_us']:,.1f}-{numbers['cpu_max_us']:,.1f}]"
             )
+        if name == "durable" and figures["status"] == "measured":
+            lines += durable_lines(figures)
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)

@@ -90,7 +90,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="measure only this tool's figures (repeatable): explorer, campaign, prove, "
-        "executor, middleware",
+        "executor, middleware, durable",
+    )
+    parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="the durable run's figures only (--tool durable): the cost of logging a call, "
+        "restore times for 10^4 and 10^5 logged calls, and the kill-and-restart matrix on "
+        "SQLite and PostgreSQL (a few minutes)",
     )
     add_json_option(parser)
 
@@ -111,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         allocation_episodes=base.allocation_episodes,
         quick=args.quick,
         tools=not args.no_tools,
-        only_tools=tuple(args.tool),
+        only_tools=tuple(args.tool) + (("durable",) if args.durable else ()),
     )
     output = Path(args.output) if args.output else (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
     if output.exists() and output.is_dir():

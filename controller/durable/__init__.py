@@ -1,0 +1,33 @@
+"""Durable runs: a run survives a crash or a redeploy with nothing lost and nothing
+run twice.
+
+``LoggedController`` logs every call that changed its run (``controller.durable.log``:
+in memory, in SQLite, or with ``controller.durable.dbos`` in DBOS's own database);
+``restore`` rebuilds the run from its log and refuses one written under another
+declaration or policy.
+"""
+
+from controller.durable.log import (
+    Entry,
+    Header,
+    InMemoryRunLog,
+    RestoreRefused,
+    RunLog,
+    RunLogError,
+    SqliteRunLog,
+)
+from controller.durable.logged import SNAPSHOT_EVERY, LoggedController, header_for, restore
+
+__all__ = [
+    "SNAPSHOT_EVERY",
+    "Entry",
+    "Header",
+    "InMemoryRunLog",
+    "LoggedController",
+    "RestoreRefused",
+    "RunLog",
+    "RunLogError",
+    "SqliteRunLog",
+    "header_for",
+    "restore",
+]

@@ -1,0 +1,76 @@
+"""Check a recorded run against the proved model, after the fact: every call of a run
+log (``controller.durable``) or of a controller's trace (JSON) is replayed through the
+reference model with every contract property checked.
+
+  replan conform out/runs/import-1.log
+  replan conform trace.json --policy my.toml
+  replan conform evidence/replan-trace.json --json
+  replan conform runs.db --run import-1          one run of a DBOS database
+
+Exit 0 when the model reproduces every recorded answer and no property breaks; 1 at
+the first divergence (its position, the call, the recorded and the model's answer);
+2 when the file cannot be read. The file is opened read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
+from verification.conform import ConformError, conform
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "log",
+        metavar="LOG",
+        help="a run log (SQLite, from controller.durable) or a trace (JSON: a list of "
+        "Controller.trace records, or an episode record with 'calls')",
+    )
+    parser.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        help="which run, when LOG is a DBOS database (controller.durable.dbos) of many",
+    )
+    add_policy_option(parser)
+    parser.epilog = (
+        "A run log names its own policy and declaration (a log of another declaration "
+        "is refused); --policy is for a trace, which names neither."
+    )
+    add_json_option(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = policy_from_args(args) if args.policy else None
+    try:
+        found = conform(Path(args.log), policy, args.run)
+    except ConformError as error:
+        raise CliError(str(error)) from None
+    divergence = found.divergence
+    if args.json:
+        print_json(
+            {
+                "log": args.log,
+                "source": found.source,
+                "calls": found.calls,
+                "conforms": found.conforms,
+                "divergence": None
+                if divergence is None
+                else {
+                    "position": divergence.position,
+                    "call": divergence.call,
+                    "recorded": divergence.recorded,
+                    "model": divergence.model,
+                    "broken": list(divergence.broken),
+                },
+            }
+        )
+    elif divergence is None:
+        print(
+            f"{args.log}: conforms: the model reproduces all {found.calls} recorded calls of "
+            f"this {found.source} and every property held after each"
+        )
+    else:
+        print(f"{args.log}: DIVERGES at {divergence.line()}")
+    return 0 if divergence is None else 1
