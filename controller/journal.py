@@ -26,13 +26,14 @@ import math
 import os
 import sqlite3
 import struct
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from controller.records import InvalidInput
 
@@ -270,11 +271,16 @@ class InMemoryJournal(Journal):
     """A journal in this process's memory: as strict as the SQLite one, gone with the
     process. The default for tests and the benchmark."""
 
-    __slots__ = ("_by_plan", "_records")
+    __slots__ = ("_by_plan", "_lock", "_records")
 
     def __init__(self) -> None:
         self._records: list[Record] = []
         self._by_plan: dict[str, list[Record]] = {}
+        #: Threads sharing the journal claim one at a time (a claim reads, then writes).
+        self._lock = threading.RLock()
+
+    def _atomic(self) -> AbstractContextManager[Any]:
+        return self._lock
 
     def records(self, plan_id: str | None = None) -> list[Record]:
         if plan_id is None:
@@ -381,8 +387,25 @@ class SqliteJournal(Journal):
             raise
 
     def _create(self) -> None:
+        """Create the journal's layout, unless another process did while this one
+        waited for the write lock (two processes may create one journal at once):
+        then check what it created, as for any existing journal."""
         connection = self._connection
         connection.execute("BEGIN IMMEDIATE")
+        created = connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+        ).fetchone()
+        if created is not None:
+            connection.execute("ROLLBACK")
+            (application_id,) = connection.execute("PRAGMA application_id").fetchone()
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            if (application_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
+                raise JournalError(
+                    f"{self.path}: created meanwhile by another application (application_id "
+                    f"{application_id:#010x}, user_version {version}); refusing to use it"
+                )
+            self._verify()
+            return
         connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
         connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         for statement in _SCHEMA.split(";"):

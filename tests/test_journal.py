@@ -4,9 +4,11 @@ settings and markers; a foreign or corrupt file refused and left untouched."""
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +236,71 @@ def test_an_empty_file_becomes_a_new_journal(tmp_path: Path) -> None:
     journal = SqliteJournal(path)
     assert journal.records() == []
     journal.close()
+
+
+def test_two_processes_creating_one_journal_both_open_it(tmp_path: Path) -> None:
+    """Two processes opening a new journal file at the same moment: the second to get
+    the write lock finds the layout the first created, and uses it."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+
+    def open_at(path: Path, barrier: Any) -> None:
+        barrier.wait()
+        try:
+            SqliteJournal(path).close()
+        except Exception as error:  # the exit code carries it to the parent
+            print(error)
+            os._exit(1)
+        os._exit(0)
+
+    failures = []
+    for trial in range(30):
+        path = tmp_path / f"new-{trial}.journal"
+        barrier = context.Barrier(2)
+        children = [context.Process(target=open_at, args=(path, barrier)) for _ in range(2)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(60)
+        failures += [trial for child in children if child.exitcode != 0]
+    assert failures == []
+
+
+def test_threads_sharing_the_in_memory_journal_never_run_an_effect_twice() -> None:
+    import sys
+    import threading
+
+    from controller.executor import Executor, Grant, Operation
+
+    grant = Grant(resources=["input-A"], steps=["commit-import"])
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    doubled = 0
+    try:
+        for _trial in range(300):
+            executor = Executor()  # the in-memory journal
+            ran: list[int] = []
+            start = threading.Barrier(8)
+
+            def call(
+                executor: Executor = executor,
+                ran: list[int] = ran,
+                start: threading.Barrier = start,
+            ) -> None:
+                start.wait()
+                executor.run(
+                    Operation("p1", "commit-import", "input-A", {"rows": 3}),
+                    grant,
+                    lambda _operation: ran.append(1) or {"imported": 3},
+                )
+
+            threads = [threading.Thread(target=call) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            doubled += len(ran) > 1
+    finally:
+        sys.setswitchinterval(interval)
+    assert doubled == 0
