@@ -8,6 +8,7 @@ generic: other test modules import the builders (``from conftest import obs, pla
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -52,3 +53,22 @@ def plan(
 def changed(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     """The snapshot fields that differ between two snapshots."""
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "graphviz: the test draws with Graphviz `dot` (skipped when it is absent)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Graphviz is optional (README): without `dot` its tests are skipped, each with
+    the reason, and everything else runs."""
+    if shutil.which("dot") is not None:
+        return
+    missing = pytest.mark.skip(
+        reason="Graphviz `dot` is not installed (apt-get install graphviz): SVG/PNG skipped"
+    )
+    for item in items:
+        if item.get_closest_marker("graphviz") is not None:
+            item.add_marker(missing)

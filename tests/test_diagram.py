@@ -99,6 +99,7 @@ def expected_mermaid(model: MachineModel) -> list[tuple[str, str, str]]:
 # ---- the machine, complete -----------------------------------------------------------
 
 
+@pytest.mark.graphviz
 def test_svg_shows_every_declared_transition_with_its_guard(tmp_path: Path) -> None:
     output = tmp_path / "m.svg"
     assert main(["diagram", "--format", "svg", "-o", str(output)]) == 0
@@ -113,6 +114,7 @@ def test_svg_shows_every_declared_transition_with_its_guard(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.graphviz
 def test_the_completeness_check_catches_a_diagram_missing_a_transition() -> None:
     for dropped in (MODEL.transitions[5], MODEL.transitions[-1]):  # internal, and not
         broken = without(MODEL, lambda t, label=dropped.label: t.label == label)
@@ -122,6 +124,7 @@ def test_the_completeness_check_catches_a_diagram_missing_a_transition() -> None
     assert missing_from_svg(MODEL, svg) == [MODEL.transitions[-1].label]
 
 
+@pytest.mark.graphviz
 def test_final_states_show_their_stop_reason_and_what_they_answer() -> None:
     svg = render(machine_diagram(), "svg").decode()
     for state in MODEL.final_states:
@@ -221,6 +224,7 @@ def coverage_counts() -> dict[str, int]:
     return counts
 
 
+@pytest.mark.graphviz
 @pytest.mark.parametrize("shape", ["campaign", "transitions_fired", "coverage.transitions"])
 def test_coverage_draws_a_missed_transition_dashed(tmp_path: Path, shape: str) -> None:
     counts = coverage_counts()
@@ -258,6 +262,7 @@ def test_coverage_draws_a_missed_transition_dashed(tmp_path: Path, shape: str) -
     assert missing_from_svg(MODEL, svg) == []
 
 
+@pytest.mark.graphviz
 def test_coverage_tells_cannot_fire_from_never_fired(tmp_path: Path) -> None:
     never = next(
         t.index
@@ -310,6 +315,7 @@ def counterexample(tmp_path: Path) -> tuple[Path, list[Operation]]:
     return path, operations
 
 
+@pytest.mark.graphviz
 def test_trace_highlights_the_path_with_numbered_steps(tmp_path: Path) -> None:
     path, _ = counterexample(tmp_path)
     output = tmp_path / "t.svg"
@@ -342,6 +348,7 @@ def test_trace_path_follows_the_generated_controller(tmp_path: Path) -> None:
     assert trace.differing == []
 
 
+@pytest.mark.graphviz
 def test_diff_against_a_policy_with_one_more_prerequisite_marks_the_changed_guard(
     tmp_path: Path,
 ) -> None:
@@ -375,6 +382,7 @@ def test_diff_against_a_policy_with_one_more_prerequisite_marks_the_changed_guar
     assert legend[("guards reading the policy", "step_unknown")].change is Change.UNCHANGED
 
 
+@pytest.mark.graphviz
 def test_diff_against_an_older_declaration_colours_added_removed_changed(
     tmp_path: Path,
 ) -> None:

@@ -57,6 +57,7 @@ def test_without_graphviz_svg_exits_2_with_one_line_and_mermaid_still_works(
     assert dot.returncode == 0 and (tmp_path / "m.dot").read_text().startswith("digraph")
 
 
+@pytest.mark.graphviz
 def test_png_is_rendered_by_graphviz(tmp_path: Path) -> None:
     output = tmp_path / "m.png"
     assert main(["diagram", "-o", str(output)]) == 0
@@ -149,6 +150,7 @@ def test_check_readme_fails_on_a_stale_block_and_update_fixes_it(
     assert main(["diagram", "--check-readme", "--readme", str(readme)]) == 1
 
 
+@pytest.mark.graphviz
 def test_committed_evidence_is_the_machine_that_runs() -> None:
     evidence = ROOT / "evidence"
     assert (evidence / "machine.mmd").read_text(encoding="utf-8") == readme_mermaid()

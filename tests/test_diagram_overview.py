@@ -21,6 +21,9 @@ from verification.diagram.graph import build
 from verification.diagram.guard_policy import condition_expression, guard_expression
 from verification.diagram.overview import wrap_guard
 
+#: Every test here draws with Graphviz (skipped, with the reason, without it).
+pytestmark = pytest.mark.graphviz
+
 MODEL = extract(Replanning)
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}"

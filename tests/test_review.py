@@ -51,6 +51,7 @@ def default_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     return page
 
 
+@pytest.mark.graphviz
 def test_the_page_is_one_self_contained_file_under_2_mb(default_page: str) -> None:
     assert len(default_page.encode()) < 2_000_000
     assert "default-src 'none'" in default_page  # the browser refuses any fetch
@@ -90,6 +91,7 @@ def test_the_page_embeds_the_records_the_cli_prints(
     )
 
 
+@pytest.mark.graphviz
 def test_the_player_plays_the_reference_episode_step_by_step(default_page: str) -> None:
     recorded = json.loads((EVIDENCE / "replan-trace.json").read_text(encoding="utf-8"))["calls"]
     traces = page_data(default_page)["traces"]
@@ -177,6 +179,7 @@ def against_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     return page
 
 
+@pytest.mark.graphviz
 def test_against_three_keys_shows_the_diff_and_its_witness(against_page: str) -> None:
     from verification.prove import decision_difference
 

@@ -25,6 +25,9 @@ from replan.cli import main
 from spec.declaration import Replanning
 from spec.model import extract
 
+#: Every test here draws with Graphviz (skipped, with the reason, without it).
+pytestmark = pytest.mark.graphviz
+
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "evidence"
 MODEL = extract(Replanning)
