@@ -241,9 +241,10 @@ class ModelView(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         self.guard.seen_revision = self.guard.run.evidence_revision
-        started = time.perf_counter()
+        clock = self.guard.clock  # the guard's one clock (a durable run records it)
+        started = clock()
         await call_next()
-        elapsed = _amount((time.perf_counter() - started) * 1000)
+        elapsed = _amount((clock() - started) * 1000)
         response = context.result
         reported = getattr(response, "usage_details", None)
         usage = self.guard.response_usage(reported if isinstance(reported, Mapping) else {})
@@ -284,8 +285,9 @@ class ReplanMiddleware(FunctionMiddleware):
         self.observe_result = observe_result
         self.tool_usage = tool_usage
         self.response_usage = response_usage
-        #: The guard's own clock (seconds): a tool's wall time is charged from it. The
-        #: controller reads no clock; time reaches it only as a charged Usage.
+        #: The guard's own clock (seconds): a tool's and a provider call's wall time are
+        #: charged from it. The controller reads no clock; time reaches it only as a
+        #: charged Usage.
         self.clock = clock
         self.steps: dict[str, Step] = {step.name: step for step in self.policy.steps}
         self.default_resource = (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ class Harness:
     raising: frozenset[str] = frozenset()
     runs: Counter[str] = field(default_factory=Counter)
     read: list[str] = field(default_factory=list)
+    clock: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
         self.controller = self.controller_class(self.policy)
@@ -80,6 +81,7 @@ class Harness:
             observe_result=self.observe,
             tracer_provider=self.provider,
             tool_usage=lambda done: Usage(7, 3, 0),
+            **({} if self.clock is None else {"clock": self.clock}),
         )
 
     def observe(self, tool: str, arguments: Mapping[str, Any], result: str) -> list[Observation]:
@@ -311,6 +313,16 @@ def test_each_tool_call_and_each_provider_response_is_charged() -> None:
     assert len(response_charges) == len(harness.chat.calls) == 3
     assert len(charges) == len(tool_charges) + len(response_charges)
     assert all(type(amount) is int and amount >= 0 for usage in charges for amount in usage)
+
+
+def test_time_is_read_from_the_guards_one_clock() -> None:
+    """A tool's and a provider call's wall time both come from the guard's clock
+    (a durable run records that clock, so a recovered run charges the same)."""
+    ticks = iter(range(10_000))
+    harness = Harness(clock=lambda: next(ticks) * 0.25)  # 250 ms between two readings
+    harness.request([call("inspect", "i1")], [call("commit", "c1")])
+    charges = [entry[1] for entry in harness.controller._trace if entry[0] == "charge"]
+    assert charges and {usage.elapsed_ms for usage in charges} == {250}
 
 
 # ---- spans -------------------------------------------------------------------------------
