@@ -25,6 +25,7 @@ behind these modules.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
@@ -111,10 +112,12 @@ class ExecuteStepArguments(BaseModel):
 
 class ControllerTools:
     """``propose_plan`` and ``execute_step`` as SDK ``FunctionTool`` objects, bound to
-    one controller. Each call reaches the controller exactly once."""
+    one controller. Each call reaches the controller exactly once, and one at a time:
+    the SDK may invoke tools from threads, and a run is owned by one caller at a time."""
 
     def __init__(self, controller: ModelFacing) -> None:
         self.controller = controller
+        self._serial = threading.Lock()
         events: Mapping[str, tuple[Any, ...]] = getattr(type(controller), "events", {})
         offered = {event for event, (_, _, caller) in events.items() if caller == "model"}
         if events and offered != set(TOOLS_OF_EVENTS):
@@ -147,10 +150,13 @@ class ControllerTools:
     def _propose_plan(
         self, planId: str, revision: int, evidenceRevision: int, step: str, resource: str
     ) -> bool:
-        return self.controller.propose(Plan(planId, revision, evidenceRevision, step, resource))
+        plan = Plan(planId, revision, evidenceRevision, step, resource)
+        with self._serial:
+            return self.controller.propose(plan)
 
     def _execute_step(self, stepId: str) -> str:
-        return str(self.controller.execute(stepId))
+        with self._serial:
+            return str(self.controller.execute(stepId))
 
     def refuse_malformed(self, tool_name: str, raw: Mapping[str, Any]) -> bool | str:
         """A call whose arguments do not fit the schema reaches the controller as the
@@ -159,9 +165,10 @@ class ControllerTools:
         (CONTRACT.md: model input never raises; a malformed proposal is a rejected
         proposal.)"""
         value: Any = dict(raw)
-        if tool_name == PROPOSE_PLAN:
-            return self.controller.propose(value)
-        return str(self.controller.execute(value))
+        with self._serial:
+            if tool_name == PROPOSE_PLAN:
+                return self.controller.propose(value)
+            return str(self.controller.execute(value))
 
 
 def _conforms(model: type[BaseModel] | None, arguments: object) -> bool:

@@ -40,6 +40,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from controller import Controller, ExecuteResult, Plan, Policy, Step
 from controller.executor import Executor, Grant
 from controller.middleware import EXECUTED, ReplanMiddleware
+from controller.serialized import SerializedController
 from controller.telemetry import TracedController
 
 RESOURCE = "input-A"
@@ -147,8 +148,12 @@ class _LongRun:
     """One run with room for every episode of a bench run, so that an episode is the
     calls alone: a proposal with a new id and its execution (two calls)."""
 
-    def __init__(self, wrap: Callable[[Controller], Any] = lambda run: run) -> None:
-        self.controller = wrap(Controller(BENCH_POLICY))
+    def __init__(
+        self,
+        wrap: Callable[[Controller], Any] = lambda run: run,
+        kind: type[Controller] = Controller,
+    ) -> None:
+        self.controller = wrap(kind(BENCH_POLICY))
         self.numbers = itertools.count(1)
 
     def episode(self) -> None:
@@ -160,6 +165,7 @@ class _LongRun:
 
 
 _untraced: _LongRun | None = None
+_serialized: _LongRun | None = None
 _traced: _LongRun | None = None
 _sdk_tracing: tuple[_LongRun, InMemorySpanExporter] | None = None
 
@@ -170,6 +176,14 @@ def untraced_controller_calls() -> None:
     if _untraced is None:
         _untraced = _LongRun()
     _untraced.episode()
+
+
+def serialized_controller_calls() -> None:
+    """The same two calls on a ``SerializedController`` (each under its lock)."""
+    global _serialized
+    if _serialized is None:
+        _serialized = _LongRun(kind=SerializedController)
+    _serialized.episode()
 
 
 def traced_controller_calls_no_provider() -> None:
@@ -202,6 +216,7 @@ WORKLOADS: dict[str, Callable[[], None]] = {
     "tool-call/guarded": guarded_tool_call,
     "tool-call/guarded-sdk-tracing": guarded_tool_call_sdk_tracing,
     "controller-calls/untraced": untraced_controller_calls,
+    "controller-calls/serialized": serialized_controller_calls,
     "controller-calls/traced-no-provider": traced_controller_calls_no_provider,
     "controller-calls/traced-sdk": traced_controller_calls_sdk,
 }
@@ -211,6 +226,12 @@ WORKLOADS: dict[str, Callable[[], None]] = {
 DIFFERENCES: tuple[tuple[str, str, str, int], ...] = (
     ("guard per call (no provider)", "tool-call/guarded", "tool-call/unguarded", 1),
     ("guard per call (SDK tracing)", "tool-call/guarded-sdk-tracing", "tool-call/unguarded", 1),
+    (
+        "lock per controller call (SerializedController)",
+        "controller-calls/serialized",
+        "controller-calls/untraced",
+        2,
+    ),
     (
         "tracing per controller call, no provider",
         "controller-calls/traced-no-provider",
