@@ -82,6 +82,44 @@ def add_policy_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _DeprecatedSpelling(argparse.Action):
+    """An output flag's old spelling: still works for one release, and says so."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"{parser.prog}: {option_string} is deprecated and goes in the next release: "
+            "use -o/--output",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_output_option(
+    parser: argparse.ArgumentParser,
+    *,
+    metavar: str,
+    help: str,
+    default: str | None = None,
+    deprecated: tuple[str, ...] = (),
+) -> None:
+    """``-o/--output``: the one spelling of every command's output (a file or a
+    directory, as the command writes); ``deprecated``: old spellings kept as aliases
+    for one release (hidden from --help, a one-line notice on stderr when used)."""
+    parser.add_argument(
+        "-o", "--output", dest="output", metavar=metavar, default=default, help=help
+    )
+    for old in deprecated:
+        parser.add_argument(
+            old, dest="output", metavar=metavar, action=_DeprecatedSpelling, help=argparse.SUPPRESS
+        )
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print a machine-readable JSON summary on stdout"

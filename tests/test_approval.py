@@ -239,7 +239,7 @@ def test_verify_strict_holds_on_the_approval_policy(tmp_path: Path) -> None:
             "ci",
             "--policy",
             str(ROOT / "tests" / "policies" / "approval.toml"),
-            "--evidence",
+            "--output",
             str(tmp_path),
             "--json",
         ],

@@ -186,7 +186,7 @@ def _campaign_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str,
 def test_the_same_seed_gives_the_same_operations_and_coverage(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    budget = ("--profile", "ci", "--examples", "15", "--steps", "20", "--out", str(tmp_path))
+    budget = ("--profile", "ci", "--examples", "15", "--steps", "20", "--output", str(tmp_path))
     first = _campaign_json(capsys, "--seed", "7", *budget)
     second = _campaign_json(capsys, "--seed", "7", *budget)
     other = _campaign_json(capsys, "--seed", "8", *budget)

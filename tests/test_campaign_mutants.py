@@ -74,7 +74,7 @@ def caught(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, obje
 
     def one(name: str) -> dict[str, object]:
         out = directories[name]
-        command = ["campaign", "--mutant", name, "--json", "--no-database", "--out", str(out)]
+        command = ["campaign", "--mutant", name, "--json", "--no-database", "--output", str(out)]
         completed = subprocess.run(
             [sys.executable, "-m", "replan", *command, *BUDGET],
             capture_output=True,

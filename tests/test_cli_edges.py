@@ -3,6 +3,7 @@ exit 2 before any work, never a traceback after it."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,23 @@ def test_verify_and_campaign_take_the_same_seeds_and_profile(
     parser = build_parser()
     assert parser.parse_args(["campaign"]).profile == "ci"
     assert parser.parse_args(["verify"]).profile == "ci"
+
+
+def test_every_output_is_dash_o_and_the_old_spellings_still_work_for_a_release(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replan.cli import main as replan
+
+    assert replan(["prove", "--out", str(tmp_path / "old"), "--json"]) == 0
+    notice = "replan prove: --out is deprecated and goes in the next release: use -o/--output"
+    assert capsys.readouterr().err.strip().splitlines()[0] == notice
+    assert (tmp_path / "old" / "prove.json").is_file()
+    assert replan(["prove", "-o", str(tmp_path / "new"), "--json"]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    assert (tmp_path / "new" / "prove.json").is_file()
+    for command in ("verify", "campaign", "explore", "prove", "diagram", "bench", "trace"):
+        with contextlib.suppress(SystemExit):
+            replan([command, "--help"])
+        shown = capsys.readouterr().out
+        assert "-o " in shown and "--output" in shown, command
+        assert "--out " not in shown.replace("--output", "") and "--evidence" not in shown, command

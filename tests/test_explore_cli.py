@@ -70,7 +70,7 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
     tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["explore", "--mutant", "stale-plan-check-removed", "--out", str(tmp_path), "--json"]
+        ["explore", "--mutant", "stale-plan-check-removed", "--output", str(tmp_path), "--json"]
     )
     assert code == 1
     report = json.loads(capsys.readouterr().out)
@@ -122,7 +122,7 @@ def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
 
     monkeypatch.setattr(explore_module, "default_report_domains", lambda policy: (TINY,))
     arguments = ["campaign", "--profile", "ci", "--seed", "1", "--examples", "5", "--steps", "10"]
-    arguments += ["--no-database", "--out", str(tmp_path), "--coverage-vs-explorer"]
+    arguments += ["--no-database", "--output", str(tmp_path), "--coverage-vs-explorer"]
     assert main([*arguments, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     figure = document["coverage_vs_explorer"]["domains"]["tiny"]

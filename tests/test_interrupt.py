@@ -125,7 +125,7 @@ def three_hundred_keys(path: Path) -> Path:
 def test_ctrl_c_stops_the_campaign(tmp_path: Path) -> None:
     out = tmp_path / "out"
     running = Running(
-        tmp_path, "campaign", "--profile", "thorough", "--seed", "1", "--out", str(out)
+        tmp_path, "campaign", "--profile", "thorough", "--seed", "1", "--output", str(out)
     )
     running.wait_for(r"^replan campaign: \d+ examples")
     time.sleep(1.0)  # well inside Hypothesis' examples
@@ -137,7 +137,7 @@ def test_ctrl_c_stops_the_campaign(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_the_explorer_and_its_workers(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    running = Running(tmp_path, "explore", "--workers", "2", "--out", str(out))
+    running = Running(tmp_path, "explore", "--workers", "2", "--output", str(out))
     running.wait_for(r"^explore \(")  # its first progress line: the search is under way
     workers = running.children()
     assert_interrupted(running, "explore")
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_the_proofs_inside_z3(tmp_path: Path) -> None:
     interrupt and answer "unknown")."""
     out = tmp_path / "out"
     policy = three_hundred_keys(tmp_path / "many.toml")
-    running = Running(tmp_path, "prove", "--policy", str(policy), "--out", str(out))
+    running = Running(tmp_path, "prove", "--policy", str(policy), "--output", str(out))
     running.wait_for(r"^replan prove: proving")
     time.sleep(2.0)
     assert_interrupted(running, "prove")
@@ -167,7 +167,7 @@ def test_ctrl_c_right_after_the_proofs_leaves_no_counterexample_without_its_repo
     """The proofs fail (a weakened commit gate) and their counterexample is due; the
     interrupt comes as the next check starts: neither it nor a report is written."""
     out = tmp_path / "out"
-    running = Running(tmp_path, "verify", "--policy", str(WEAK_GATE), "--evidence", str(out))
+    running = Running(tmp_path, "verify", "--policy", str(WEAK_GATE), "--output", str(out))
     running.wait_for(r"proofs: failed")
     assert_interrupted(running, "verify")
     assert written_files(out) == []

@@ -396,5 +396,5 @@ def test_replan_policy_warns_in_one_line_and_the_proof_names_the_fix(
     assert main(["policy", weakened]) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "ready_when_passed" in warnings[0]
-    assert main(["prove", "--policy", weakened, "--out", str(tmp_path)]) == 1
+    assert main(["prove", "--policy", weakened, "--output", str(tmp_path)]) == 1
     assert "fix: steps[2] 'commit-import' requires ['parser']" in capsys.readouterr().out

@@ -277,7 +277,7 @@ def test_decision_difference_counts_a_step_that_stops_completing_the_run() -> No
 def test_replan_prove_json_exits_0_listing_each_property_with_its_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["prove", "--json", "--out", str(tmp_path)]) == 0
+    assert main(["prove", "--json", "--output", str(tmp_path)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["proved"] is True
     statuses = {p["name"]: p["status"] for p in document["properties"]}
@@ -293,7 +293,7 @@ def test_replan_prove_exits_1_with_a_readable_and_saved_counterexample(
 ) -> None:
     path = tmp_path / "only-parser.toml"
     path.write_text(policy_to_toml(ONLY_PARSER), encoding="utf-8")
-    assert main(["prove", "--policy", str(path), "--out", str(tmp_path)]) == 1
+    assert main(["prove", "--policy", str(path), "--output", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "parser=Passed, access=Unknown: controller commits, workflow says Inspect" in out
     assert f"parser=Passed, access={NOT_PASSED}" in out
@@ -302,7 +302,7 @@ def test_replan_prove_exits_1_with_a_readable_and_saved_counterexample(
     assert saved["pattern"] == {"parser": "Passed", "access": NOT_PASSED}
     assert [s["op"] for s in saved["steps"]] == ["observe", "propose", "execute"]
 
-    assert main(["prove", "--policy", str(path), "--json", "--out", str(tmp_path)]) == 1
+    assert main(["prove", "--policy", str(path), "--json", "--output", str(tmp_path)]) == 1
     document = json.loads(capsys.readouterr().out)
     failed = [p for p in document["properties"] if p["status"] == "failed"]
     assert [p["name"] for p in failed] == ["commit-equivalence"]
@@ -314,7 +314,7 @@ def test_replan_prove_bad_policy_exits_2_with_one_line(
 ) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('[evidence]\nkeys = ["a"]\n', encoding="utf-8")
-    assert main(["prove", "--policy", str(path), "--out", str(tmp_path)]) == 2
+    assert main(["prove", "--policy", str(path), "--output", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "bad.toml" in error
     assert not (tmp_path / "prove.json").exists()

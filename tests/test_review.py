@@ -231,7 +231,7 @@ def test_bad_input_is_one_line_and_exit_2(
         assert len(err) == 1 and err[0].startswith("replan review: error: "), (name, err)
         assert not output.exists(), name
     assert main(["review", "--evidence", str(tmp_path / "empty")]) == 2
-    assert f"run `replan verify --evidence {tmp_path / 'empty'}` first" in capsys.readouterr().err
+    assert f"run `replan verify -o {tmp_path / 'empty'}` first" in capsys.readouterr().err
 
 
 def test_without_graphviz_the_page_shows_the_mermaid_source(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def _verify(tmp: Path, *arguments: str, stub_engines: bool) -> tuple[int, Log, d
                     name,
                     lambda self, name=name: CheckResult(name, "passed", "stubbed by the test"),
                 )
-        code = main(["verify", *arguments, "--evidence", str(tmp), "--sarif", str(sarif)])
+        code = main(["verify", *arguments, "--output", str(tmp), "--sarif", str(sarif)])
     report = json.loads((tmp / "verify.json").read_text(encoding="utf-8"))
     return code, json.loads(sarif.read_text(encoding="utf-8")), report
 
@@ -325,7 +325,7 @@ def test_the_vendored_schema_is_the_pinned_file() -> None:
 def test_an_unwritable_sarif_path_exits_2_before_any_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["verify", "--sarif", str(tmp_path), "--evidence", str(tmp_path)]) == 2
+    assert main(["verify", "--sarif", str(tmp_path), "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"replan verify: error: --sarif {tmp_path}: is a directory, expected a file"]
     assert not (tmp_path / "verify.json").exists()

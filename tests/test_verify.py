@@ -34,7 +34,7 @@ def test_missing_policy_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]
 def test_unknown_against_revision_exits_2_before_any_check(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["verify", "--against", "no-such-revision", "--evidence", str(tmp_path)]) == 2
+    assert main(["verify", "--against", "no-such-revision", "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-revision" in err[0]
     assert not (tmp_path / "verify.json").exists()
@@ -185,7 +185,7 @@ def test_verify_does_not_write_the_committed_evidence(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in (ROOT / "evidence").iterdir()}
-    assert main(["verify", "--evidence", str(ROOT / "evidence")]) == 2
+    assert main(["verify", "--output", str(ROOT / "evidence")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "replan evidence" in err[0], err
     assert {p.name: p.stat().st_mtime_ns for p in (ROOT / "evidence").iterdir()} == before

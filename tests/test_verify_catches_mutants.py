@@ -75,7 +75,7 @@ def verified(
                 "--mutant",
                 name,
                 "--json",
-                "--evidence",
+                "--output",
                 str(evidence),
             ],
             capture_output=True,

@@ -610,7 +610,7 @@ def _prove(settings: Settings, module: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="replan-bench-prove-") as scratch:
         started = time.perf_counter()
         command = subprocess.run(
-            [sys.executable, "-m", "replan", "prove", "--json", "--out", scratch],
+            [sys.executable, "-m", "replan", "prove", "--json", "--output", scratch],
             capture_output=True,
             check=False,
         )

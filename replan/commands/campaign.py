@@ -19,7 +19,7 @@ steps per example; --examples/--steps override them. The same --seed gives the s
 coverage (a random seed is chosen and printed otherwise). Failures found once are
 kept in Hypothesis' example database and retried first.
 
-Everything goes to --out DIR (default out/campaign/, in .gitignore): on a failure the
+Everything goes to -o DIR (default out/campaign/, in .gitignore): on a failure the
 shrunk operation sequence is printed, saved as counterexample JSON and as a pytest
 regression test there (re-run it with `replan replay FILE`); Hypothesis' directory
 is DIR/.hypothesis/ (its example database DIR/.hypothesis/examples, and its cache),
@@ -38,6 +38,7 @@ from pathlib import Path
 from replan.common import (
     CliError,
     add_json_option,
+    add_output_option,
     add_policy_option,
     check_writable,
     non_negative_int,
@@ -83,12 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_json_option(parser)
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report")
-    parser.add_argument(
-        "--out",
+    add_output_option(
+        parser,
         metavar="DIR",
         default=str(DEFAULT_OUT_DIR),
         help="where a counterexample's JSON and pytest file go, and Hypothesis' directory "
         f"(DIR/.hypothesis: its example database; default {DEFAULT_OUT_DIR})",
+        deprecated=("--out",),
     )
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument(
@@ -104,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-database",
         action="store_true",
-        help="do not read or write Hypothesis' example database (--out DIR/.hypothesis/examples)",
+        help="do not read or write Hypothesis' example database (-o DIR/.hypothesis/examples)",
     )
     parser.add_argument(
         "--require-full-coverage",
@@ -163,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except ImplementationError as error:
         raise CliError(str(error)) from None
     show, drawn = _progress_printer()
-    out = Path(args.out)
+    out = Path(args.output)
     budget = PROFILES[args.profile]
     print(
         f"replan campaign: {args.examples or budget.examples} examples x "
@@ -195,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         from verification.explore import compare_campaign
 
         comparison = compare_campaign(
-            result, policy, resolve_implementation(implementation), Path(args.out)
+            result, policy, resolve_implementation(implementation), Path(args.output)
         )
     if args.json:
         document = result.to_json()

@@ -16,7 +16,7 @@ re-running it on an unchanged checkout leaves `git status` clean:
   replan evidence --json        and print verify's JSON document
 
 Every other command writes to out/ (in .gitignore) unless an option names a file:
-`replan verify` to out/verify/<policy name>/, and it refuses --evidence evidence/.
+`replan verify` to out/verify/<policy name>/, and it refuses -o evidence/.
 The other committed files are measurements, rewritten only when asked with -o:
 `replan bench -o evidence/benchmark-results.json`, `replan mutate -o
 evidence/mutate.json`, `replan mutants -o evidence/mutation-matrix.json`,

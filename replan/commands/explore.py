@@ -20,7 +20,7 @@ listed apart; one that no explored state reaches is a warning), and whether a st
 state is reachable from every reachable state (traps).
 
 On a violation the shortest counterexample (breadth-first: no shorter run in these
-domains breaks a property) is printed and saved as --out DIR/explore-<property>.json
+domains breaks a property) is printed and saved as -o DIR/explore-<property>.json
 in the shared counterexample format: `replan replay FILE` re-runs it.
 
 Exit codes: 0 every property held on every transition explored; a search stopped by
@@ -39,13 +39,14 @@ from replan.common import (
     OUT,
     CliError,
     add_json_option,
+    add_output_option,
     add_policy_option,
     policy_from_args,
     positive_int,
     print_json,
 )
 
-#: Where counterexamples go when --out is not given (out/ is in .gitignore).
+#: Where counterexamples go when -o is not given (out/ is in .gitignore).
 DEFAULT_OUT = OUT / "explore"
 #: States stored per domain before the search stops cleanly (about 0.5 GB at most).
 DEFAULT_MAX_STATES = 1_000_000
@@ -116,11 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="explore a deliberately broken controller from verification/mutants.py",
     )
-    parser.add_argument(
-        "--out",
+    add_output_option(
+        parser,
         metavar="DIR",
         default=str(DEFAULT_OUT),
         help=f"where counterexamples are saved (default {DEFAULT_OUT})",
+        deprecated=("--out",),
     )
     add_json_option(parser)
 
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"--compare-spin: {error}") from None
     for finding in result.findings:
         finding.extra["implementation"] = importable
-    saved = save_findings(result, args.out) if result.findings else []
+    saved = save_findings(result, args.output) if result.findings else []
 
     if args.json:
         document = result.to_json()

@@ -10,7 +10,7 @@ controller is built from.
   replan prove                       prove for the default policy (spec/policy.toml)
   replan prove --policy my.toml      prove for your policy
   replan prove --json                a JSON summary on stdout (each property, its time)
-  replan prove --out DIR             write DIR/prove.json (default: out/prove/)
+  replan prove -o DIR                write DIR/prove.json (default: out/prove/)
 
 Exit 0: every property proved. Exit 1: a counterexample, printed and saved as
 DIR/prove-counterexample.json (an equivalence counterexample is a replayable episode:
@@ -30,6 +30,7 @@ from replan.common import (
     OUT,
     CliError,
     add_json_option,
+    add_output_option,
     add_policy_option,
     policy_from_args,
     print_json,
@@ -42,11 +43,12 @@ DEFAULT_OUT = OUT / "prove"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
     add_json_option(parser)
-    parser.add_argument(
-        "--out",
+    add_output_option(
+        parser,
         metavar="DIR",
         default=str(DEFAULT_OUT),
         help=f"directory for prove.json and any counterexample (default: {DEFAULT_OUT}/)",
+        deprecated=("--out",),
     )
 
 
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         report = prove_all(policy)
     except TranslationError as error:
         raise CliError(f"{translation_source(error)}: {error}") from None
-    out = Path(args.out)
+    out = Path(args.output)
     document = report.to_json()
     try:
         if not report.ok:
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             document["counterexample_file"] = str(path)
         write_json(out / "prove.json", document)
     except OSError as error:
-        raise CliError(f"--out {out}: cannot write ({error.strerror or error})") from None
+        raise CliError(f"-o {out}: cannot write ({error.strerror or error})") from None
     if args.json:
         print_json(document)
     else:

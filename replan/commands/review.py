@@ -109,7 +109,7 @@ def _verify_command(args: argparse.Namespace) -> str:
     if args.policy:
         command += f" --policy {args.policy}"
     if args.evidence:
-        command += f" --evidence {args.evidence}"
+        command += f" -o {args.evidence}"
     return command
 
 

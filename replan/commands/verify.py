@@ -19,7 +19,7 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
 
   replan verify                                   the default policy -> out/verify/default/
   replan verify --policy my.toml                  your policy -> out/verify/my/
-  replan verify --evidence DIR                    the report in DIR instead
+  replan verify -o DIR                            the report in DIR instead
   replan verify --policy new.toml --against old.toml
                                                   also: what changed (z3 witnesses where
                                                   the commit decision differs, behaviours
@@ -38,7 +38,7 @@ Profiles set the campaign's budget: ci (the default here: 200 examples x 60 step
 default (600 x 80), thorough (3000 x 100). The campaign seed is
 fixed (--seed), so a verify run is reproducible apart from timings.
 
-Writes to --evidence DIR (default out/verify/<policy name>/, "default" for the
+Writes to -o DIR (default out/verify/<policy name>/, "default" for the
 default policy; out/ is in .gitignore): verify-report.md (the reviewer's page),
 verify.json (the same for machines), machine.svg (and diff.svg with --against),
 counterexamples/, and for the default policy replan-trace.json and fixed-workflow.json.
@@ -70,6 +70,7 @@ from replan.common import (
     OUT,
     CliError,
     add_json_option,
+    add_output_option,
     check_directory,
     check_writable,
     non_negative_int,
@@ -107,12 +108,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the campaign's budget (default: ci, which already reaches every declared "
         "transition, result and stop reason of the default policy)",
     )
-    parser.add_argument(
-        "--evidence",
+    add_output_option(
+        parser,
         metavar="DIR",
         help="where to write the report (default: out/verify/default/ for the default "
         "policy, out/verify/<policy name>/ otherwise; the committed evidence/ is "
         "`replan evidence`'s)",
+        deprecated=("--evidence",),
     )
     parser.add_argument(
         "--seed",
@@ -682,7 +684,7 @@ def json_line(row: Any) -> str:
 
 
 def default_report_dir(policy: str | None, mutant: str | None = None) -> Path:
-    """Where verify writes when no --evidence is given: out/verify/<name>/."""
+    """Where verify writes when no -o is given: out/verify/<name>/."""
     if mutant is not None:
         name = f"mutant-{mutant}"
     elif policy is None:
@@ -693,12 +695,12 @@ def default_report_dir(policy: str | None, mutant: str | None = None) -> Path:
 
 
 def _evidence_dir(args: argparse.Namespace) -> Path:
-    if not args.evidence:
+    if not args.output:
         return default_report_dir(args.policy, args.mutant)
-    evidence = Path(args.evidence)
+    evidence = Path(args.output)
     if evidence.resolve() == COMMITTED_EVIDENCE.resolve():
         raise CliError(
-            f"--evidence {args.evidence}: that is the committed evidence, which only "
+            f"-o {args.output}: that is the committed evidence, which only "
             "`replan evidence` writes (the default policy, deterministically); "
             "choose another directory"
         )
@@ -725,7 +727,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
     check_writable(args.junit, "--junit")
     check_writable(args.sarif, "--sarif")
     subject = _subject(args.mutant)
-    check_directory(evidence, "--evidence")
+    check_directory(evidence, "-o")
 
     pipeline = Pipeline(policy, evidence, args.profile, args.seed, subject, deterministic)
     steps: list[tuple[str, Callable[[], CheckResult]]] = [
