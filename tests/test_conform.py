@@ -3,6 +3,7 @@ fact; a log edited by hand is caught at its first divergence."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
@@ -98,3 +99,20 @@ def test_one_run_of_a_dbos_database_conforms_and_an_edited_one_diverges(tmp_path
             ("import-1",),
         )
     assert _conform(database, "--run", "import-1").returncode == 1
+
+
+def test_a_trace_with_an_unknown_call_or_a_refused_observation_reads_right(
+    tmp_path: Path,
+) -> None:
+    run = Controller()
+    with contextlib.suppress(ValueError):  # InvalidInput: a str is no EvidenceState
+        run.observe(Observation("parser", 1, "Passed", "t"))  # type: ignore[arg-type]
+    run.cancel()
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(run.trace), encoding="utf-8")
+    assert _conform(trace).returncode == 0  # the refused call is not replayed as a real one
+    bogus = [{"op": "launch", "args": {}, "result": None}]
+    trace.write_text(json.dumps(bogus), encoding="utf-8")
+    done = _conform(trace)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr

@@ -211,3 +211,48 @@ def test_threads_sharing_a_logged_run_log_it_in_the_order_it_ran() -> None:
     assert errors == []
     assert [entry.position for entry in log.entries()] == list(range(1, len(log) + 1))
     assert restore(log, patient)._export_state() == run._export_state()
+
+
+class _FullDisk(InMemoryRunLog):
+    """A log whose storage refuses the next write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = False
+
+    def _write_entry(self, entry: Entry) -> None:
+        if self.refuse:
+            raise OSError("No space left on device")
+        super()._write_entry(entry)
+
+
+def test_a_call_the_log_cannot_take_closes_the_run_and_restores_without_it() -> None:
+    log = _FullDisk()
+    run = LoggedController(log=log)
+    run.observe(Observation("parser", 1, EvidenceState.PASSED, "t"))
+    before = run._export_state()
+    log.refuse = True
+    with pytest.raises(RunLogError, match="this run is closed: restore it from its log"):
+        run.propose(Plan("p1", 1, run.evidence_revision, "inspect-parser", "input-A"))
+    log.refuse = False
+    with pytest.raises(RunLogError, match="could not take propose at position 2"):
+        run.cancel()  # closed: nothing more is accepted
+    restored = restore(log)
+    assert restored._export_state() == before  # the failed call did not happen
+    assert restored.propose(Plan("p1", 1, restored.evidence_revision, "inspect-parser", "input-A"))
+
+
+def test_a_plan_with_a_str_subclass_in_a_field_is_logged_malformed() -> None:
+    log = InMemoryRunLog()
+    run = LoggedController(log=log)
+    odd = Plan(EvidenceState.PASSED, 1, run.evidence_revision, "inspect-parser", "input-A")  # type: ignore[arg-type]
+    assert run.propose(odd) is False  # malformed: it used a slot
+    assert "malformed" in log.entries()[-1].argument
+    assert restore(log)._export_state() == run._export_state()
+
+
+def test_snapshots_hold_huge_plan_revisions() -> None:
+    log = InMemoryRunLog()
+    run = LoggedController(log=log, snapshot_every=1)
+    assert run.propose(Plan("p1", 10**5000, run.evidence_revision, "inspect-parser", "input-A"))
+    assert restore(log).plan_revision == 10**5000

@@ -73,6 +73,12 @@ class Conformance:
         return self.divergence is None
 
 
+#: A trace's answer for a call the input check refused (``InvalidInput``): the call
+#: changed nothing, and its argument, rendered as JSON, may no longer say why (a
+#: ``str`` and an ``EvidenceState`` read alike), so it is not replayed.
+_REFUSED_INPUT = canonical({"error": "InvalidInput"})
+
+
 def _answer(result: Any) -> str:
     if isinstance(result, type) and issubclass(result, BaseException):
         return canonical({"error": result.__name__})
@@ -83,8 +89,16 @@ def check(entries: list[Entry], policy: Policy) -> Divergence | None:
     """Replay ``entries`` on the reference model; the first divergence, if any."""
     reference = ReferenceController(policy)
     for entry in entries:
-        parameter_type = Controller.events[entry.op][1]
-        argument = decode_argument(parameter_type, entry.argument)
+        if entry.answer == _REFUSED_INPUT:
+            continue  # changed nothing; a trace cannot tell a str from an EvidenceState
+        try:
+            parameter_type = Controller.events[entry.op][1]
+            argument = decode_argument(parameter_type, entry.argument)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConformError(
+                f"position {entry.position}: {entry.op}({entry.argument}) is not a call of "
+                f"this declaration's events ({type(error).__name__}: {error})"
+            ) from None
         call = observe_call(policy, reference, Operation(entry.op, argument))
         model = _answer(call.result)
         broken = tuple(violated(call))
@@ -118,8 +132,11 @@ def _trace_entries(records: list[Any]) -> list[Entry]:
 
 def _is_durable_store(path: Path) -> bool:
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as connection:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
             tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        finally:
+            connection.close()
     except sqlite3.Error:
         return False
     return "replan_durable_log" in tables
@@ -127,19 +144,34 @@ def _is_durable_store(path: Path) -> bool:
 
 def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
     """One run's log from a DBOS database (``controller.durable.dbos``)."""
-    from controller.durable.dbos import SqlRunLog, Store
+    try:
+        import sqlalchemy
 
+        from controller.durable.dbos import Store
+    except ImportError as error:
+        raise ConformError(
+            f"{path}: a DBOS database; reading it needs the dbos extra "
+            f"(pip install 'replan[dbos]'): {error}"
+        ) from None
     store = Store(f"sqlite:///{path}", read_only=True)
     try:
-        runs = store.run_ids()
-        if run_id is None or run_id not in runs:
-            listed = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
-            asked = "name one with --run" if run_id is None else f"no run {run_id!r} in it"
-            raise ConformError(f"{path}: a DBOS store of {len(runs)} runs ({listed}): {asked}")
-        log = SqlRunLog(store, run_id)
-        return _checked("run log", log.header(), log.entries(), path)
+        return _store_run(store, path, run_id)
+    except (RunLogError, sqlalchemy.exc.SQLAlchemyError) as error:
+        raise ConformError(f"{path}: {' '.join(str(error).split())[:200]}") from None
     finally:
         store.close()
+
+
+def _store_run(store: Any, path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
+    from controller.durable.dbos import SqlRunLog
+
+    runs = store.run_ids()
+    if run_id is None or run_id not in runs:
+        listed = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
+        asked = "name one with --run" if run_id is None else f"no run {run_id!r} in it"
+        raise ConformError(f"{path}: a DBOS store of {len(runs)} runs ({listed}): {asked}")
+    log = SqlRunLog(store, run_id)
+    return _checked("run log", log.header(), log.entries(), path)
 
 
 def _checked(
@@ -164,7 +196,8 @@ def load(
 ) -> tuple[str, list[Entry], Policy]:
     """(what the file is, its calls, the policy to check them under)."""
     try:
-        head = path.read_bytes()[:16]
+        with path.open("rb") as handle:
+            head = handle.read(16)
     except OSError as error:
         raise ConformError(f"{path}: cannot read ({error.strerror})") from None
     if head.startswith(b"SQLite format 3") and _is_durable_store(path):

@@ -281,6 +281,10 @@ def run_to_end(
     child = _start(url, run_id, directory, kill_at, broken)
     while True:
         child.join(120)
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+            raise RuntimeError(f"run {run_id}: a worker did not end within 120 s")
         if child.exitcode == -signal.SIGKILL:
             kills += 1
             child = _start(url, run_id, directory, broken=broken)
@@ -308,6 +312,8 @@ def run_with_random_kills(
             raise RuntimeError(f"worker ended with exit code {child.exitcode}")
         os.kill(child.pid or 0, signal.SIGKILL)
         child.join()
+        if child.exitcode == 0:  # it finished just before the signal: no kill
+            return json.loads((directory / "result.json").read_text()), made
         made += 1
     document, more = run_to_end(url, run_id, directory)
     return document, made + more

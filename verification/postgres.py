@@ -36,7 +36,10 @@ def _as_postgres_user(command: list[str]) -> list[str]:
 
 def start_throwaway() -> tuple[str | None, str]:
     """Start a cluster of one's own: (its URL, "") or (None, why it could not)."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda path: [int(part) for part in Path(path).parts[-3].split(".") if part.isdigit()],
+    )
     if not found:
         return None, "no PostgreSQL server binaries (apt-get install postgresql)"
     binaries = Path(found[-1]).parent

@@ -19,9 +19,10 @@ How the pieces share the work, inside a workflow function of the user's
   as the executor's intent and receipt: a crash before the commit leaves no trace of
   any of the three (the step runs again, once), a crash after it leaves the receipt,
   and the step run again finds it and does not call the effect. So the effect happens
-  exactly once. (An effect outside the database cannot join the transaction; for it
-  the executor's own rule holds: a crash between intent and receipt is ``InDoubt``,
-  never rerun, until its owner says what happened.)
+  exactly once. An effect outside the database cannot join the transaction: a
+  crash after it and before the commit rolls its intent back too, and the recovered
+  step runs it again. Give such an effect an idempotency key (the operation digest,
+  which names the step) or keep it in the database.
 
 Leaves to others: what the run decides (``controller``), the log's rules
 (``controller.durable.log``), the journal's (``controller.journal``).
@@ -227,7 +228,11 @@ class SqlJournal(Journal):
     def one_transaction(self) -> Iterator[sa.Connection]:
         """One transaction for the records written inside it (and the effect's)."""
         with self.engine.begin() as connection:
-            if self.postgres:  # a claim reads, then writes: one writer per run at a time
+            # A claim reads, then writes. On PostgreSQL the advisory lock makes that one
+            # writer per run; on SQLite the driver begins the transaction only at the
+            # first write, so it is DBOS running one execution of a workflow at a time
+            # that keeps a run's steps from claiming at once.
+            if self.postgres:
                 connection.execute(
                     sa.text("SELECT pg_advisory_xact_lock(hashtext(:run))"), {"run": self.run_id}
                 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -74,7 +75,29 @@ class Entry(NamedTuple):
 
 
 def canonical(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _plain(value: object) -> object:
+    """``value`` with every int too long for ``json`` as ``{"int": hex}`` (a snapshot
+    holds a plan's revision, which may be any int)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if type(value) is int and int.bit_length(value) > _LARGEST_PLAIN_BITS:
+        return {"int": hex(value)}
+    return value
+
+
+def _unplain(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"int"} and isinstance(value["int"], str):
+            return int(value["int"], 16)
+        return {key: _unplain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unplain(item) for item in value]
+    return value
 
 
 #: An entry's argument: its record's fields in the record's order (fixed by the
@@ -89,8 +112,11 @@ _ANSWERS: dict[object, str] = {None: "null", True: "true", False: "false"}
 _RECORDS: dict[str, type] = {name: getattr(controller.records, name) for name in RECORD_KINDS}
 
 
-#: The exact types a record field may have.
-_EXACT = frozenset((str, int, EvidenceState))
+#: Each record's fields' exact types, read from the records' own annotations: a value
+#: of any other type (a subclass included) makes the record malformed.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    name: tuple(typing.get_type_hints(record).values()) for name, record in _RECORDS.items()
+}
 
 
 def _encode_field(value: object) -> object:
@@ -121,7 +147,8 @@ def encode_argument(parameter_type: str | None, argument: object) -> str:
     record = _RECORDS[parameter_type]
     if type(argument) is record:
         values: tuple[object, ...] = tuple(tuple.__iter__(argument))  # type: ignore[arg-type]
-        if all(type(value) in _EXACT for value in values):
+        exact = _FIELD_TYPES[parameter_type]
+        if all(type(value) is kind for value, kind in zip(values, exact, strict=True)):
             names: tuple[str, ...] = record._fields  # type: ignore[attr-defined]
             return _COMPACT(
                 {name: _encode_field(value) for name, value in zip(names, values, strict=True)}
@@ -201,7 +228,7 @@ class RunLog(ABC):
             return None
         try:
             document = json.loads(text)
-            if document.pop("format") != FORMAT:
+            if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
                 raise RunLogError(f"run log of another format ({text[:60]})")
             return Header(**document)
         except (ValueError, KeyError, TypeError) as error:
@@ -254,7 +281,7 @@ class RunLog(ABC):
         text = self._read_snapshot(position)
         if text is None:
             raise RunLogError(f"run log: no snapshot at position {position}")
-        document: dict[str, Any] = json.loads(text)
+        document: dict[str, Any] = _unplain(json.loads(text))
         return document
 
     def snapshot(self, position: int, snapshot: Mapping[str, Any]) -> None:
@@ -336,7 +363,8 @@ CREATE TABLE IF NOT EXISTS replan_run_snapshots (position INTEGER PRIMARY KEY,
 class SqliteRunLog(RunLog):
     """A run log in one SQLite file (WAL, ``synchronous=FULL``: an entry is on disk
     when ``append`` returns, so a killed process loses no call it logged). The
-    tables are named ``replan_run_*``, so the file may be the executor's journal."""
+    tables are named ``replan_run_*``, so the file may be the executor's journal
+    (once the journal has created it: a journal opens only a file it made)."""
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """Open (or create) the log at ``path``; ``read_only``: open an existing one
@@ -360,8 +388,7 @@ class SqliteRunLog(RunLog):
             raise RunLogError(f"{self.path}: not a usable run log ({error})") from None
 
     def _check_layout(self) -> None:
-        """Refuse tables of the same names laid out otherwise (another program's, or
-        a DBOS store's: ``controller.durable.dbos`` keeps many runs, by run id)."""
+        """Refuse tables of the same names laid out otherwise (another program's)."""
         columns = [
             row[1] for row in self._connection.execute("PRAGMA table_info(replan_run_header)")
         ]

@@ -49,7 +49,7 @@ class LoggedController(Controller):
     """``Controller`` whose every run-changing call is in ``run_log`` before it
     returns (see the module docstring)."""
 
-    __slots__ = ("_logged", "_serial", "_snapshot_every", "run_log")
+    __slots__ = ("_closed", "_logged", "_serial", "_snapshot_every", "run_log")
 
     def __init__(
         self,
@@ -68,23 +68,42 @@ class LoggedController(Controller):
         self._logged = 0
         #: One call at a time, its log entry with it: the log's order is the calls'.
         self._serial = threading.Lock()
+        #: Why the run is closed (its log failed to take a call), or None.
+        self._closed: str | None = None
 
     def _log_call(self, op: str, argument: object, answer: object) -> None:
         """After a call: log it if a transition fired (else it changed nothing)."""
         if self._trace[-1][5] is None:
             return
-        self._logged += 1
+        position = self._logged + 1
         parameter_type = self.events[op][1]
         self.run_log.append(
-            Entry(
-                self._logged,
-                op,
-                encode_argument(parameter_type, argument),
-                encode_answer(answer),
-            )
+            Entry(position, op, encode_argument(parameter_type, argument), encode_answer(answer))
         )
-        if self._logged % self._snapshot_every == 0:
-            self.run_log.snapshot(self._logged, self.snapshot())
+        self._logged = position
+        if position % self._snapshot_every == 0:
+            self.run_log.snapshot(position, self.snapshot())
+
+    def _call_logged(self, op: str, call: Callable[[], Any], argument: object) -> Any:
+        """Run ``call`` and log it. If the log cannot take it, the run is closed: this
+        call and every later one raise ``RunLogError``, and the run is restored from
+        its log, which holds everything before the failed call (so the call did not
+        happen, as far as anything durable knows). Closing costs nothing per call;
+        putting the state back would mean copying it before every call."""
+        with self._serial:
+            if self._closed is not None:
+                raise RunLogError(self._closed)
+            answer = call()
+            try:
+                self._log_call(op, argument, answer)
+            except Exception as error:
+                self._closed = (
+                    f"the run log could not take {op} at position {self._logged + 1} "
+                    f"({type(error).__name__}: {error}); this run is closed: restore it "
+                    "from its log, which ends before that call"
+                )
+                raise RunLogError(self._closed) from error
+            return answer
 
 
 def _logged_event(op: str, has_argument: bool) -> Callable[..., Any]:
@@ -92,19 +111,13 @@ def _logged_event(op: str, has_argument: bool) -> Callable[..., Any]:
     if has_argument:
 
         def call_with(self: LoggedController, argument: object) -> Any:
-            with self._serial:
-                answer = unlogged(self, argument)
-                self._log_call(op, argument, answer)
-                return answer
+            return self._call_logged(op, lambda: unlogged(self, argument), argument)
 
         call_with.__doc__ = unlogged.__doc__
         return call_with
 
     def call(self: LoggedController) -> Any:
-        with self._serial:
-            answer = unlogged(self)
-            self._log_call(op, None, answer)
-            return answer
+        return self._call_logged(op, lambda: unlogged(self), None)
 
     call.__doc__ = unlogged.__doc__
     return call
