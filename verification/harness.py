@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import spec.properties  # noqa: F401  (registers the contract's properties)
+from controller._generated import Controller
+from controller.durable.log import canonical, decode_argument
 from controller.policy import Policy, policy_from_dict, policy_to_dict
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
 from controller.run import Run, state_of_snapshot
@@ -413,26 +415,28 @@ def test_{function}_stays_fixed() -> None:
 
 def operations_from_trace(trace: Sequence[Mapping[str, Any]]) -> list[Operation]:
     """The calls a controller trace records (``Controller.trace``, the ``calls`` of
-    ``evidence/replan-trace.json``), as operations to replay. Trace arguments are
-    JSON renderings of well-formed records (the reference episode's all are), so
-    they decode exactly; a malformed one raises ``CounterexampleError``."""
+    ``evidence/replan-trace.json``), as operations to replay: each event and its
+    argument read through the declaration's interface (``Controller.events``) and the
+    run log's exact decoding (``controller.durable.log``), so every declared event,
+    ``approve`` and ``charge`` included, replays. Trace arguments are JSON renderings
+    of records; one that is not decodes to an error (``CounterexampleError``)."""
     operations = []
     for index, record in enumerate(trace):
         try:
             op, args = record["op"], record["args"]
-            if op == "observe":
-                fields = dict(args["obs"])
-                fields["state"] = EvidenceState(fields["state"])
-                operations.append(Operation(op, Observation(**fields)))
-            elif op == "propose":
-                operations.append(Operation(op, Plan(**args["plan"])))
-            elif op == "execute":
-                operations.append(Operation(op, args["plan_id"]))
-            elif op == "cancel":
-                operations.append(Operation(op))
-            else:
-                raise ValueError(f"op {op!r} is not one of {', '.join(OPS)}")
-        except (KeyError, TypeError, ValueError) as error:
+            parameter, parameter_type, _caller = Controller.events[op]
+            argument = (
+                None
+                if parameter is None
+                else decode_argument(parameter_type, canonical(args[parameter]))
+            )
+            operations.append(Operation(op, argument))
+        except KeyError as error:
+            raise CounterexampleError(
+                f"calls[{index}]: not a trace record of this declaration's events "
+                f"({', '.join(Controller.events)}): missing {error}"
+            ) from None
+        except (TypeError, ValueError) as error:
             raise CounterexampleError(f"calls[{index}]: not a trace record ({error})") from None
     return operations
 
