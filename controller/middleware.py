@@ -48,7 +48,15 @@ from agent_framework import (
 from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
-from controller.executor import Executor, Grant, Operation, Outcome, perform_async
+from controller.executor import (
+    AsyncEffect,
+    Executor,
+    Grant,
+    Operation,
+    Outcome,
+    Performed,
+    perform_async,
+)
 from controller.journal import JSONValue, canonical_json
 from controller.policy import Policy, Step
 from controller.records import (
@@ -167,23 +175,31 @@ def _text(result: object) -> str:
     return "" if result is None else str(result)
 
 
-def _stored(result: object) -> JSONValue:
+def _stored(result: object, tool_ms: float) -> JSONValue:
     """The tool result as its receipt keeps it, so that a replay hands the model the
     same thing: the texts of a result of plain text contents (the common case, and
     cheap), else the contents as the SDK serialises them, else their text (a receipt
-    must be JSON)."""
+    must be JSON). With it, the tool's wall time, which the run is charged: a durable
+    guard recovered after the tool ran reads both from the receipt."""
+    elapsed = round(tool_ms, 3)
     if isinstance(result, list) and all(isinstance(item, Content) for item in result):
         if all(item.type == "text" and not item.additional_properties for item in result):
-            texts: JSONValue = {"texts": [item.text or "" for item in result]}
+            texts: JSONValue = {"texts": [item.text or "" for item in result], "tool_ms": elapsed}
             return texts
         contents = [item.to_dict() for item in result]
         try:
             canonical_json(contents, "result")
         except InvalidInput:
-            return {"text": _text(result)}
-        stored: JSONValue = {"contents": contents}
+            return {"text": _text(result), "tool_ms": elapsed}
+        stored: JSONValue = {"contents": contents, "tool_ms": elapsed}
         return stored
-    return {"text": _text(result)}
+    return {"text": _text(result), "tool_ms": elapsed}
+
+
+def _tool_ms(stored: object) -> float:
+    """The tool's wall time a receipt keeps (0 for a receipt without one)."""
+    found = stored.get("tool_ms") if isinstance(stored, dict) else None
+    return float(found) if isinstance(found, int | float) and not isinstance(found, bool) else 0.0
 
 
 def _restored(stored: object) -> str | list[Content]:
@@ -241,10 +257,7 @@ class ModelView(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         self.guard.seen_revision = self.guard.run.evidence_revision
-        clock = self.guard.clock  # the guard's one clock (a durable run records it)
-        started = clock()
-        await call_next()
-        elapsed = _amount((clock() - started) * 1000)
+        elapsed = await self.guard._round_trip(context, call_next)
         response = context.result
         reported = getattr(response, "usage_details", None)
         usage = self.guard.response_usage(reported if isinstance(reported, Mapping) else {})
@@ -344,6 +357,27 @@ class ReplanMiddleware(FunctionMiddleware):
                 if recording:
                     span.set_attribute(RESULT, call.outcome)
 
+    # ---- what the guard reads from the world (a durable guard records each) ----------
+
+    async def _round_trip(
+        self, context: ChatContext, call_next: Callable[[], Awaitable[None]]
+    ) -> int:
+        """The provider call; its wall time in milliseconds, on the guard's clock."""
+        started = self.clock()
+        await call_next()
+        return _amount((self.clock() - started) * 1000)
+
+    async def _journal_knows(self, call_id: str) -> bool:
+        """Whether the journal holds a record of ``call_id`` (the call is a retry)."""
+        return self.executor.journal.entry(call_id) is not None
+
+    async def _perform(
+        self, operation: Operation, context: FunctionInvocationContext, effect: AsyncEffect
+    ) -> Performed:
+        """The execution through the executor; ``effect`` runs the tool and returns
+        what its receipt keeps."""
+        return await perform_async(self.controller, self.executor, operation, self.grant, effect)
+
     # ---- budgets ----------------------------------------------------------------------
 
     def charge(self, usage: Usage) -> None:
@@ -414,7 +448,7 @@ class ReplanMiddleware(FunctionMiddleware):
 
         plan: Plan | None = None
         pending = self.run.pending
-        retried = self.executor.journal.entry(call_id) is not None or (
+        retried = await self._journal_knows(call_id) or (
             pending is not None and pending.id == call_id
         )
         if not retried:
@@ -433,29 +467,26 @@ class ReplanMiddleware(FunctionMiddleware):
                 if rejected is not None:
                     return refuse(*rejected, plan=plan)
 
-        timing: list[float] = []
-
         async def effect(_operation: Operation) -> JSONValue:
             started = self.clock()
             await call_next()
-            timing.append((self.clock() - started) * 1000)
-            return _stored(context.result)
+            return _stored(context.result, (self.clock() - started) * 1000)
 
-        performed = await perform_async(
-            self.controller, self.executor, operation, self.grant, effect
-        )
+        performed = await self._perform(operation, context, effect)
         execution = performed.execution
         if execution is None:
             assert performed.answer is not None
             return refuse(*self._answered(performed.answer), plan=plan)
         if execution.outcome is Outcome.EXECUTED:
+            assert execution.receipt is not None
+            tool_ms = _tool_ms(execution.receipt.result)
             text = _text(context.result)
-            call = GuardedCall(name, call_id, arguments, EXECUTED, text, plan, timing[0])
+            call = GuardedCall(name, call_id, arguments, EXECUTED, text, plan, tool_ms)
             if self.observe_result is not None:
                 for observation in self.observe_result(name, arguments, text):
                     self.controller.observe(observation)
             extra = Usage(0, 0, 0) if self.tool_usage is None else self.tool_usage(call)
-            self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(timing[0])))
+            self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(tool_ms)))
             return call
         if execution.outcome is Outcome.REPLAYED:
             assert execution.receipt is not None

@@ -32,3 +32,14 @@ def test_every_kill_on_postgres_ends_as_the_uninterrupted_run(
     print(matrix.summary())
     assert matrix.held, matrix.summary()
     assert matrix.boundaries >= 40
+
+
+def test_every_kill_of_a_guarded_agent_on_postgres_ends_as_the_uninterrupted_run(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    matrix = crash_matrix(
+        postgres_url, "postgres", tmp_path, random_kills=10, seed=4, workload="agent"
+    )
+    print(matrix.summary())
+    assert matrix.held, matrix.summary()
+    assert matrix.boundaries >= 40

@@ -736,19 +736,18 @@ def _durable(settings: Settings, module: Any) -> dict[str, Any]:
         restores = module.restore_figures(directory, sizes, repeats=1 if settings.quick else 3)
         if settings.quick:
             return {"per_call": workloads, "ratio_to_unlogged": ratios, "restore": restores}
-        from verification.durable_crash import crash_matrix
+        from verification.durable_crash import WORKLOADS, crash_matrix
 
-        matrices: dict[str, Any] = {
-            "sqlite": crash_matrix(
-                f"sqlite:///{directory / 'crash.db'}", "sqlite", directory
-            ).as_dict()
-        }
         url, why = server_url()
-        matrices["postgres"] = (
-            {"status": "skipped", "why": why}
-            if url is None
-            else crash_matrix(url, "postgres", directory, seed=1).as_dict()
-        )
+        matrices: dict[str, Any] = {}
+        for workload in WORKLOADS:
+            database = f"sqlite:///{directory / f'crash-{workload}.db'}"
+            matrices[workload] = {
+                "sqlite": crash_matrix(database, "sqlite", directory, workload=workload).as_dict(),
+                "postgres": {"status": "skipped", "why": why}
+                if url is None
+                else crash_matrix(url, "postgres", directory, seed=1, workload=workload).as_dict(),
+            }
     return {
         "per_call": workloads,
         "ratio_to_unlogged": ratios,
@@ -856,17 +855,21 @@ def durable_lines(figures: dict[str, Any]) -> list[str]:
             f"    restore {name:<24} from snapshots {numbers['from snapshots']['median_s']:.3f} s"
             f", from the start {numbers['from the start']['median_s']:.3f} s (median)"
         )
-    matrices = {
-        backend: matrix
-        for backend, matrix in figures.get("crash_matrix", {}).items()
-        if "by_kind" in matrix
-    }
+    for workload, per_backend in figures.get("crash_matrix", {}).items():
+        lines += _matrix_lines(workload, per_backend)
+    return lines
+
+
+def _matrix_lines(workload: str, per_backend: dict[str, Any]) -> list[str]:
+    """One workload's kill-and-restart matrix: kill point kind x backend."""
+    lines = []
+    matrices = {backend: matrix for backend, matrix in per_backend.items() if "by_kind" in matrix}
     if matrices:
         lines.append(
-            "    kill point (SIGKILL, then restart)       "
+            f"    {workload + ': kill point (SIGKILL, then restart)':<40} "
             + "".join(f"{backend:>22}" for backend in matrices)
         )
-        kinds = list(next(iter(matrices.values()))["by_kind"])
+        kinds = list(dict.fromkeys(kind for m in matrices.values() for kind in m["by_kind"]))
         for kind in kinds:
             cells = []
             for matrix in matrices.values():
@@ -874,15 +877,17 @@ def durable_lines(figures: dict[str, Any]) -> list[str]:
                 verdict = "same, once" if held == runs else f"{runs - held} DIFFER"
                 cells.append(f"{kills:>4} kills: {verdict:<10}")
             lines.append(f"    {kind:<40} " + "".join(f"{cell:>22}" for cell in cells))
-    for backend, matrix in figures.get("crash_matrix", {}).items():
+    for backend, matrix in per_backend.items():
         if "outcomes" not in matrix:
-            lines.append(f"    kill and restart, {backend}: skipped ({matrix.get('why')})")
+            why = matrix.get("why")
+            lines.append(f"    {workload}, kill and restart, {backend}: skipped ({why})")
             continue
         held = sum(1 for outcome in matrix["outcomes"] if not outcome["problems"])
         lines.append(
-            f"    kill and restart, {backend}: {matrix['kills']} SIGKILLs ({matrix['boundaries']} "
-            f"boundaries + random), {held}/{len(matrix['outcomes'])} runs same result, "
-            f"{'no double effect' if matrix['held'] else 'PROBLEMS'} ({matrix['seconds']} s)"
+            f"    {workload}, kill and restart, {backend}: {matrix['kills']} SIGKILLs "
+            f"({matrix['boundaries']} boundaries + random), {held}/{len(matrix['outcomes'])} "
+            f"runs same result, {'no double effect' if matrix['held'] else 'PROBLEMS'} "
+            f"({matrix['seconds']} s)"
         )
     return lines
 

@@ -1,6 +1,9 @@
-"""Kill and restart: the durable import run (a DBOS workflow driving a replan run)
-is SIGKILLed at every boundary it crosses, and at random moments, then restarted,
-and must end exactly as a run nobody killed.
+"""Kill and restart: a durable run (a DBOS workflow driving a replan run) is
+SIGKILLed at every boundary it crosses, and at random moments, then restarted, and
+must end exactly as a run nobody killed. Two workloads: the scripted import run
+below, and a guarded agent (``verification.durable_agent``: ``DurableGuard`` on an
+Agent Framework agent, its provider's replies recorded, its tools run in their
+effect steps); the workers, kill points and checks are the same for both.
 
 The run (``import_run``), under the default policy: a scripted model proposes each
 plan (a recorded input: a DBOS step), the executor runs each effect in its DBOS
@@ -29,6 +32,7 @@ lost); and each operation digest has exactly one effect row (none ran twice).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
 import os
@@ -47,14 +51,16 @@ from dbos import DBOS, SetWorkflowID
 
 from controller.durable import restore
 from controller.durable.dbos import (
+    _EFFECT_STEP,
     DurableRun,
+    EffectStep,
     SqlJournal,
     SqlRunLog,
     Store,
     TransactionalEffect,
     configure,
 )
-from controller.executor import Execution, Executor, Grant, Operation
+from controller.executor import AsyncEffect, Execution, Executor, Grant, Operation
 from controller.journal import JSONValue
 from controller.policy import DEFAULT_POLICY
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
@@ -165,7 +171,7 @@ def import_run(run_id: str) -> dict[str, Any]:
 
 
 #: Deliberately broken adapters, to show the harness catches them.
-BROKEN = ("effect-commits-alone",)
+BROKEN = ("effect-commits-alone", "reply-not-recorded")
 
 
 def _effect_commits_alone(
@@ -180,6 +186,31 @@ def _effect_commits_alone(
         return Executor.run(self.executor, operation, self.grant, lambda _op: result)
 
 
+#: The workloads a worker can run: the scripted import, and a guarded agent
+#: (``verification.durable_agent``: ``DurableGuard`` on an Agent Framework agent).
+WORKLOADS = ("import", "agent")
+#: The guarded agent with a model that answers a question asked again differently
+#: (as a real one may): a run that asks it again after a restart ends otherwise.
+#: Kill it at boundaries only: a random kill inside a provider step, after the reply
+#: and before DBOS recorded it, makes even a correct adapter ask again.
+FORGETFUL_AGENT = "forgetful-agent"
+
+
+async def _effect_commits_alone_async(
+    self: DurableRun, operation: Operation, effect: AsyncEffect
+) -> Execution:
+    """``_effect_commits_alone`` for a guarded agent's tool."""
+    with self.journal.engine.begin() as connection:
+        token = _EFFECT_STEP.set(EffectStep(connection, operation))
+        try:
+            result = await effect(operation)
+        finally:
+            _EFFECT_STEP.reset(token)
+    self._boundary("effect step after effect")
+    with self.journal.one_transaction():
+        return Executor.run(self.executor, operation, self.grant, lambda _op: result)
+
+
 def _worker(
     url: str,
     run_id: str,
@@ -187,6 +218,7 @@ def _worker(
     kill_at: int | None,
     launched_path: str,
     broken: str | None,
+    workload: str,
 ) -> None:
     """A child process: launch DBOS, start or recover the run, wait for its end."""
     global _STORE, _BOUNDARY
@@ -202,6 +234,17 @@ def _worker(
 
     if broken == "effect-commits-alone":
         DurableRun._effect_step = _effect_commits_alone  # type: ignore[method-assign]
+        DurableRun._effect_step_async = _effect_commits_alone_async  # type: ignore[method-assign]
+    if workload in ("agent", FORGETFUL_AGENT):
+        import verification.durable_agent as durable_agent  # registers the workflow
+
+        agent_run = durable_agent.agent_run
+        durable_agent.FORGETFUL = workload == FORGETFUL_AGENT
+        if broken == "reply-not-recorded":
+            from controller.durable.agent import DurableGuard
+            from controller.middleware import ReplanMiddleware
+
+            DurableGuard._round_trip = ReplanMiddleware._round_trip  # type: ignore[method-assign]
     _STORE = Store(url)
     _HARNESS.create_all(_STORE.engine)
     _BOUNDARY = boundary
@@ -211,17 +254,22 @@ def _worker(
     Path(launched_path).write_text("launched")
     began = time.perf_counter()
     status = DBOS.get_workflow_status(run_id)
+    result: Any
     if status is None:
         with SetWorkflowID(run_id):
-            result = import_run(run_id)
+            result = import_run(run_id) if workload == "import" else asyncio.run(agent_run(run_id))
     else:  # DBOS's launch recovers it in the background: wait for the end
         while status is not None and status.status in ("PENDING", "ENQUEUED"):
             time.sleep(0.01)
             status = DBOS.get_workflow_status(run_id)
         assert status is not None
-        if status.status != "SUCCESS":
-            raise RuntimeError(f"run {run_id} ended {status.status}: {status.error!r}")
-        result = status.output
+        # a recovered run that ends otherwise (DBOS finds it took another path, say)
+        # is an outcome to report, not a harness failure
+        result = (
+            status.output
+            if status.status == "SUCCESS"
+            else {"error": f"the run ended {status.status}: {status.error!r}"}
+        )
     document = {
         "result": result,
         "boundaries": boundaries,
@@ -250,6 +298,7 @@ def _start(
     directory: Path,
     kill_at: int | None = None,
     broken: str | None = None,
+    workload: str = "import",
 ) -> multiprocessing.process.BaseProcess:
     for name in ("result.json", "launched"):
         (directory / name).unlink(missing_ok=True)
@@ -262,6 +311,7 @@ def _start(
             kill_at,
             str(directory / "launched"),
             broken,
+            workload,
         ),
     )
     child.start()
@@ -274,11 +324,12 @@ def run_to_end(
     directory: Path,
     kill_at: int | None = None,
     broken: str | None = None,
+    workload: str = "import",
 ) -> tuple[dict[str, Any], int]:
     """Run (or recover) the run in workers until one ends it; the result and how
     many workers were killed on the way (the first, if ``kill_at``)."""
     kills = 0
-    child = _start(url, run_id, directory, kill_at, broken)
+    child = _start(url, run_id, directory, kill_at, broken, workload)
     while True:
         child.join(120)
         if child.exitcode is None:
@@ -287,7 +338,7 @@ def run_to_end(
             raise RuntimeError(f"run {run_id}: a worker did not end within 120 s")
         if child.exitcode == -signal.SIGKILL:
             kills += 1
-            child = _start(url, run_id, directory, broken=broken)
+            child = _start(url, run_id, directory, broken=broken, workload=workload)
             continue
         if child.exitcode != 0:
             raise RuntimeError(f"worker ended with exit code {child.exitcode}")
@@ -295,13 +346,19 @@ def run_to_end(
 
 
 def run_with_random_kills(
-    url: str, run_id: str, directory: Path, kills: int, window: float, chooser: random.Random
+    url: str,
+    run_id: str,
+    directory: Path,
+    kills: int,
+    window: float,
+    chooser: random.Random,
+    workload: str = "import",
 ) -> tuple[dict[str, Any], int]:
     """Restart the run after up to ``kills`` SIGKILLs from outside, each at a random
     moment within ``window`` seconds of the worker's launch; then let it finish."""
     made = 0
     while made < kills:
-        child = _start(url, run_id, directory)
+        child = _start(url, run_id, directory, workload=workload)
         while not (directory / "launched").exists() and child.is_alive():
             time.sleep(0.002)
         time.sleep(chooser.uniform(0, window))
@@ -315,7 +372,7 @@ def run_with_random_kills(
         if child.exitcode == 0:  # it finished just before the signal: no kill
             return json.loads((directory / "result.json").read_text()), made
         made += 1
-    document, more = run_to_end(url, run_id, directory)
+    document, more = run_to_end(url, run_id, directory, workload=workload)
     return document, made + more
 
 
@@ -360,6 +417,8 @@ def state_of(url: str, run_id: str) -> dict[str, Any]:
 def compare(expected: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
     """How a killed-and-restarted run (``got``: its result and ``state_of``) differs
     from the uninterrupted one (empty when it does not)."""
+    if "error" in got["result"]:
+        return [str(got["result"]["error"])]
     problems = []
     for name in ("stop_reason", "evidence_revision", "steps", "executed", "answers"):
         if got["result"].get(name) != expected["result"][name]:
@@ -394,6 +453,7 @@ class Matrix:
     backend: str
     boundaries: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
+    workload: str = "import"
     seconds: float = 0.0
 
     @property
@@ -422,7 +482,8 @@ class Matrix:
         """One line for the matrix, then one per run that did not end as it should."""
         failed = [o for o in self.outcomes if not o.held]
         lines = [
-            f"{self.backend}: {self.kills} kills ({self.boundaries} boundaries + random), "
+            f"{self.backend}, {self.workload}: {self.kills} kills "
+            f"({self.boundaries} boundaries + random), "
             f"{len(self.outcomes) - len(failed)}/{len(self.outcomes)} runs same result, "
             f"{'no double effect' if not failed else 'PROBLEMS'}, {self.seconds:.0f} s"
         ]
@@ -432,6 +493,7 @@ class Matrix:
     def as_dict(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
+            "workload": self.workload,
             "boundaries": self.boundaries,
             "kills": self.kills,
             "held": self.held,
@@ -454,6 +516,7 @@ def crash_matrix(
     seed: int = 0,
     broken: str | None = None,
     only: str | None = None,
+    workload: str = "import",
     progress: Callable[[str], None] | None = None,
 ) -> Matrix:
     """Kill the run at every boundary, then ``random_kills`` times at random
@@ -464,15 +527,19 @@ def crash_matrix(
     say = progress or (lambda _line: None)
     # run ids of their own: the database may hold runs of earlier matrices
     prefix = uuid.uuid4().hex[:8]
-    baseline, _ = run_to_end(url, f"{prefix}-uninterrupted", directory, broken=broken)
+    baseline, _ = run_to_end(
+        url, f"{prefix}-uninterrupted", directory, broken=broken, workload=workload
+    )
     expected = {"result": baseline["result"], "state": state_of(url, f"{prefix}-uninterrupted")}
     boundaries: list[str] = baseline["boundaries"]
-    matrix = Matrix(backend, len(boundaries))
+    matrix = Matrix(backend, len(boundaries), workload=workload)
     for index, where in enumerate(boundaries, start=1):
         if only is not None and only not in where:
             continue
         run_id = f"{prefix}-boundary-{index}"
-        document, kills = run_to_end(url, run_id, directory, kill_at=index, broken=broken)
+        document, kills = run_to_end(
+            url, run_id, directory, kill_at=index, broken=broken, workload=workload
+        )
         got = {"result": document["result"], "state": state_of(url, run_id)}
         matrix.outcomes.append(Outcome(f"boundary {index}: {where}", kills, compare(expected, got)))
         if index % 10 == 0:
@@ -484,7 +551,9 @@ def crash_matrix(
         number += 1
         run_id = f"{prefix}-random-{number}"
         wanted = min(kills_per_run, random_kills - made)
-        document, kills = run_with_random_kills(url, run_id, directory, wanted, window, chooser)
+        document, kills = run_with_random_kills(
+            url, run_id, directory, wanted, window, chooser, workload
+        )
         got = {"result": document["result"], "state": state_of(url, run_id)}
         matrix.outcomes.append(Outcome(f"random run {number}", kills, compare(expected, got)))
         made += kills

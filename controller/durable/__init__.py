@@ -4,7 +4,9 @@ run twice.
 ``LoggedController`` logs every call that changed its run (``controller.durable.log``:
 in memory, in SQLite, or with ``controller.durable.dbos`` in DBOS's own database);
 ``restore`` rebuilds the run from its log and refuses one written under another
-declaration or policy.
+declaration or policy. ``controller.durable.dbos`` runs a run as a DBOS workflow, and
+``controller.durable.agent`` a guarded Agent Framework agent as one (both need the
+``dbos`` extra).
 """
 
 from controller.durable.log import (

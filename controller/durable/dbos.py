@@ -33,15 +33,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS
 
 from controller.durable.log import Entry, RunLog
 from controller.durable.logged import SNAPSHOT_EVERY, LoggedController
-from controller.executor import Execution, Executor, Grant, Operation, Outcome, Performed, perform
+from controller.executor import (
+    AsyncEffect,
+    Execution,
+    Executor,
+    Grant,
+    Operation,
+    Outcome,
+    Performed,
+    perform,
+)
 from controller.journal import Journal, JSONValue, Record, RecordKind
 from controller.policy import Policy
 from controller.records import Approval, Observation, Plan, Usage
@@ -319,6 +329,13 @@ class DurableRun:
         self._boundary(f"after input {name}")
         return result
 
+    async def input_async(self, name: str, function: Callable[..., _Result], *args: Any) -> _Result:
+        """``input`` in an async workflow (a guarded agent's)."""
+        self._boundary(f"before input {name}")
+        result: _Result = await DBOS.run_step_async({"name": name}, function, *args)
+        self._boundary(f"after input {name}")
+        return result
+
     # ---- the controller's events (workflow code: rebuilt on recovery) ----------------
 
     def _call(self, op: str, *argument: Any) -> Any:
@@ -368,19 +385,68 @@ class DurableRun:
             )
             self._boundary("effect step before commit")
         self._boundary("effect step committed")
-        if execution.outcome is Outcome.REPLAYED and execution.receipt is not None:
-            # the answer of the attempt that committed (and crashed before DBOS
-            # recorded its step): the same execution, not a new one
-            return execution._replace(
-                outcome=Outcome.EXECUTED, recorded=execution.digest, reason="executed"
-            )
-        return execution
+        return _as_committed(execution)
+
+    async def _effect_step_async(self, operation: Operation, effect: AsyncEffect) -> Execution:
+        """``_effect_step`` for a coroutine effect (a guarded agent's tool), which reaches
+        the transaction through ``effect_step()``."""
+        self._boundary("effect step begins")
+        with self.journal.one_transaction() as connection:
+            token = _EFFECT_STEP.set(EffectStep(connection, operation))
+            try:
+                execution = await Executor.run_async(
+                    self.executor, operation, self.grant, lambda op: _awaited_then(self, effect, op)
+                )
+            finally:
+                _EFFECT_STEP.reset(token)
+            self._boundary("effect step before commit")
+        self._boundary("effect step committed")
+        return _as_committed(execution)
+
+
+class EffectStep(NamedTuple):
+    """The effect step that is running now (``effect_step()``)."""
+
+    #: The step's transaction: what a tool writes through it commits with the step's
+    #: intent and receipt, so it happens exactly once.
+    connection: sa.Connection
+    #: The operation the step executes: its ``digest()`` is an idempotency key for
+    #: an effect outside the database.
+    operation: Operation
+
+
+_EFFECT_STEP: ContextVar[EffectStep | None] = ContextVar("replan_effect_step", default=None)
+
+
+def effect_step() -> EffectStep:
+    """The effect step running now, for a tool that writes in the run's database or
+    needs an idempotency key. Raises ``LookupError`` outside an effect step."""
+    step = _EFFECT_STEP.get()
+    if step is None:
+        raise LookupError("effect_step(): no effect step of a durable run is running")
+    return step
+
+
+def _as_committed(execution: Execution) -> Execution:
+    """A rerun effect step that found its receipt reports the execution that committed
+    (and crashed before DBOS recorded its step): the same execution, not a new one."""
+    if execution.outcome is Outcome.REPLAYED and execution.receipt is not None:
+        return execution._replace(
+            outcome=Outcome.EXECUTED, recorded=execution.digest, reason="executed"
+        )
+    return execution
 
 
 def _effect_then(
     run: DurableRun, effect: TransactionalEffect, connection: sa.Connection, operation: Operation
 ) -> JSONValue:
     result = effect(connection, operation)
+    run._boundary("effect step after effect")
+    return result
+
+
+async def _awaited_then(run: DurableRun, effect: AsyncEffect, operation: Operation) -> JSONValue:
+    result = await effect(operation)
     run._boundary("effect step after effect")
     return result
 
@@ -400,20 +466,44 @@ class _StepExecutor(Executor):
         self._effect = effect
 
     def run(self, operation: Operation, grant: Grant, effect: object) -> Execution:
-        step = f"execute {operation.plan_id} {operation.digest()[:16]}"
         execution: Execution = DBOS.run_step(
-            {"name": step}, self._run._effect_step, operation, self._effect
+            {"name": _step_name(operation)}, self._run._effect_step, operation, self._effect
         )
         return execution
 
 
+class AsyncStepExecutor(Executor):
+    """The run's executor for ``perform_async``: ``run_async`` is the effect's DBOS
+    step (``controller.durable.agent`` runs a guarded tool with it)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: DurableRun) -> None:
+        super().__init__(run.journal, clock=run.executor.clock)
+        self._run = run
+
+    async def run_async(self, operation: Operation, grant: Grant, effect: AsyncEffect) -> Execution:
+        execution: Execution = await DBOS.run_step_async(
+            {"name": _step_name(operation)}, self._run._effect_step_async, operation, effect
+        )
+        return execution
+
+
+def _step_name(operation: Operation) -> str:
+    """An effect's step, named by the operation digest (what its receipt is keyed by)."""
+    return f"execute {operation.plan_id} {operation.digest()[:16]}"
+
+
 __all__ = [
     "DATABASE_URL_VARIABLE",
+    "AsyncStepExecutor",
     "DurableRun",
+    "EffectStep",
     "SqlJournal",
     "SqlRunLog",
     "Store",
     "TransactionalEffect",
     "configure",
     "database_url",
+    "effect_step",
 ]
