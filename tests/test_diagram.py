@@ -428,3 +428,38 @@ def test_diff_against_an_older_declaration_colours_added_removed_changed(
     assert {t.get("fill") for t in removed.iter(f"{SVG}text")} == {"#cf222e"}
     with pytest.raises(OverlayError, match="neither a policy file nor a git revision"):
         load_old("no-such-revision", repository, MODEL)
+
+
+def test_a_revision_is_read_in_the_repository_holding_the_policy(tmp_path: Path) -> None:
+    """--against/--diff REVISION names the user's repository (the one holding the
+    policy file, else the current directory's), not replan's own checkout: the old
+    policy is that file at that revision, under today's declaration."""
+    import subprocess
+
+    from verification.diagram.overlays import OverlayError, load_old, repository_for
+
+    repository = tmp_path / "agent-app"
+    (repository / "config").mkdir(parents=True)
+    mine = repository / "config" / "replan.toml"
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["limits"]["max_steps"] = 6
+    mine.write_text(policy_to_toml(policy_from_dict(document)), encoding="utf-8")
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "mine"], check=True)
+    document["limits"]["max_steps"] = 9
+    mine.write_text(policy_to_toml(policy_from_dict(document)), encoding="utf-8")
+
+    assert repository_for(mine) == repository.resolve()
+    old = load_old("HEAD", None, MODEL, mine)
+    assert old.policy.max_steps == 6  # the committed file, not today's nor the default
+    assert old.model is MODEL  # the user's repository holds no declaration
+    assert str(repository.resolve()) in old.name and "config/replan.toml" in old.name
+    with pytest.raises(OverlayError, match="does not exist at that revision"):
+        load_old("HEAD", None, MODEL, repository / "new.toml")
+    outside = tmp_path / "not-a-repository" / "p.toml"
+    outside.parent.mkdir()
+    outside.write_text(policy_to_toml(DEFAULT_POLICY), encoding="utf-8")
+    with pytest.raises(OverlayError, match="not inside a git repository"):
+        load_old("HEAD", None, MODEL, outside)

@@ -24,6 +24,7 @@ from verification.prove import (
     _check,
     decision_difference,
     equivalence_operations,
+    policy_changes,
     prove_all,
     prove_equivalence,
     prove_invariants,
@@ -262,13 +263,38 @@ def test_decision_difference_is_none_when_only_limits_change() -> None:
     assert decision_difference(DEFAULT_POLICY, policy_from_dict(document)) is None
 
 
-def test_decision_difference_counts_a_step_that_stops_completing_the_run() -> None:
+def test_a_step_that_completes_the_run_under_one_policy_only_is_a_change_not_a_witness() -> None:
     document = policy_to_dict(DEFAULT_POLICY)
     document["steps"].append({"name": "publish", "requires": [], "completes_run": True})
-    difference = decision_difference(DEFAULT_POLICY, policy_from_dict(document))
-    assert difference is not None
-    assert difference.step == "publish"
-    assert (difference.old_commits, difference.new_commits) == (False, True)
+    document["steps"][0]["completes_run"] = True  # inspect-parser, in both policies
+    new = policy_from_dict(document)
+    changes = policy_changes(DEFAULT_POLICY, new)
+    assert changes["steps_added"] == ["publish"]
+    assert changes["completes_only_new"] == ["inspect-parser"]
+    # compared over commit-import alone, which both let complete the run
+    assert decision_difference(DEFAULT_POLICY, new) is None
+
+
+def test_a_witness_names_only_keys_both_policies_declare() -> None:
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["evidence"]["keys"] = ["parser", "owner"]
+    document["steps"][2]["requires"] = ["parser"]
+    document["workflow"]["ready_when_passed"] = ["parser"]
+    new = policy_from_dict(document)
+    changes = policy_changes(DEFAULT_POLICY, new)
+    assert (changes["keys_added"], changes["keys_removed"]) == (["owner"], ["access"])
+    difference = decision_difference(DEFAULT_POLICY, new)
+    # access is Passed on the old side: the two gates agree on every parser state
+    assert difference is None
+    document["steps"][2]["requires"] = ["parser", "owner"]
+    document["workflow"]["ready_when_passed"] = ["parser", "owner"]
+    stricter = policy_from_dict(document)
+    assert decision_difference(DEFAULT_POLICY, stricter) is None  # owner Passed too
+    document["steps"][2]["requires"] = []
+    document["workflow"]["ready_when_passed"] = []
+    looser = policy_from_dict(document)
+    witness = decision_difference(DEFAULT_POLICY, looser)
+    assert witness is not None and set(witness.assignment) == {"parser"}
 
 
 # ---- the command line ----------------------------------------------------------------

@@ -68,15 +68,37 @@ def test_default_policy_passes_the_fast_checks(tmp_path: Path) -> None:
 
 
 def test_against_an_older_policy_shows_the_witness_and_the_diagram_diff(tmp_path: Path) -> None:
+    pipeline = Pipeline(DEFAULT_POLICY, tmp_path, "ci", 0)
+    result = pipeline.against(str(POLICIES / "commit-requires-parser-only.toml"))
+    witness = result.details["commit_decision"]
+    assert witness["assignment"]["parser"] == "Passed"
+    assert witness["assignment"]["access"] != "Passed"
+    assert witness["old"] == "commits" and witness["new"] == "refuses"
+    assert "prerequisites changed: commit-import: parser -> parser, access" in (
+        pipeline.report.against_lines
+    )
+    assert any("commit decisions differ: " in line for line in pipeline.report.against_lines)
+    # the diagram diff marks the guard whose meaning the policy changed
+    assert "prerequisites_passed" in pipeline.report.diff_mermaid
+
+
+def test_against_a_policy_with_other_keys_reports_them_and_witnesses_over_the_shared(
+    tmp_path: Path,
+) -> None:
+    """A key one policy has and the other lacks is reported, not mixed into the
+    witness: the witness names only keys and steps both policies declare."""
     pipeline = Pipeline(load_policy(THREE_KEYS), tmp_path, "ci", 0)
     result = pipeline.against(str(ROOT / "spec" / "policy.toml"))
-    witness = result.details["commit_decision"]
-    assert witness["assignment"]["schema"] != "Passed"
-    assert witness["old"] == "commits" and witness["new"] == "refuses"
-    assert any("commit decisions differ" in line for line in pipeline.report.against_lines)
-    # the diagram diff marks the guard whose meaning the new key changed
+    changes = result.details["policy_changes"]
+    assert changes["keys_added"] == ["schema"] and changes["keys_removed"] == []
+    lines = pipeline.report.against_lines
+    assert "keys added: schema" in lines
+    assert "prerequisites changed: commit-import: parser, access -> parser, access, schema" in lines
+    assert (
+        "commit decisions: identical for every evidence assignment over the shared keys "
+        "and completing steps (z3)"
+    ) in lines
     assert "schema" in pipeline.report.diff_mermaid
-    assert "prerequisites_passed" in pipeline.report.diff_mermaid
 
 
 def test_junit_has_one_case_per_check_and_marks_failures(tmp_path: Path) -> None:

@@ -480,6 +480,37 @@ class DecisionDifference:
         }
 
 
+def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
+    """What one policy declares and the other does not: keys and steps added and
+    removed, steps that complete the run under one of them only, and the shared steps
+    whose prerequisites changed (the commit decisions are compared over what both
+    share, ``decision_difference``)."""
+    old_steps = {s.name for s in old.steps}
+    new_steps = {s.name for s in new.steps}
+    return {
+        "keys_added": [k for k in new.keys if k not in old.keys],
+        "keys_removed": [k for k in old.keys if k not in new.keys],
+        "steps_added": [s.name for s in new.steps if s.name not in old_steps],
+        "steps_removed": [s.name for s in old.steps if s.name not in new_steps],
+        "completes_only_new": [
+            s.name
+            for s in new.steps
+            if s.completes_run and s.name in old_steps and s.name not in old.terminal_steps
+        ],
+        "completes_only_old": [
+            s.name
+            for s in old.steps
+            if s.completes_run and s.name in new_steps and s.name not in new.terminal_steps
+        ],
+        "requires_changed": [
+            f"{name}: {', '.join(old.requirements[name]) or 'nothing'} -> "
+            f"{', '.join(new.requirements[name]) or 'nothing'}"
+            for name in (s.name for s in new.steps if s.name in old_steps)
+            if set(old.requirements[name]) != set(new.requirements[name])
+        ],
+    }
+
+
 def decision_difference(
     old: Policy,
     new: Policy,
@@ -490,8 +521,9 @@ def decision_difference(
     old_model_class: type | None = None,
 ) -> DecisionDifference | None:
     """A (minimal) evidence assignment on which the old and the new policy's controller
-    decide a commit plan differently, or None when z3 proves they never do. A step
-    that is not a ``completes_run`` step of a policy is never committed under it.
+    decide a commit plan differently, or None when z3 proves they never do, over what
+    both share: the keys both declare (a key of one policy only is Passed) and the
+    steps that complete the run under both (``policy_changes`` names the others).
     ``model``/``model_class`` build the new controller's gate, ``old_model``/
     ``old_model_class`` the old one's (default: the same), so an older declaration or
     older bodies can be compared too."""
@@ -500,21 +532,21 @@ def decision_difference(
         "old": (old_model or model, old_model_class or model_class),
         "new": (model, model_class),
     }
-    keys = list(dict.fromkeys([*old.keys, *new.keys]))
+    # Over what both policies share (``policy_changes`` reports the rest first): the
+    # shared keys, each policy's own keys Passed, the steps both let complete the run.
+    keys = [k for k in new.keys if k in old.keys]
     shared = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in keys}
-    steps = list(dict.fromkeys(s.name for p in (old, new) for s in p.steps if s.completes_run))
+    passed = EVIDENCE.const(EvidenceState.PASSED)
+    steps = [s.name for s in new.steps if s.completes_run and s.name in old.terminal_steps]
     for step in steps:
         constraints: list[z3.BoolRef] = []
         decisions: list[z3.BoolRef] = []
         for label, policy in (("old", old), ("new", new)):
-            if step in policy.terminal_steps:
-                declaration, bodies = builds[label]
-                gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
-                constraints.append(gate.premise)
-                constraints += [gate.evidence[k] == shared[k] for k in policy.keys]
-                decisions.append(gate.opens)
-            else:
-                decisions.append(z3.BoolVal(False))
+            declaration, bodies = builds[label]
+            gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
+            constraints.append(gate.premise)
+            constraints += [gate.evidence[k] == shared.get(k, passed) for k in policy.keys]
+            decisions.append(gate.opens)
         constraints.append(decisions[0] != decisions[1])
         witness = _minimal_model(constraints, shared)
         if witness is None:

@@ -116,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
         load_coverage,
         load_old,
         load_trace,
-        repository_root,
     )
 
     output_format = args.format
@@ -135,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             trace.policy if trace is not None and args.policy is None else policy_from_args(args)
         )
         if args.diff:
-            old = load_old(args.diff, repository_root(), model)
+            old = load_old(args.diff, None, model, args.policy)
             diagram = diff(old.model, old.policy, model, policy, old.name, old.model_class)
         else:
             diagram = build(model, policy)

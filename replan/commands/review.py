@@ -176,10 +176,10 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
 def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) -> Any:
     """The older machine and verify's ``against`` check comparing with it: the one in
     the report when it compared with the same OLD, else the same check run now."""
-    from verification.diagram.overlays import OverlayError, load_old, repository_root
+    from verification.diagram.overlays import OverlayError, load_old
 
     try:
-        old = load_old(args.against, repository_root(), model)
+        old = load_old(args.against, None, model, args.policy)
     except OverlayError as error:
         raise CliError(f"--against {args.against}: {error}") from None
     for check in report.checks:
@@ -195,7 +195,7 @@ def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) 
     )
     with tempfile.TemporaryDirectory() as scratch:
         pipeline = Pipeline(policy, Path(scratch), report.profile or "ci", 0)
-        check = pipeline.against(args.against)
+        check = pipeline.against(args.against, args.policy)
     report.checks.append(check)
     report.against_lines = pipeline.report.against_lines
     return old, check

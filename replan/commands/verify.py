@@ -575,29 +575,47 @@ class Pipeline:
             check.failure_text = "\n".join(line for line in matrix.lines() if "SURVIVED" in line)
         return check
 
-    def against(self, old: str) -> CheckResult:
-        """What changed between OLD (a policy file or git revision) and this policy."""
+    def against(self, old: str, policy_file: str | None = None) -> CheckResult:
+        """What changed between OLD (a policy file, or a git revision of the repository
+        holding ``policy_file``, else of the current directory) and this policy."""
         from spec.declaration import Replanning
         from spec.model import extract
         from verification.diagram import render
         from verification.diagram.dot import dot_available
         from verification.diagram.graph import diff
-        from verification.diagram.overlays import load_old, repository_root
+        from verification.diagram.overlays import load_old
         from verification.explore import explore
-        from verification.prove import decision_difference
+        from verification.prove import decision_difference, policy_changes
 
         current = extract(Replanning)
-        old_machine = load_old(old, repository_root(), current)
+        old_machine = load_old(old, None, current, policy_file)
+        changes = policy_changes(old_machine.policy, self.policy)
         witness = decision_difference(old_machine.policy, self.policy)
         details: dict[str, Any] = {
             "old": old_machine.name,
+            "policy_changes": changes,
             "commit_decision": None if witness is None else witness.to_json(),
         }
-        lines = [
-            "commit decisions: identical for every evidence assignment (z3)"
+        lines = [f"compared with {old_machine.name}"]
+        for key, text in (
+            ("keys_added", "keys added"),
+            ("keys_removed", "keys removed"),
+            ("steps_added", "steps added"),
+            ("steps_removed", "steps removed"),
+            ("completes_only_new", "now completes the run"),
+            ("completes_only_old", "no longer completes the run"),
+            ("requires_changed", "prerequisites changed"),
+        ):
+            if changes[key]:
+                lines.append(f"{text}: {', '.join(changes[key])}")
+        shrunk = any(changes[k] for k in changes if k != "requires_changed")
+        over = " over the shared keys and completing steps" if shrunk else ""
+        lines.append(
+            f"commit decisions: identical for every evidence assignment{over} (z3)"
             if witness is None
-            else f"commit decisions differ: {witness.text()}"
-        ]
+            else f"commit decisions differ{over}: {witness.text()}"
+        )
+        summary = "; ".join(lines)
         # Behaviours only one version has: declared transitions and stop reasons the
         # explorer reaches under the old machine and policy versus the new.
         from spec.generator import load_controller
@@ -640,7 +658,7 @@ class Pipeline:
             details["diagram"] = str(target)
         self.report.against_lines = lines
         # A change is information, not a failure: the checks above judge safety.
-        return CheckResult("against", "passed", "; ".join(lines[:2]), details=details)
+        return CheckResult("against", "passed", summary, details=details)
 
 
 #: In the committed machine.svg: the digest of the DOT source it was drawn from.
@@ -723,7 +741,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
         except PolicyError as error:
             raise CliError(str(error)) from None
     if args.against is not None:
-        _check_against(args.against)
+        _check_against(args.against, args.policy)
     check_writable(args.junit, "--junit")
     check_writable(args.sarif, "--sarif")
     subject = _subject(args.mutant)
@@ -744,7 +762,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
         steps.append(("mutation", pipeline.mutation))
     if args.against is not None:
         old = args.against
-        steps.append(("against", lambda: pipeline.against(old)))
+        steps.append(("against", lambda: pipeline.against(old, args.policy)))
     pipeline.total = len(steps) + 1
     pipeline.report.checks.append(_policy_check(args.policy, subject))
     _progress(f"[1/{pipeline.total}] policy: {pipeline.report.checks[0].status}")
@@ -824,13 +842,13 @@ def _policy_check(path: str | None, subject: Any) -> CheckResult:
     )
 
 
-def _check_against(old: str) -> None:
+def _check_against(old: str, policy_file: str | None) -> None:
     """Bad --against input is a usage error (exit 2), found before any check runs."""
     from spec.declaration import Replanning
     from spec.model import extract
-    from verification.diagram.overlays import OverlayError, load_old, repository_root
+    from verification.diagram.overlays import OverlayError, load_old
 
     try:
-        load_old(old, repository_root(), extract(Replanning))
+        load_old(old, None, extract(Replanning), policy_file)
     except (OverlayError, PolicyError) as error:
         raise CliError(f"--against {old}: {error}") from None

@@ -25,7 +25,6 @@ error (the file belongs to another declaration).
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -171,9 +170,20 @@ class OldMachine:
     model_class: type
 
 
-def load_old(old: str, repository: Path, current: MachineModel) -> OldMachine:
+def load_old(
+    old: str,
+    repository: Path | None,
+    current: MachineModel,
+    policy_file: str | Path | None = None,
+) -> OldMachine:
     """``old`` is a policy file (the current declaration under that policy) or a git
-    revision of ``repository`` (its ``spec/declaration.py`` and ``spec/policy.toml``)."""
+    revision of ``repository`` (None: ``repository_for(policy_file)``, the user's
+    repository, not this package's checkout). At a revision the old policy is
+    ``policy_file`` as that revision holds it (the same path in the repository), else
+    ``spec/policy.toml`` when the repository has one, else the default; the old
+    declaration is ``spec/declaration.py`` when the repository holds one (replan's own
+    checkout), else today's (a user's repository holds policies, not the
+    declaration)."""
     candidate = Path(old)
     if candidate.is_file():
         try:
@@ -183,25 +193,45 @@ def load_old(old: str, repository: Path, current: MachineModel) -> OldMachine:
         return OldMachine(current, policy, str(candidate), Run)
     if candidate.suffix == ".toml":
         raise OverlayError(f"{old}: no such policy file")
+    repository = repository or repository_for(policy_file)
     commit = _git(repository, "rev-parse", "--verify", "--quiet", f"{old}^{{commit}}")
     if commit is None:
         raise OverlayError(
             f"{old}: neither a policy file nor a git revision of {repository} "
             "(try a commit, a branch, HEAD~1, or a path to a policy TOML file)"
         )
-    source = _git(repository, "show", f"{commit.strip()}:{DECLARATION_PATH}")
-    if source is None:
-        raise OverlayError(f"{old}: {DECLARATION_PATH} does not exist at that revision")
-    machine = _import_declaration(source, f"{old}:{DECLARATION_PATH}", current.name)
-    model, model_class = _extract_old(machine, old)
-    policy_text = _git(repository, "show", f"{commit.strip()}:{POLICY_PATH}")
+    revision = commit.strip()
+    model, model_class, used = current, Run, ["today's declaration"]
+    source = _git(repository, "show", f"{revision}:{DECLARATION_PATH}")
+    if source is not None:
+        machine = _import_declaration(source, f"{old}:{DECLARATION_PATH}", current.name)
+        model, model_class = _extract_old(machine, old)
+        used = [DECLARATION_PATH]
+    policy_path = _in_repository(repository, policy_file) if policy_file else POLICY_PATH
+    policy_text = _git(repository, "show", f"{revision}:{policy_path}")
     policy = DEFAULT_POLICY
     if policy_text is not None:
         try:
             policy = policy_from_dict(tomllib.loads(policy_text))
         except (tomllib.TOMLDecodeError, PolicyError) as error:
-            raise OverlayError(f"{old}:{POLICY_PATH}: {error}") from None
-    return OldMachine(model, policy, f"revision {old}", model_class)
+            raise OverlayError(f"{old}:{policy_path}: {error}") from None
+        used.append(policy_path)
+    elif policy_file:
+        raise OverlayError(f"{old}: {policy_path} does not exist at that revision of {repository}")
+    else:
+        used.append("the default policy")
+    return OldMachine(
+        model, policy, f"revision {old} of {repository} ({', '.join(used)})", model_class
+    )
+
+
+def _in_repository(repository: Path, path: str | Path) -> str:
+    """``path`` relative to the repository's top level, as ``git show`` names it."""
+    absolute = Path(path).resolve()
+    try:
+        return absolute.relative_to(repository.resolve()).as_posix()
+    except ValueError:
+        raise OverlayError(f"{path}: not inside the repository {repository}") from None
 
 
 def _git(repository: Path, *arguments: str) -> str | None:
@@ -275,9 +305,24 @@ def _extract_old(machine: type[StateMachine], where: str) -> tuple[MachineModel,
 
 
 def repository_root() -> Path:
-    """The checkout this package lives in (the default for ``--diff REVISION``)."""
-    spec = importlib.import_module("spec")
+    """The checkout this package lives in (its README, for ``replan diagram``)."""
+    import spec
+
     return Path(str(spec.__file__)).resolve().parent.parent
+
+
+def repository_for(policy_file: str | Path | None = None) -> Path:
+    """The git repository a revision given to ``--against``/``--diff`` names: the one
+    holding ``policy_file`` when given, else the current directory's. Not this
+    package's checkout: a user's ``--against origin/main`` means their own main."""
+    start = Path(policy_file).resolve().parent if policy_file else Path.cwd()
+    top = _git(start, "rev-parse", "--show-toplevel")
+    if top is None:
+        raise OverlayError(
+            f"{start}: not inside a git repository, so a revision names nothing "
+            "(give a policy file, or run from the repository)"
+        )
+    return Path(top.strip())
 
 
 __all__ = [
@@ -288,5 +333,6 @@ __all__ = [
     "load_coverage",
     "load_old",
     "load_trace",
+    "repository_for",
     "repository_root",
 ]
