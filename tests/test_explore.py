@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -21,7 +22,7 @@ from spec.declaration import Replanning
 from spec.generator import load_controller
 from spec.model import extract
 from spec.vocabulary import REGISTRY
-from verification.domains import Domains, InputSpace
+from verification.domains import Domains, InputSpace, product_domains
 from verification.explore import (
     _normal,
     abstract_state,
@@ -421,3 +422,24 @@ def test_several_workers_find_the_same_states_and_counterexamples() -> None:
     one = explore(DEFAULT_POLICY, VARIED, mutant).findings[0]
     two = explore(DEFAULT_POLICY, VARIED, mutant, workers=2).findings[0]
     assert (one.property, one.operations) == (two.property, two.operations)
+
+
+def test_progress_names_the_frontier_and_the_rates() -> None:
+    """A long exploration is never silent: each progress line names the depth, the
+    states, the frontier still to expand and the rates."""
+    lines: list[str] = []
+    explore(DEFAULT_POLICY, product_domains(1, 1), progress=lines.append, progress_every=0.0)
+    assert lines
+    assert all(
+        re.search(r"depth \d+, [\d,]+ states, frontier [\d,]+, .* states/s, .* transitions/s", line)
+        for line in lines
+    ), lines[:3]
+
+
+def test_verify_announces_an_exploration_larger_than_the_defaults() -> None:
+    from controller.policy import load_policy
+    from replan.commands.verify import explorer_estimate
+
+    assert explorer_estimate(DEFAULT_POLICY) is None
+    line = explorer_estimate(load_policy("tests/policies/first-policy.toml"))
+    assert line is not None and "keys 3 (default 2)" in line and "max_steps 6" in line

@@ -1049,10 +1049,13 @@ def _progress(
     expanded: int,
     elapsed: float,
 ) -> None:
+    states = len(engine.keys)
+    rate = max(elapsed, 1e-9)
     progress(
-        f"explore ({label}): depth {depth}, {len(engine.keys):,} states "
-        f"({expanded:,} expanded), {engine.transitions:,} transitions, "
-        f"{engine.transitions / max(elapsed, 1e-9):,.0f} transitions/s"
+        f"explore ({label}): depth {depth}, {states:,} states, frontier "
+        f"{max(states - expanded, 0):,}, {engine.transitions:,} transitions; "
+        f"{states / rate:,.0f} states/s, {engine.transitions / rate:,.0f} transitions/s, "
+        f"{elapsed:.0f} s"
     )
 
 
@@ -1170,7 +1173,9 @@ def _search_parallel(
                 now = time.perf_counter()
                 if progress is not None and now - last_report >= progress_every:
                     last_report = now
-                    _progress(progress, label, depth, engine, len(engine.keys), now - started)
+                    # the layers before this one are expanded (the chunks' share of
+                    # this layer is not counted: the frontier is an upper bound)
+                    _progress(progress, label, depth, engine, start, now - started)
             start, end = end, len(engine.keys)
             if start < end:
                 depth += 1

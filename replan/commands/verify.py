@@ -155,6 +155,46 @@ def _progress(text: str) -> None:
     print(f"replan verify: {text}", file=sys.stderr, flush=True)
 
 
+def explorer_estimate(policy: Policy) -> str | None:
+    """One line before an exploration larger than the default policy's: which bounds
+    are larger, and the default's state count from the committed evidence (so the
+    user knows what the minutes ahead are for). None when no bound is larger."""
+    bounds = {
+        "keys": (len(policy.keys), len(DEFAULT_POLICY.keys)),
+        "max_steps": (policy.max_steps, DEFAULT_POLICY.max_steps),
+        "max_proposals": (policy.max_proposals, DEFAULT_POLICY.max_proposals),
+    }
+    larger = [
+        f"{name} {mine} (default {theirs})"
+        for name, (mine, theirs) in bounds.items()
+        if mine > theirs
+    ]
+    if not larger:
+        return None
+    states = _default_explored_states()
+    known = "" if states is None else f"; the default policy explores {states:,} states"
+    return (
+        f"explorer: bounds larger than the default policy's: {', '.join(larger)}{known}; "
+        "each extra key or step multiplies the states, so expect minutes and more memory "
+        "(progress follows)"
+    )
+
+
+def _default_explored_states() -> int | None:
+    """The default policy's explored states, from the committed evidence/verify.json
+    (None in an installation without it)."""
+    import json
+
+    from verification.diagram.overlays import repository_root
+
+    try:
+        document = json.loads((repository_root() / "evidence" / "verify.json").read_text())
+        check = next(c for c in document["checks"] if c["name"] == "explorer")
+        return int(check["details"]["states"])
+    except (OSError, ValueError, KeyError, StopIteration, TypeError):
+        return None
+
+
 class Pipeline:
     """Runs the checks in order, recording each one's result even when it fails."""
 
@@ -355,6 +395,9 @@ class Pipeline:
     def explorer(self) -> CheckResult:
         from verification.explore import explore, save_findings
 
+        estimate = explorer_estimate(self.policy)
+        if estimate is not None:
+            _progress(estimate)
         # Stops at the first violation: a broken controller can make the state space
         # unbounded, and its shortest counterexample is what a reviewer needs.
         result = explore(
@@ -363,6 +406,8 @@ class Pipeline:
             implementation_name=self.subject.implementation_path,
             keep_graph=True,
             stop_at_first=True,
+            progress=_progress,
+            progress_every=2.0 if sys.stderr.isatty() else 30.0,
         )
         self.explored = result
         document = result.to_json()
