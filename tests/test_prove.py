@@ -326,7 +326,9 @@ def test_replan_prove_exits_1_with_a_readable_and_saved_counterexample(
     saved = json.loads((tmp_path / "prove-counterexample.json").read_text())
     assert saved["property"] == "commit-equivalence"
     assert saved["pattern"] == {"parser": "Passed", "access": NOT_PASSED}
-    assert [s["op"] for s in saved["steps"]] == ["observe", "propose", "execute"]
+    # the witness's state, the commit plan pending, and its execute
+    assert [s["op"] for s in saved["steps"]] == ["execute"]
+    assert saved["start"]["pending"]["step"] == "commit-import"
 
     assert main(["prove", "--policy", str(path), "--json", "--output", str(tmp_path)]) == 1
     document = json.loads(capsys.readouterr().out)
@@ -353,7 +355,8 @@ def test_the_counterexample_evidence_states_are_the_contracts() -> None:
     assert set(EVIDENCE.members) == {str(s) for s in EvidenceState}
 
 
-def test_the_saved_equivalence_counterexample_is_a_replayable_episode(tmp_path: Path) -> None:
+def test_the_saved_equivalence_counterexample_replays_from_its_state(tmp_path: Path) -> None:
+    from verification.concrete import start_state
     from verification.harness import load_counterexample
 
     result = prove_equivalence(ONLY_PARSER)
@@ -363,6 +366,7 @@ def test_the_saved_equivalence_counterexample_is_a_replayable_episode(tmp_path: 
     loaded_policy, name, operations, recorded = load_counterexample(path)
     assert (loaded_policy, name) == (ONLY_PARSER, "commit-equivalence")
     controller = Controller(loaded_policy)
+    controller._import_state(start_state(result.counterexample["replay"]["start"]))
     assert [apply(controller, op) for op in operations] == recorded
     assert recorded[-1] == "Executed"
 

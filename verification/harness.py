@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 import spec.properties  # noqa: F401  (registers the contract's properties)
 from controller._generated import Controller
 from controller.durable.log import canonical, decode_argument
+from controller.fields import RunState
 from controller.policy import Policy, policy_from_dict, policy_to_dict
 from controller.records import EvidenceState, ExecuteResult, Observation, Plan
 from controller.run import Run, state_of_snapshot
@@ -324,17 +325,30 @@ def run_sequence(
     operations: Sequence[Operation],
     implementation: Factory,
     reference: Factory | None = None,
+    start: RunState | None = None,
 ) -> RunReport:
     """Run ``operations`` on a fresh ``implementation`` (and, in lockstep, a fresh
     ``reference``), checking every property after every operation. Stops at the
-    first failure."""
+    first failure. ``start``: both are put in that state first (a proof's
+    counterexample starts from one); the state invariants are checked on it."""
     subject = implementation(policy)
     twin = reference(policy) if reference is not None else None
+    if start is not None:
+        for run in (subject, twin):
+            if run is not None:
+                run._import_state(start)  # type: ignore[attr-defined]  (every Run has it)
     results: list[Any] = []
     fresh = run_view(subject)
-    broken = CHECKER.initial(fresh, policy) + CHECKER.state(fresh)
-    if broken:
-        return RunReport(results, broken[0], None, f"a fresh run breaks {', '.join(broken)}")
+    if start is not None:
+        broken = CHECKER.state(fresh)
+        if broken:
+            return RunReport(
+                results, broken[0], None, f"the saved state breaks {', '.join(broken)}"
+            )
+    else:
+        broken = CHECKER.initial(fresh, policy) + CHECKER.state(fresh)
+        if broken:
+            return RunReport(results, broken[0], None, f"a fresh run breaks {', '.join(broken)}")
     for index, operation in enumerate(operations):
         call = observe_call(policy, subject, operation)
         results.append(call.result)

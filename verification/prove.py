@@ -31,7 +31,7 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from controller.policy import Policy, policy_to_dict, workflow_disagreements
-from controller.records import ADMITTED, EvidenceState, Observation, Plan
+from controller.records import ADMITTED, EvidenceState, Observation, Plan, PolicyError
 from controller.run import Run
 from controller.workflow import decide
 from spec.model import MachineModel
@@ -378,7 +378,7 @@ def prove_equivalence(
             message += f"\n(the same for {_render(pattern)})"
         for line in workflow_disagreements(policy):
             message += f"\nfix: {line}"
-        finding = equivalence_finding(policy, step, assignment, model, model_class)
+        finding = equivalence_finding(policy, gate, witness, decision, model, model_class)
         counterexample = {
             "step": step,
             "assignment": shown_assignment,
@@ -422,28 +422,34 @@ def equivalence_operations(policy: Policy, step: str, assignment: Mapping[str, s
 
 def equivalence_finding(
     policy: Policy,
-    step: str,
-    assignment: Mapping[str, str],
+    gate: Gate,
+    witness: z3.ModelRef,
+    decision: Any,
     model: MachineModel | None = None,
     model_class: type = Run,
 ) -> Any:
-    """The counterexample as the shared ``Finding`` (replayable), with the results the
-    generated controller really gives."""
+    """The counterexample as the shared ``Finding`` (replayable): the witness's state
+    (its evidence, counters and pending plan, so a bug that needs, say, the last step
+    of the budget shows) and the ``execute`` of the pending plan from it, with the
+    answer the generated controller really gives there."""
+    from verification.concrete import Concretizer, start_state
     from verification.harness import Finding, apply
 
     model = model or _declaration()
-    controller_class = _controller_class(model, model_class)
-    controller = controller_class(policy)
-    operations = equivalence_operations(policy, step, assignment)
-    results = [apply(controller, operation) for operation in operations]  # type: ignore[arg-type]
-    decision = decide({k: EvidenceState(v) for k, v in assignment.items()}, policy)
+    concrete = Concretizer(witness, gate.universe)
+    start = concrete.snapshot(gate.encoding.pre, concrete.step_ids(gate.encoding))
+    operation = concrete.operation(gate.encoding)
+    controller = _controller_class(model, model_class)(policy)
+    controller._import_state(start_state(start))
+    result = apply(controller, operation)  # type: ignore[arg-type]
     return Finding(
         "commit-equivalence",
         policy,
-        operations,
-        results,
-        message=f"execute answered {results[-1]}, decide says {decision}",
+        [operation],
+        [result],
+        message=f"execute answered {result}, decide says {decision}",
         source="prove",
+        extra={"start": start, "check": "commit-equivalence", "step": gate.step},
     )
 
 
@@ -801,6 +807,11 @@ def _check(
         model = solver.model()
         if step is not None:
             description = describe_step(model, step)
+            try:
+                description["replay"] = _induction_replay(model, step, name, label)
+            except (PolicyError, ValueError, KeyError, TypeError) as error:
+                # the proof's verdict stands; only the replayable form is missing
+                description["unreplayable"] = f"{type(error).__name__}: {error}"
             message = f"{label}: counterexample to induction\n{step_text(description)}"
         else:
             assert state is not None
@@ -816,6 +827,29 @@ def _check(
             {"obligation": label, **description},
         )
     return PropertyResult(name, kind, True, time.perf_counter() - started, statement)
+
+
+def _induction_replay(
+    model: z3.ModelRef, step: StepEncoding, name: str, label: str
+) -> dict[str, Any]:
+    """A counterexample to induction as ``replan replay`` runs it: the policy at the
+    model's limits, the state before the step (made concrete) and the step's call."""
+    from controller.policy import policy_to_dict
+    from verification.concrete import Concretizer
+    from verification.harness import _arguments
+
+    concrete = Concretizer(model, step.universe)
+    operation = concrete.operation(step)
+    return {
+        "policy": policy_to_dict(concrete.policy(step.universe.policy)),
+        "property": name,
+        "source": "prove",
+        "check": "induction",
+        "obligation": label,
+        "event": step.event,
+        "start": concrete.snapshot(step.pre, concrete.step_ids(step), concrete.step_entries(step)),
+        "steps": [{"op": operation.op, "args": _arguments(operation), "result": None}],
+    }
 
 
 def prove_invariants(

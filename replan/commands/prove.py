@@ -13,8 +13,8 @@ controller is built from.
   replan prove -o DIR                write DIR/prove.json (default: out/prove/)
 
 Exit 0: every property proved. Exit 1: a counterexample, printed and saved as
-DIR/prove-counterexample.json (an equivalence counterexample is a replayable episode:
-`replan replay DIR/prove-counterexample.json`). Exit 2: bad input. Exit 130: Ctrl-C
+DIR/prove-counterexample.json, which `replan replay DIR/prove-counterexample.json`
+runs on the controller from the state it names and proves again. Exit 2: bad input. Exit 130: Ctrl-C
 (z3 is interrupted too; nothing written). The committed evidence/prove.json is
 `replan evidence`'s (the default policy, deterministic).
 """
@@ -58,10 +58,12 @@ def counterexample_document(report: Any) -> dict[str, Any]:
 
     failure = report.failures[0]
     detail = failure.counterexample or {}
-    if failure.kind == "equivalence" and "replay" in detail:
+    if "replay" in detail:  # a state and a step that ``replan replay`` runs
         document: dict[str, Any] = dict(detail["replay"])
         document["message"] = failure.message
         document.update({k: v for k, v in detail.items() if k != "replay"})
+        if failure.kind != "equivalence":
+            document["induction"] = {k: v for k, v in detail.items() if k != "replay"}
         return document
     return {
         "policy": policy_to_dict(report.policy),

@@ -11,6 +11,14 @@ The implementation is, in order: --implementation / --mutant, the "implementatio
 the file records (the campaign writes it), or the generated controller. Exit 1 when
 the counterexample still fails, 0 when it passes now (the bug is fixed), 2 when the
 file or the implementation cannot be used.
+
+Every engine's counterexample replays: the campaign's and the explorer's episodes
+from a fresh run; the proofs' from the state they name (an equivalence
+counterexample: a state with a commit plan pending and its execute, checked against
+decide; a counterexample to induction: a state and one step). A proof's
+counterexample also proves the same property again for the same event, on the
+project's bodies or the mutant's, and passes now only when that proof and the run
+both hold (a counterexample to induction may start from a state no run reaches).
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from verification.harness import (
     run_sequence,
 )
 from verification.mutants import MUTANTS
+from verification.proof_replay import PROOF_CHECKS, ProofReplay, replay_proof
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,13 +63,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser)
 
 
-def _recorded_implementation(path: Path) -> str | None:
+def _document(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    named = document.get("implementation") if isinstance(document, dict) else None
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
+def _recorded_implementation(document: dict[str, Any]) -> str | None:
+    named = document.get("implementation")
     return named if isinstance(named, str) and named else None
+
+
+def _start(path: Path, document: dict[str, Any]) -> Any:
+    """The state a proof's counterexample starts from (None: a fresh run)."""
+    from verification.concrete import start_state
+
+    start = document.get("start")
+    if start is None:
+        return None
+    try:
+        return start_state(start)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CliError(f"{path}: start: not a state ({error})") from None
+
+
+def _subject(args: argparse.Namespace, implementation: str) -> Any:
+    """The subject a proof is re-run on: the mutant named, or the project when the
+    implementation is the generated controller (None for any other class)."""
+    from verification.mutants import MUTANTS
+    from verification.subject import PROJECT
+
+    if args.mutant is not None:
+        return MUTANTS[args.mutant]
+    return PROJECT if implementation == DEFAULT_IMPLEMENTATION else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,19 +106,30 @@ def run(args: argparse.Namespace) -> int:
         policy, property_name, operations, recorded = load_counterexample(path)
     except CounterexampleError as error:
         raise CliError(str(error)) from None
+    document = _document(path)
     try:
         if args.mutant is not None:
             implementation = mutant_implementation(args.mutant)
         else:
             implementation = (
-                args.implementation or _recorded_implementation(path) or DEFAULT_IMPLEMENTATION
+                args.implementation or _recorded_implementation(document) or DEFAULT_IMPLEMENTATION
             )
         subject = resolve_implementation(implementation)
     except ImplementationError as error:
         raise CliError(str(error)) from None
 
-    report = run_sequence(policy, operations, subject, ReferenceController)
+    if document.get("source") == "prove" and not operations:
+        raise CliError(
+            f"{path}: a proof failure with no state or step to replay (vacuous premises, "
+            "or z3 could not decide): `replan prove` shows it"
+        )
+    start = _start(path, document)
+    report = run_sequence(policy, operations, subject, ReferenceController, start=start)
     still_fails = report.failure is not None
+    proof = None
+    if document.get("check") in PROOF_CHECKS:
+        proof = replay_proof(document, policy, operations, report, _subject(args, implementation))
+        still_fails = proof.still_fails
     steps: list[dict[str, Any]] = []
     for index, operation in enumerate(operations):
         ran = index < len(report.results)
@@ -106,13 +154,16 @@ def run(args: argparse.Namespace) -> int:
                 "failed_at": None if report.failed_at is None else report.failed_at + 1,
                 "detail": report.detail,
                 "steps": steps,
+                "from_saved_state": start is not None,
+                "proof": None if proof is None else _proof_json(proof),
             }
         )
         return 1 if still_fails else 0
 
+    origin = "from the state it saved" if start is not None else "from a fresh run"
     print(
         f"replaying {path}: {len(operations)} operation(s) recorded for {property_name!r}, "
-        f"on {implementation} beside the reference model"
+        f"{origin}, on {implementation} beside the reference model"
     )
     for index, operation in enumerate(operations):
         if index >= len(report.results):
@@ -122,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         if index == report.failed_at:
             line += f"    <-- {report.failure}"
         print(line)
+    if proof is not None:
+        return _report_proof(proof, len(operations))
     if still_fails:
         kind = (
             "diverges from the reference model"
@@ -133,5 +186,38 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"passes now: every property held after each of the {len(operations)} operation(s) "
         "and the implementation agreed with the reference model"
+    )
+    return 0
+
+
+def _proof_json(proof: ProofReplay) -> dict[str, Any]:
+    return {
+        "check": proof.check,
+        "reproduced_on_the_controller": proof.reproduced,
+        "controller": proof.controller_detail,
+        "proved_now": proof.proved_now,
+        "proof": proof.proof_detail,
+    }
+
+
+def _report_proof(proof: ProofReplay, operations: int) -> int:
+    """A proof's counterexample: what the controller did from the saved state, and
+    the proof again; passes now only when both hold."""
+    ran = "STILL FAILS on the controller" if proof.reproduced else "holds on the controller"
+    print(f"{ran}: {proof.controller_detail}")
+    print(f"proof: {proof.proof_detail}")
+    if proof.still_fails:
+        print(f"STILL FAILS: {proof.check} ({'controller' if proof.reproduced else 'proof'})")
+        return 1
+    if proof.proved_now is None:
+        print(
+            f"passes on the controller: the saved {'step' if operations == 1 else 'steps'} "
+            "kept every property, but the proof was not run again for this implementation "
+            "(replan prove decides)"
+        )
+        return 0
+    print(
+        "passes now: the controller keeps the check from the saved state and the same "
+        "property is proved again"
     )
     return 0
