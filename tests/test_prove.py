@@ -379,3 +379,16 @@ def test_decision_difference_compares_old_and_new_bodies_under_one_policy() -> N
     assert "Unknown" in difference.assignment.values()
     assert (difference.old_commits, difference.new_commits) == (True, False)
     assert decision_difference(DEFAULT_POLICY, DEFAULT_POLICY) is None
+
+
+def test_long_proofs_say_how_far_they_got() -> None:
+    """A policy with hundreds of keys proves for minutes: each line names how many
+    properties are checked, the time so far and the last verdict."""
+    from verification.prove import Ticker
+
+    lines: list[str] = []
+    tick = Ticker(lines.append, every=0.0)
+    for result in prove_invariants(DEFAULT_POLICY, DECLARATION, events=["cancel"]):
+        tick(result)
+    assert lines and lines[-1].startswith(f"proofs: {len(lines)} properties checked (")
+    assert all(line.endswith((": proved", ": NOT PROVED")) for line in lines)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -852,6 +852,33 @@ def _induction_replay(
     }
 
 
+class Ticker:
+    """Says how far the proofs got, at most every ``every`` seconds (a policy with
+    hundreds of keys takes minutes, and silence reads as a hang)."""
+
+    def __init__(self, progress: Callable[[str], None] | None, every: float = 2.0) -> None:
+        self.progress = progress
+        self.every = every
+        self.done = 0
+        self.started = self.last = time.perf_counter()
+
+    def __call__(self, result: PropertyResult) -> PropertyResult:
+        self.done += 1
+        now = time.perf_counter()
+        if self.progress is not None and now - self.last >= self.every:
+            self.last = now
+            verdict = "proved" if result.proved else "NOT PROVED"
+            self.progress(
+                f"proofs: {self.done} properties checked ({now - self.started:.0f} s), "
+                f"the last {result.name}: {verdict}"
+            )
+        return result
+
+
+def _unreported(result: PropertyResult) -> PropertyResult:
+    return result
+
+
 def prove_invariants(
     policy: Policy,
     model: MachineModel | None = None,
@@ -859,6 +886,7 @@ def prove_invariants(
     *,
     events: Sequence[str] | None = None,
     initial: bool = True,
+    tick: Callable[[PropertyResult], PropertyResult] = _unreported,
 ) -> list[PropertyResult]:
     """Every property of ``spec/properties.py`` over every event's step, the limits
     symbolic: the state invariants (auxiliary and the contract's) inductive, each call
@@ -893,7 +921,7 @@ def prove_invariants(
         ]
         statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
         if queries:
-            results.append(_check(prop.name, prop.kind, statement, queries, u))
+            results.append(tick(_check(prop.name, prop.kind, statement, queries, u)))
     for prop in properties("initial") if initial else []:
         frame = _property_frame(translator, init, f"initial {prop.name!r}")
         _, value = translator.run_function(
@@ -902,7 +930,7 @@ def prove_invariants(
         term = translator.boolean(frame, value)
         queries = [("Init ⇒ " + prop.name, u.assumptions, term, None, init)]
         statement = f"{prop.meaning} (Init)"
-        results.append(_check(prop.name, "initial", statement, queries, u))
+        results.append(tick(_check(prop.name, "initial", statement, queries, u)))
     for prop in properties("call"):
         relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
         if not relevant:
@@ -918,7 +946,7 @@ def prove_invariants(
             for step in relevant
         ]
         statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
-        results.append(_check(prop.name, "property", statement, queries, u))
+        results.append(tick(_check(prop.name, "property", statement, queries, u)))
     obligations: list[Query] = [
         (
             f"{step.event}: {obligation.text}",
@@ -931,13 +959,15 @@ def prove_invariants(
         for obligation in step.obligations
     ]
     results.append(
-        _check(
-            "bodies-well-defined",
-            "well-defined",
-            f"{len(obligations)} conditions the bodies take for granted (no None "
-            "dereference, no missing key, a transition for every case) hold when reached",
-            obligations,
-            u,
+        tick(
+            _check(
+                "bodies-well-defined",
+                "well-defined",
+                f"{len(obligations)} conditions the bodies take for granted (no None "
+                "dereference, no missing key, a transition for every case) hold when reached",
+                obligations,
+                u,
+            )
         )
     )
     return results
@@ -984,18 +1014,21 @@ def prove_all(
     model: MachineModel | None = None,
     model_class: type = Run,
     controller: type[Run] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ProofReport:
     """Everything ``replan prove`` proves: the commit equivalence, every property, and
     the generated ``controller`` (default: what the generator makes of ``model`` and
-    ``model_class``, the committed file for the project) equal to the declaration."""
+    ``model_class``, the committed file for the project) equal to the declaration.
+    ``progress`` hears how far it got, at most every 2 s."""
     started = time.perf_counter()
     model = model or _declaration()
+    tick = Ticker(progress)
     report = ProofReport(policy, model.digest)
-    report.results.append(prove_equivalence(policy, model, model_class))
-    report.results.extend(prove_invariants(policy, model, model_class))
+    report.results.append(tick(prove_equivalence(policy, model, model_class)))
+    report.results.extend(prove_invariants(policy, model, model_class, tick=tick))
     from verification.translation import validate
 
     generated = controller if controller is not None else _controller_class(model, model_class)
-    report.results.extend(validate(policy, generated, model, model_class))
+    report.results.extend(tick(r) for r in validate(policy, generated, model, model_class))
     report.seconds = time.perf_counter() - started
     return report

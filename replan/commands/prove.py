@@ -85,6 +85,10 @@ def translation_source(error: Exception) -> str:
     return "controller/run.py"
 
 
+def _progress(line: str) -> None:
+    print(f"replan prove: {line}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from verification.prove import prove_all
     from verification.symbolic import TranslationError
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        report = prove_all(policy)
+        report = prove_all(policy, progress=_progress)
     except TranslationError as error:
         raise CliError(f"{translation_source(error)}: {error}") from None
     out = Path(args.output)

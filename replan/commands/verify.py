@@ -365,7 +365,9 @@ class Pipeline:
         from verification.prove import prove_all
 
         subject = self.subject
-        report = prove_all(self.policy, subject.model, subject.model_class, subject.controller)
+        report = prove_all(
+            self.policy, subject.model, subject.model_class, subject.controller, _progress
+        )
         document = report.to_json()
         if self.deterministic:  # the committed evidence has `replan prove`'s report too
             self.write_json(self.evidence / "prove.json", report.to_json())
