@@ -4,10 +4,10 @@ This package is what applications import. It never imports python-statemachine: 
 dispatch in ``_generated.py`` was generated from ``spec/declaration.py``.
 """
 
-from controller._generated import Controller
-from controller.handoff import handoff
-from controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
-from controller.records import (
+from replan.controller._generated import Controller
+from replan.controller.handoff import handoff
+from replan.controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
+from replan.controller.records import (
     Approval,
     Decision,
     EvidenceState,
@@ -21,7 +21,7 @@ from controller.records import (
     Usage,
     plan_digest,
 )
-from controller.workflow import decide
+from replan.controller.workflow import decide
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -44,8 +44,8 @@ from agent_framework import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.middleware import GuardedCall, ModelView, ReplanMiddleware
-from controller.records import ExecuteResult, Plan
+from replan.controller.middleware import GuardedCall, ModelView, ReplanMiddleware
+from replan.controller.records import ExecuteResult, Plan
 
 #: Provider round trips the SDK allows in one request before it asks for a final
 #: answer with tools disabled (.NET: ``MaximumIterationsPerRequest = 4``).

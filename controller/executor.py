@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
-from controller.journal import (
+from replan.controller.journal import (
     Entry,
     InMemoryJournal,
     Intent,
@@ -50,7 +50,7 @@ from controller.journal import (
     canonical_json,
     check_json,
 )
-from controller.records import ExecuteResult, InvalidInput, Plan
+from replan.controller.records import ExecuteResult, InvalidInput, Plan
 
 #: The domain tag of an operation digest: bump it if the encoding ever changes.
 DIGEST_DOMAIN = "replan.operation.v1"

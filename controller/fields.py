@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.records import EvidenceState, Plan, StopReason
+from replan.controller.records import EvidenceState, Plan, StopReason
 
 UNKNOWN = EvidenceState.UNKNOWN
 PASSED = EvidenceState.PASSED

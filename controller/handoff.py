@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from controller.policy import Policy
-from controller.records import EvidenceState, Plan, StopReason
+from replan.controller.policy import Policy
+from replan.controller.records import EvidenceState, Plan, StopReason
 
 
 class RunView(Protocol):

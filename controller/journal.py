@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, TypeAlias
 
-from controller.records import InvalidInput
+from replan.controller.records import InvalidInput
 
 #: What an operation's arguments and an effect's result may be: what JSON carries.
 JSONValue: TypeAlias = (

@@ -48,7 +48,7 @@ from agent_framework import (
 from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
-from controller.executor import (
+from replan.controller.executor import (
     AsyncEffect,
     Executor,
     Grant,
@@ -57,9 +57,9 @@ from controller.executor import (
     Performed,
     perform_async,
 )
-from controller.journal import JSONValue, canonical_json
-from controller.policy import Policy, Step
-from controller.records import (
+from replan.controller.journal import JSONValue, canonical_json
+from replan.controller.policy import Policy, Step
+from replan.controller.records import (
     EvidenceState,
     ExecuteResult,
     InvalidInput,
@@ -68,8 +68,8 @@ from controller.records import (
     PolicyError,
     Usage,
 )
-from controller.run import Run
-from controller.telemetry import (
+from replan.controller.run import Run
+from replan.controller.telemetry import (
     EXECUTE_TOOL,
     GEN_AI_OPERATION,
     GEN_AI_TOOL_CALL_ID,

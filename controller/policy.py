@@ -21,9 +21,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from controller.policy_schema import DEFAULTS as DEFAULTS
-from controller.policy_schema import DOCUMENT, check_structure, defaults_of
-from controller.records import PolicyError
+from replan.controller.policy_schema import DEFAULTS as DEFAULTS
+from replan.controller.policy_schema import DOCUMENT, check_structure, defaults_of
+from replan.controller.records import PolicyError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from controller.records import PolicyError
+from replan.controller.records import PolicyError
 
 #: The value a ``[limits]`` field takes when the file leaves it out (CONTRACT.md
 #: "Vocabulary"); ``max_proposals`` defaults to ``proposals_per_step * max_steps``.

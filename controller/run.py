@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import controller.records
-from controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
-from controller.fields import state_of_snapshot as state_of_snapshot
-from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import (
+import replan.controller.records as _records_module
+from replan.controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
+from replan.controller.fields import state_of_snapshot as state_of_snapshot
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import (
     RECORD_KINDS,
     Approval,
     EvidenceState,
@@ -45,7 +45,7 @@ from controller.records import (
 )
 
 if TYPE_CHECKING:
-    from controller.durable import LoggedController, RunLog
+    from replan.controller.durable import LoggedController, RunLog
 
 PASSED = EvidenceState.PASSED
 UNKNOWN = EvidenceState.UNKNOWN
@@ -86,7 +86,7 @@ def well_formed_plan(plan: object) -> bool:
 
 
 #: The records an argument can be (rendered field by field in the trace).
-_RECORDS = tuple(getattr(controller.records, name) for name in RECORD_KINDS)
+_RECORDS = tuple(getattr(_records_module, name) for name in RECORD_KINDS)
 #: An int with more bits than this is shown by its size: past ~4,300 digits Python
 #: refuses to print it, so ``json.dumps`` of the trace would raise.
 _LARGEST_SHOWN_BITS = 13_000
@@ -525,7 +525,7 @@ class Run:
         """The run ``log`` holds (``controller.durable.restore``), logging on into it:
         replayed and checked answer by answer, refused with ``RestoreRefused`` when
         the log was written under another declaration or policy."""
-        from controller.durable import restore
+        from replan.controller.durable import restore
 
         return restore(log, policy)
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from controller._generated import Controller
-from controller.policy import Policy
+from replan.controller._generated import Controller
+from replan.controller.policy import Policy
 
 
 class SerializedController(Controller):

@@ -40,8 +40,8 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from controller._generated import LABELS, TRANSITIONS
-from controller.records import (
+from replan.controller._generated import LABELS, TRANSITIONS
+from replan.controller.records import (
     Approval,
     EvidenceState,
     ExecuteResult,
@@ -49,7 +49,7 @@ from controller.records import (
     Plan,
     StopReason,
 )
-from controller.run import Run
+from replan.controller.run import Run
 
 TRACER_NAME: Final = "replan"
 

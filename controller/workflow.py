@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import Decision, EvidenceState
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import Decision, EvidenceState
 
 
 def decide(states: Mapping[str, EvidenceState], policy: Policy | None = None) -> Decision:

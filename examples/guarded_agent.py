@@ -38,12 +38,17 @@ if __package__ in (None, ""):  # run as a script: import this checkout's package
 from agent_framework import Agent, FunctionTool
 from opentelemetry.trace import TracerProvider
 
-from controller import Controller, EvidenceState, Observation
-from controller.agent import FunctionInvokingChatClient, ReplanMiddleware
-from controller.executor import Executor, Grant
-from controller.journal import SqliteJournal
-from controller.policy import policy_from_dict
-from verification.scripted import FunctionCallRequest, FunctionResult, Reply, ScriptedChatClient
+from replan.controller import Controller, EvidenceState, Observation
+from replan.controller.agent import FunctionInvokingChatClient, ReplanMiddleware
+from replan.controller.executor import Executor, Grant
+from replan.controller.journal import SqliteJournal
+from replan.controller.policy import policy_from_dict
+from replan.verification.scripted import (
+    FunctionCallRequest,
+    FunctionResult,
+    Reply,
+    ScriptedChatClient,
+)
 
 POLICY = """
 [limits]

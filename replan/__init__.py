@@ -10,7 +10,7 @@ module per subcommand in ``replan.commands``; ``replan.pytest_plugin`` is the py
 plugin. Importing this package never imports python-statemachine, Hypothesis or z3.
 """
 
-import controller as _controller
-from controller import *  # noqa: F403  (the public surface, under the project's name)
+import replan.controller as _controller
+from replan.controller import *  # noqa: F403  (the public surface, under the project's name)
 
 __all__ = list(_controller.__all__)

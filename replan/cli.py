@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from replan.common import CliError
-from verification import files, interrupt
+from replan.verification import files, interrupt
 
 #: name -> (module under replan.commands, one-line summary). Add a subcommand here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -69,7 +69,7 @@ def _version() -> str:
 
 def _declaration_digest() -> str:
     """The digest the generated controller carries (no python-statemachine import)."""
-    from controller._generated import DECLARATION_DIGEST
+    from replan.controller._generated import DECLARATION_DIGEST
 
     return DECLARATION_DIGEST[: len("sha256:") + 12]
 

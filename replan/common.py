@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from controller.policy import DEFAULT_POLICY, Policy, load_policy
-from controller.records import PolicyError
-from verification.files import write_atomically
+from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
+from replan.controller.records import PolicyError
+from replan.verification.files import write_atomically
 
 #: Where every command writes unless told otherwise (relative to where it runs; in
 #: this repository's .gitignore): out/<command>/...

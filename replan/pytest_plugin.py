@@ -42,7 +42,7 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
-    from controller.policy import Policy
+    from replan.controller.policy import Policy
 
 #: The campaign's budgets (verification.campaign.PROFILES) as Hypothesis profiles.
 #: Stated here, not imported, so loading the plugin does not load the campaign.
@@ -140,8 +140,8 @@ def _hypothesis_profile() -> str:
 @pytest.fixture
 def replan_policy(request: pytest.FixtureRequest) -> Policy:
     """The policy under test (see the module docstring for where it comes from)."""
-    from controller.policy import DEFAULT_POLICY, load_policy
-    from controller.records import PolicyError
+    from replan.controller.policy import DEFAULT_POLICY, load_policy
+    from replan.controller.records import PolicyError
 
     path = _settings(request).policy_path
     if path is None:
@@ -155,7 +155,7 @@ def replan_policy(request: pytest.FixtureRequest) -> Policy:
 @pytest.fixture
 def replan_controller(replan_policy: Policy) -> Iterator[Any]:
     """A fresh generated controller under ``replan_policy``."""
-    from controller import Controller
+    from replan.controller import Controller
 
     yield Controller(replan_policy)
 
@@ -177,7 +177,7 @@ def replan_campaign(
     out = request.config.getoption("--replan-out")
 
     def run(**overrides: Any) -> Any:
-        from verification.policy_check import check_policy
+        from replan.verification.policy_check import check_policy
 
         failure, result = check_policy(
             replan_policy,

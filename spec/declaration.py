@@ -25,8 +25,8 @@ from typing import ClassVar
 from statemachine import State, StateMachine
 from statemachine.transition_list import TransitionList
 
-from controller.records import StopReason
-from spec.model import EventInterface
+from replan.controller.records import StopReason
+from replan.spec.model import EventInterface
 
 #: A row's target that is the state it leaves (an internal self-transition).
 STAY = None

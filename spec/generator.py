@@ -68,13 +68,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TypeGuard, TypeVar
 
-import controller.fields
-import controller.policy
-import controller.records
-from controller.fields import FIELDS, STATE_FIELDS, export_expression
-from controller.records import StopReason
-from controller.run import Run
-from spec.model import MachineModel, StateInfo, TransitionInfo, extract
+import replan.controller.fields as _fields_module
+import replan.controller.policy as _policy_module
+import replan.controller.records as _records_module
+from replan.controller.fields import FIELDS, STATE_FIELDS, export_expression
+from replan.controller.records import StopReason
+from replan.controller.run import Run
+from replan.spec.model import MachineModel, StateInfo, TransitionInfo, extract
 
 GENERATED_PATH = Path(__file__).resolve().parent.parent / "controller" / "_generated.py"
 
@@ -655,7 +655,7 @@ class _Generator:
         #: the states whose chain for the event is being emitted once for all of them
         self.sharing: tuple[str, ...] = ()
         for name in _RECORDS:
-            self._import(name, controller.records)
+            self._import(name, _records_module)
         self._import(model_class.__name__, sys.modules[model_class.__module__])
 
     # -- names ------------------------------------------------------------------------
@@ -938,7 +938,7 @@ class _Generator:
         interface = self.model.interface[event]
         check, parameter = interface.check, interface.parameter
         assert check is not None and parameter is not None and self.scope is not None
-        record = getattr(controller.records, interface.parameter_type or "", None)
+        record = getattr(_records_module, interface.parameter_type or "", None)
         fields: tuple[str, ...] = ()
         if isinstance(record, type) and issubclass(record, tuple):
             fields = tuple(getattr(record, "_fields", ()))
@@ -1104,7 +1104,7 @@ class _Generator:
         """The module constant standing for ``enumeration.member`` (declared once)."""
         qualified = f"{enumeration}.{member}"
         if qualified not in self.constants:
-            enumerations = [*vars(controller.records).values(), *self.globals.values()]
+            enumerations = [*vars(_records_module).values(), *self.globals.values()]
             shared = any(
                 isinstance(other, EnumMeta)
                 and other.__name__ != enumeration
@@ -1210,7 +1210,7 @@ class _Generator:
         own ``__init__`` keeps it."""
         if _own(self.model_class, "__init__") is _own(Run, "__init__"):
             for name in ("DEFAULT_POLICY", "Policy"):
-                self._import(name, controller.policy)
+                self._import(name, _policy_module)
             self.emit(1, "def __init__(self, policy: Policy | None = None) -> None:")
             self.emit(2, '"""A fresh run: the initial values of ``controller/fields.py``."""')
             self.emit(2, "self.policy = DEFAULT_POLICY if policy is None else policy")
@@ -1218,8 +1218,8 @@ class _Generator:
                 self.emit(2, f"self.{field.attribute} = {field.initial!r}")
             self.emit(0, "")
         if _own(self.model_class, "_export_state") is _own(Run, "_export_state"):
-            self._import("RunState", controller.fields)
-            self._import("UNKNOWN", controller.fields)
+            self._import("RunState", _fields_module)
+            self._import("UNKNOWN", _fields_module)
             self.emit(1, "def _export_state(self) -> RunState:")
             self.emit(2, '"""``controller.fields.export_state``, written out."""')
             self.emit(2, "return (")
@@ -1486,7 +1486,7 @@ def generate_source(machine_class: type | None = None, model_class: type = Run) 
     """The text of ``controller/_generated.py`` for a declaration (default: the
     project's ``spec.declaration.Replanning``)."""
     if machine_class is None:
-        from spec.declaration import Replanning
+        from replan.spec.declaration import Replanning
 
         machine_class = Replanning
     return render_controller(extract(machine_class, model_class), model_class)

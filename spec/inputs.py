@@ -20,9 +20,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-import controller.records
-from controller.records import RECORD_KINDS, EvidenceState, plan_digest
-from controller.run import Run
+import replan.controller.records as _records_module
+from replan.controller.records import RECORD_KINDS, EvidenceState, plan_digest
+from replan.controller.run import Run
 
 #: A value no run ever holds (an id never proposed, a name the policy lacks).
 NEVER = "never-seen"
@@ -126,7 +126,7 @@ def arguments(parameter_type: str | None, run: Run) -> tuple[Any, ...]:
         return (None,)
     if parameter_type == "str":
         return plan_ids(run)
-    record = getattr(controller.records, parameter_type)
+    record = getattr(_records_module, parameter_type)
     kinds = RECORD_KINDS[parameter_type]
     missing = sorted({kinds[f] for f in record._fields} - set(CANDIDATES))
     if missing:

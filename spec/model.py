@@ -26,7 +26,7 @@ from statemachine import StateMachine
 from statemachine.contrib.diagram.formatter import formatter
 from statemachine.spec_parser import replace_operators
 
-from controller.run import Run
+from replan.controller.run import Run
 
 
 class DeclarationError(ValueError):

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.policy import Policy
-from controller.records import (
+from replan.controller.policy import Policy
+from replan.controller.records import (
     Approval,
     EvidenceState,
     ExecuteResult,
@@ -36,8 +36,8 @@ from controller.records import (
     Usage,
     plan_digest,
 )
-from controller.run import Run
-from spec.vocabulary import (
+from replan.controller.run import Run
+from replan.spec.vocabulary import (
     auxiliary_invariant,
     call_property,
     initial_property,

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 
 from statemachine.transition import Transition
 
-from controller.records import StopReason
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.model import MachineModel, extract
+from replan.controller.records import StopReason
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.model import MachineModel, extract
 
 MODEL: MachineModel = extract(Replanning)
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.fields import COMPONENTS as FIELD_COMPONENTS
+from replan.controller.fields import COMPONENTS as FIELD_COMPONENTS
 
 #: The observable parts of a run (what ``snapshot()`` shows), and the fields of
 #: ``controller.run.Run`` each one is read from: the field table's

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from controller import Controller, EvidenceState, Observation, Plan
-from controller.run import Run
-from spec.reference import ReferenceController
+from replan.controller import Controller, EvidenceState, Observation, Plan
+from replan.controller.run import Run
+from replan.spec.reference import ReferenceController
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from controller import Controller, ExecuteResult
-from controller.agent import (
+from replan.controller import Controller, ExecuteResult
+from replan.controller.agent import (
     EXECUTE_STEP,
     FUNCTION_INVOCATION,
     MAX_ITERATIONS,
@@ -24,7 +24,7 @@ from controller.agent import (
     FunctionMiddleware,
     Message,
 )
-from verification.scripted import (
+from replan.verification.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from controller import (
+from replan.controller import (
     Approval,
     Controller,
     EvidenceState,
@@ -25,9 +25,9 @@ from controller import (
     load_policy,
     plan_digest,
 )
-from controller.agent import EXECUTE_STEP, PROPOSE_PLAN, ControllerAgent
-from controller.policy import PolicyError, policy_from_dict, policy_to_dict
-from verification.scripted import (
+from replan.controller.agent import EXECUTE_STEP, PROPOSE_PLAN, ControllerAgent
+from replan.controller.policy import PolicyError, policy_from_dict, policy_to_dict
+from replan.verification.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from controller import Controller, ExecuteResult, StopReason
 from replan.cli import main
-from verification import bench
-from verification.bench import (
+from replan.controller import Controller, ExecuteResult, StopReason
+from replan.verification import bench
+from replan.verification.bench import (
     GENERATED,
     HANDWRITTEN,
     IMPLEMENTATIONS,
@@ -24,8 +24,8 @@ from verification.bench import (
     WORKLOAD,
     Settings,
 )
-from verification.handwritten import HandwrittenController
-from verification.middleware_workloads import DIFFERENCES
+from replan.verification.handwritten import HandwrittenController
+from replan.verification.middleware_workloads import DIFFERENCES
 
 TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)
 NAMES = {"generated", "hand-written", "python-statemachine"}
@@ -200,12 +200,15 @@ def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
         bench,
         "TOOLS",
         {
-            "missing": ("verification.no_such_tool_module", fails),
-            "failing": ("verification.handwritten", fails),
+            "missing": ("replan.verification.no_such_tool_module", fails),
+            "failing": ("replan.verification.handwritten", fails),
         },
     )
     figures = bench.tool_figures(TINY)
-    assert figures["missing"] == {"status": "absent", "module": "verification.no_such_tool_module"}
+    assert figures["missing"] == {
+        "status": "absent",
+        "module": "replan.verification.no_such_tool_module",
+    }
     assert figures["failing"]["status"] == "error"
     assert "no such function" in figures["failing"]["error"]
 

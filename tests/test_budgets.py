@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import PASSED, obs, plan
 
-from controller import (
+from replan.controller import (
     DEFAULT_POLICY,
     ExecuteResult,
     InvalidInput,
@@ -21,7 +21,7 @@ from controller import (
     handoff,
     load_policy,
 )
-from controller.policy import policy_from_dict, policy_to_dict
+from replan.controller.policy import policy_from_dict, policy_to_dict
 
 BUDGET_POLICY = Path(__file__).parent / "policies" / "budget.toml"
 
@@ -106,7 +106,7 @@ def test_a_malformed_usage_raises_naming_the_field_and_changes_nothing(
 
 
 def test_handoff_shows_each_budget_used_against_its_limit(budgeted: Any) -> None:
-    from controller import Controller
+    from replan.controller import Controller
 
     run = Controller(budgeted)
     run.charge(Usage(10, 20, 30))

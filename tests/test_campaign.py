@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
-from controller.records import Plan
 from replan.cli import main
-from spec.vocabulary import REGISTRY
-from verification.campaign import CampaignResult, canonical_snapshot, run_campaign
-from verification.coverage import dead_transitions, declared_model, targets_for
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from replan.controller.records import Plan
+from replan.spec.vocabulary import REGISTRY
+from replan.verification.campaign import CampaignResult, canonical_snapshot, run_campaign
+from replan.verification.coverage import dead_transitions, declared_model, targets_for
 
 THREE_PREREQUISITES_TWO_STEPS = policy_from_dict(
     {
@@ -118,7 +118,7 @@ def test_visited_states_and_transitions_are_exposed_for_the_explorer(tmp_path: P
 
 
 def _initial_snapshot() -> dict[str, object]:
-    from controller import Controller
+    from replan.controller import Controller
 
     return Controller().snapshot()
 
@@ -216,7 +216,7 @@ def test_the_command_writes_a_junit_report(
         (["--mutant", "no-such-mutant"], "is not a mutant"),
         (["--implementation", "no_such_module:Controller"], "cannot import"),
         (["--implementation", "controller"], "expected module:Class"),
-        (["--implementation", "controller:NoSuchClass"], "has no"),
+        (["--implementation", "replan.controller:NoSuchClass"], "has no"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -239,8 +239,8 @@ def test_examples_seeded_from_a_witness_check_the_prefix_too() -> None:
     """seed_missed never covers a transition without checking it: the seeded examples
     run under the same properties, and a broken controller's failure there becomes the
     campaign's finding."""
-    from verification.campaign import mutant_implementation, seed_missed
-    from verification.harness import Operation
+    from replan.verification.campaign import mutant_implementation, seed_missed
+    from replan.verification.harness import Operation
 
     implementation = mutant_implementation("step-not-counted")
     result = run_campaign(

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY
 from replan.cli import main
-from verification.campaign import mutant_implementation, run_campaign
-from verification.harness import load_counterexample
-from verification.mutants import MUTANTS
+from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.campaign import mutant_implementation, run_campaign
+from replan.verification.harness import load_counterexample
+from replan.verification.mutants import MUTANTS
 
 #: The shortest counterexample for each mutant the campaign catches under the default
 #: policy (max_steps = 4), and why; the campaign may use SLACK operations more than that.
@@ -119,7 +119,10 @@ def test_the_saved_counterexample_replays_the_failure(
     output = capsys.readouterr().out
     assert "STILL FAILS" in output and property_name in output
     # ... and on the generated controller it passes: the failure is the mutant's
-    assert main(["replay", str(counterexample), "--implementation", "controller:Controller"]) == 0
+    assert (
+        main(["replay", str(counterexample), "--implementation", "replan.controller:Controller"])
+        == 0
+    )
     assert "passes now" in capsys.readouterr().out
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from controller import DEFAULT_POLICY, load_policy
-from controller.policy import policy_from_dict, policy_to_dict
 from replan.cli import main
+from replan.controller import DEFAULT_POLICY, load_policy
+from replan.controller.policy import policy_from_dict, policy_to_dict
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = REPOSITORY / "spec" / "policy.toml"
@@ -106,8 +106,8 @@ def test_policy_typo_in_a_real_process_has_no_traceback(tmp_path: Path) -> None:
 def test_version_names_the_package_and_the_declaration(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from controller._generated import DECLARATION_DIGEST
     from replan.cli import main
+    from replan.controller._generated import DECLARATION_DIGEST
 
     assert main(["--version"]) == 0
     (line,) = capsys.readouterr().out.splitlines()

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
-from controller.agent import ControllerTools
-from controller.policy import DEFAULT_POLICY
-from controller.serialized import SerializedController
+from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.agent import ControllerTools
+from replan.controller.policy import DEFAULT_POLICY
+from replan.controller.serialized import SerializedController
 
 #: Every step may run at once: nothing waits for evidence.
 OPEN = replace(DEFAULT_POLICY, max_steps=2, max_proposals=10**6, no_progress_limit=10**6)

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller import Controller, EvidenceState, Observation, Plan
-from controller.durable import LoggedController, SqliteRunLog
+from replan.controller import Controller, EvidenceState, Observation, Plan
+from replan.controller.durable import LoggedController, SqliteRunLog
 
 
 def _conform(*arguments: str | Path) -> subprocess.CompletedProcess[str]:
@@ -84,7 +84,7 @@ def test_what_is_no_run_log_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_one_run_of_a_dbos_database_conforms_and_an_edited_one_diverges(tmp_path: Path) -> None:
-    from verification.durable_crash import run_to_end
+    from replan.verification.durable_crash import run_to_end
 
     database = tmp_path / "runs.db"
     run_to_end(f"sqlite:///{database}", "import-1", tmp_path)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, changed, obs, plan
 
-from controller import ExecuteResult, StopReason
+from replan.controller import ExecuteResult, StopReason
 
 # ---- rule 1: replays ------------------------------------------------------------------
 

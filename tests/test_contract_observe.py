@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, UNKNOWN, changed, obs, plan
 
-from controller import (
+from replan.controller import (
     InvalidInput,
     Observation,
     ObservationConflict,

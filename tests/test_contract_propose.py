@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import PASSED, changed, obs, plan
 
-from controller import ExecuteResult, Plan, StopReason
+from replan.controller import ExecuteResult, Plan, StopReason
 
 # ---- rule 1: a stopped run consumes nothing -------------------------------------------
 

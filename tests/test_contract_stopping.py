@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, obs, plan
 
-from controller import ExecuteResult, InvalidInput, Observation, StopReason
+from replan.controller import ExecuteResult, InvalidInput, Observation, StopReason
 
 
 def _completed(run: Any) -> None:

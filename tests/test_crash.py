@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.executor import Executor, Outcome
-from controller.journal import SqliteJournal
-from verification.executor_crash import (
+from replan.controller.executor import Executor, Outcome
+from replan.controller.journal import SqliteJournal
+from replan.verification.executor_crash import (
     EARLIER,
     GRANT,
     JOURNAL_FILE,
@@ -26,7 +26,7 @@ from verification.executor_crash import (
     recovery_problems,
     start_child,
 )
-from verification.executor_mutants import REAL
+from replan.verification.executor_mutants import REAL
 
 
 def effect_runs(directory: Path) -> list[str]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 from conftest import FAILED, PASSED, UNKNOWN, obs, plan
 
-from controller import Decision, EvidenceState, ExecuteResult, Policy, Step, StopReason, decide
+from replan.controller import (
+    Decision,
+    EvidenceState,
+    ExecuteResult,
+    Policy,
+    Step,
+    StopReason,
+    decide,
+)
 
 INSPECT, NEEDS_OWNER, READY = Decision.INSPECT, Decision.NEEDS_OWNER, Decision.READY_TO_COMMIT
 

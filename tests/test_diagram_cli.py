@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from replan.cli import main
-from spec.declaration import Replanning
-from spec.model import extract
-from verification.diagram import machine_diagram, readme_mermaid, render
-from verification.diagram.dot import to_dot
-from verification.diagram.mermaid import parse
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.verification.diagram import machine_diagram, readme_mermaid, render
+from replan.verification.diagram.dot import to_dot
+from replan.verification.diagram.mermaid import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = extract(Replanning)

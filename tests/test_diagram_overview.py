@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
-from controller.run import Run
 from replan.cli import main
-from spec.declaration import Replanning
-from spec.model import extract
-from verification.diagram import machine_diagram, render
-from verification.diagram.graph import build
-from verification.diagram.guard_policy import condition_expression, guard_expression
-from verification.diagram.overview import wrap_guard
+from replan.controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.verification.diagram import machine_diagram, render
+from replan.verification.diagram.graph import build
+from replan.verification.diagram.guard_policy import condition_expression, guard_expression
+from replan.verification.diagram.overview import wrap_guard
 
 #: Every test here draws with Graphviz (skipped, with the reason, without it).
 pytestmark = pytest.mark.graphviz

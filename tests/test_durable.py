@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
-from controller.durable import (
+from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.durable import (
     InMemoryRunLog,
     LoggedController,
     RestoreRefused,
@@ -23,9 +23,9 @@ from controller.durable import (
     SqliteRunLog,
     restore,
 )
-from controller.durable.log import Entry
-from controller.policy import DEFAULT_POLICY, policy_digest
-from spec.inputs import arguments
+from replan.controller.durable.log import Entry
+from replan.controller.policy import DEFAULT_POLICY, policy_digest
+from replan.spec.inputs import arguments
 
 #: Arguments no well-behaved model sends, tried beside the declared ones.
 HOSTILE = ("junk", None, 5, True, Plan("p", True, 1, "x", "y"))  # type: ignore[arg-type]
@@ -108,7 +108,7 @@ def test_restore_refuses_another_declaration_naming_the_digest(
 ) -> None:
     log = InMemoryRunLog()
     LoggedController(log=log).cancel()
-    monkeypatch.setattr("controller.durable.logged.DECLARATION_DIGEST", "sha256:" + "0" * 64)
+    monkeypatch.setattr("replan.controller.durable.logged.DECLARATION_DIGEST", "sha256:" + "0" * 64)
     with pytest.raises(RestoreRefused, match="the declaration digest differs"):
         restore(log)
 
@@ -168,7 +168,7 @@ def test_storage_subclasses_keep_the_rules() -> None:
 
 
 def test_the_run_log_may_share_the_executors_journal_file(tmp_path: Path) -> None:
-    from controller.journal import SqliteJournal
+    from replan.controller.journal import SqliteJournal
 
     path = tmp_path / "run-42.journal"
     with SqliteJournal(path), SqliteRunLog(path) as log:

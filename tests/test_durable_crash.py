@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.durable.dbos import effect_step
-from verification.durable_crash import (
+from replan.controller.durable.dbos import effect_step
+from replan.verification.durable_crash import (
     FORGETFUL_AGENT,
     WORKLOADS,
     Matrix,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from verification.durable_crash import crash_matrix
-from verification.postgres import server_url
+from replan.verification.durable_crash import crash_matrix
+from replan.verification.postgres import server_url
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
-from controller import Controller, EvidenceState, ExecuteResult, InvalidInput, Observation, Plan
-from controller.executor import Executor, Grant, Operation, Outcome, perform
-from controller.journal import InMemoryJournal, JournalError, RecordKind
+from replan.controller import (
+    Controller,
+    EvidenceState,
+    ExecuteResult,
+    InvalidInput,
+    Observation,
+    Plan,
+)
+from replan.controller.executor import Executor, Grant, Operation, Outcome, perform
+from replan.controller.journal import InMemoryJournal, JournalError, RecordKind
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
 COMMIT = Operation("p1", "commit-import", "input-A", {"rows": 3, "table": "imports"})

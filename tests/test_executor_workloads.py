@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-import verification.executor_workloads as workloads
-from controller.executor import Execution, Executor, Grant, Operation, Outcome
-from verification.executor_mutants import GrantNotChecked
+import replan.verification.executor_workloads as workloads
+from replan.controller.executor import Execution, Executor, Grant, Operation, Outcome
+from replan.verification.executor_mutants import GrantNotChecked
 
 
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))

@@ -14,16 +14,16 @@ import re
 
 import pytest
 
-from controller import Controller, Plan
-from controller.fields import position
-from controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.generator import load_controller
-from spec.model import extract
-from spec.vocabulary import REGISTRY
-from verification.domains import Domains, InputSpace, product_domains
-from verification.explore import (
+from replan.controller import Controller, Plan
+from replan.controller.fields import position
+from replan.controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to_dict
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.generator import load_controller
+from replan.spec.model import extract
+from replan.spec.vocabulary import REGISTRY
+from replan.verification.domains import Domains, InputSpace, product_domains
+from replan.verification.explore import (
     _normal,
     abstract_state,
     compare_campaign,
@@ -33,8 +33,8 @@ from verification.explore import (
     shortest_path_to_violation,
     state_of_snapshot,
 )
-from verification.harness import apply, load_counterexample, run_sequence
-from verification.mutants import mutant_controller, without
+from replan.verification.harness import apply, load_counterexample, run_sequence
+from replan.verification.mutants import mutant_controller, without
 
 #: A domain small enough to explore exhaustively in a fraction of a second (979 states).
 TINY = Domains(
@@ -338,7 +338,7 @@ def test_a_run_that_can_never_stop_is_a_trap() -> None:
 def test_campaign_states_map_onto_the_explored_graph() -> None:
     """Coverage: snapshots a controller visits map onto the explorer's states (ids
     renamed canonically, whatever their spelling); the figure and the unreached part."""
-    from controller import EvidenceState, Observation
+    from replan.controller import EvidenceState, Observation
 
     result = explore(DEFAULT_POLICY, TINY, keep_graph=True, symmetry=True)
     controller = Controller(DEFAULT_POLICY)
@@ -365,7 +365,7 @@ def test_campaign_states_map_onto_the_explored_graph() -> None:
 
 
 def test_abstract_state_forgets_only_what_the_contract_cannot_tell_apart() -> None:
-    from controller import EvidenceState, Observation
+    from replan.controller import EvidenceState, Observation
 
     def run(ids: tuple[str, str], versions: tuple[int, int], source: str) -> Controller:
         controller = Controller(DEFAULT_POLICY)
@@ -388,7 +388,7 @@ def test_abstract_state_forgets_only_what_the_contract_cannot_tell_apart() -> No
 def test_campaign_comparison_gives_coverage_and_the_shortest_equivalent_trace(tmp_path) -> None:
     """Item 5: a campaign failure gets the explorer's shortest run breaking the same
     property, saved beside it; the coverage figure comes with it."""
-    from verification.campaign import run_campaign
+    from replan.verification.campaign import run_campaign
 
     mutant = mutant_controller("stale-plan-check-removed")
     campaign = run_campaign(
@@ -437,8 +437,8 @@ def test_progress_names_the_frontier_and_the_rates() -> None:
 
 
 def test_verify_announces_an_exploration_larger_than_the_defaults() -> None:
-    from controller.policy import load_policy
     from replan.commands.verify import explorer_estimate
+    from replan.controller.policy import load_policy
 
     assert explorer_estimate(DEFAULT_POLICY) is None
     line = explorer_estimate(load_policy("tests/policies/first-policy.toml"))

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from controller import Controller
 from replan.cli import main
-from verification.domains import spin_domains
-from verification.explore import explore
+from replan.controller import Controller
+from replan.verification.domains import spin_domains
+from replan.verification.explore import explore
 
 
 def test_default_report_reaches_every_declared_transition_and_stop_reason(
@@ -78,11 +78,11 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
     [saved] = report["saved"]
     document = json.loads(Path(saved).read_text(encoding="utf-8"))
     assert document["property"] == "propose-evidence-must-be-current"
-    assert document["implementation"] == "verification.mutants:stale_plan_check_removed"
+    assert document["implementation"] == "replan.verification.mutants:stale_plan_check_removed"
     assert document["source"] == "explorer" and document["steps"]
     assert main(["replay", saved]) == 1  # still fails on the mutant
     assert "propose-evidence-must-be-current" in capsys.readouterr().out
-    assert main(["replay", saved, "--implementation", "controller:Controller"]) == 0
+    assert main(["replay", saved, "--implementation", "replan.controller:Controller"]) == 0
 
 
 def test_the_state_cap_exits_0_and_says_incomplete(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,7 +118,7 @@ def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
     the test is quick: the wiring is what is checked)."""
     from test_explore import TINY
 
-    import verification.explore as explore_module
+    import replan.verification.explore as explore_module
 
     monkeypatch.setattr(explore_module, "default_report_domains", lambda policy: (TINY,))
     arguments = ["campaign", "--profile", "ci", "--seed", "1", "--examples", "5", "--steps", "10"]

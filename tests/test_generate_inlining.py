@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, UNKNOWN, obs, plan
 
-from controller import Controller, ExecuteResult, InvalidInput, Observation
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.generator import GENERATED_PATH, load_controller, render_controller
-from spec.model import extract
+from replan.controller import Controller, ExecuteResult, InvalidInput, Observation
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.generator import GENERATED_PATH, load_controller, render_controller
+from replan.spec.model import extract
 
 MODEL = extract(Replanning)
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from controller.executor import Executor
-from controller.journal import SqliteJournal
+from replan.controller.executor import Executor
+from replan.controller.journal import SqliteJournal
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLE = REPOSITORY / "examples" / "guarded_agent.py"
@@ -95,7 +95,7 @@ def test_a_budget_ends_the_run_after_the_model_was_warned(tmp_path: Path) -> Non
 
 
 def test_what_a_provider_reports_never_makes_charge_raise() -> None:
-    from controller.middleware import reported_tokens
+    from replan.controller.middleware import reported_tokens
 
     for reported in (
         {},

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import (
+from replan.controller import (
     Approval,
     Controller,
     EvidenceState,

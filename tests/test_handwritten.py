@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import (
+from replan.controller import (
     DEFAULT_POLICY,
     Controller,
     EvidenceState,
@@ -27,8 +27,8 @@ from controller import (
     Step,
     StopReason,
 )
-from verification.handwritten import HandwrittenController
-from verification.harness import Operation, apply, run_sequence
+from replan.verification.handwritten import HandwrittenController
+from replan.verification.harness import Operation, apply, run_sequence
 
 PASSED, FAILED, UNKNOWN = EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN
 

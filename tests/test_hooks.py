@@ -92,7 +92,10 @@ def _copy_of_the_sources(target: Path) -> Path:
     """This repository's packages and README in ``target``, to break one of them."""
     for package in ("spec", "controller", "replan", "verification"):
         shutil.copytree(
-            ROOT / package, target / package, ignore=shutil.ignore_patterns("__pycache__")
+            ROOT / package,
+            target / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+            symlinks=True,  # replan/controller -> ../controller: the copy's own folders
         )
     shutil.copy(ROOT / "README.md", target / "README.md")
     return target

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import (
+from replan.controller import (
     DEFAULT_POLICY,
     Controller,
     EvidenceState,

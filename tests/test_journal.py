@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from controller.executor import Executor, Grant, Operation, Outcome
-from controller.journal import (
+from replan.controller.executor import Executor, Grant, Operation, Outcome
+from replan.controller.journal import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     InMemoryJournal,
@@ -271,7 +271,7 @@ def test_threads_sharing_the_in_memory_journal_never_run_an_effect_twice() -> No
     import sys
     import threading
 
-    from controller.executor import Executor, Grant, Operation
+    from replan.controller.executor import Executor, Grant, Operation
 
     grant = Grant(resources=["input-A"], steps=["commit-import"])
     interval = sys.getswitchinterval()

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from controller import (
+from replan.controller import (
     Approval,
     Controller,
     EvidenceState,
@@ -29,12 +29,17 @@ from controller import (
     Usage,
     plan_digest,
 )
-from controller._generated import LABELS, TRANSITIONS
-from controller.agent import FunctionInvokingChatClient, GuardedCall, ReplanMiddleware
-from controller.executor import Executor, Grant
-from controller.journal import SqliteJournal
-from controller.telemetry import TracedController, agent_run
-from verification.scripted import FunctionCallRequest, FunctionResult, Reply, ScriptedChatClient
+from replan.controller._generated import LABELS, TRANSITIONS
+from replan.controller.agent import FunctionInvokingChatClient, GuardedCall, ReplanMiddleware
+from replan.controller.executor import Executor, Grant
+from replan.controller.journal import SqliteJournal
+from replan.controller.telemetry import TracedController, agent_run
+from replan.verification.scripted import (
+    FunctionCallRequest,
+    FunctionResult,
+    Reply,
+    ScriptedChatClient,
+)
 
 RESOURCE = "input-A"
 POLICY = Policy(
@@ -426,9 +431,9 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
 
 
 def test_span_names_are_the_diagrams_labels() -> None:
-    from spec.declaration import Replanning
-    from spec.model import extract
-    from verification.diagram.graph import build
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+    from replan.verification.diagram.graph import build
 
     edges = build(extract(Replanning), POLICY).edges
     assert {edge.index: edge.text for edge in edges} == dict(enumerate(LABELS))

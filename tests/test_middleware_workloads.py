@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-import verification.middleware_workloads as workloads
-from controller.executor import Grant
+import replan.verification.middleware_workloads as workloads
+from replan.controller.executor import Grant
 
 
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))

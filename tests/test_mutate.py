@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from controller import DEFAULT_POLICY
 from replan.cli import main
-from spec import vocabulary
-from spec.declaration import Replanning
-from spec.model import extract
-from verification.adequacy import Judge, run_matrix
-from verification.mutation import OPERATORS, all_mutants, body_names
+from replan.controller import DEFAULT_POLICY
+from replan.spec import vocabulary
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.verification.adequacy import Judge, run_matrix
+from replan.verification.mutation import OPERATORS, all_mutants, body_names
 
 DECLARATION = extract(Replanning)
 EVIDENCE = Path(__file__).resolve().parent.parent / "evidence" / "mutate.json"
@@ -81,7 +81,7 @@ def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(
         k: v for k, v in vocabulary.REGISTRY.items() if k != "propose-revision-must-increase"
     }
     monkeypatch.setattr(vocabulary, "REGISTRY", trimmed)
-    from verification import campaign, explore, harness, prove
+    from replan.verification import campaign, explore, harness, prove
 
     weaker = vocabulary.Checker(trimmed.values())
     for module in (harness, campaign, explore):  # every engine's bound checker

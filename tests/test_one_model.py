@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import typing
 
-from controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
-from controller.fields import FIELDS, SLOTS, export_state, state_of_snapshot
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.generator import generate_source
-from spec.model import extract
-from spec.reference import ReferenceController
-from verification.harness import ARGUMENT_NAME, OPS
+from replan.controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
+from replan.controller.fields import FIELDS, SLOTS, export_state, state_of_snapshot
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.generator import generate_source
+from replan.spec.model import extract
+from replan.spec.reference import ReferenceController
+from replan.verification.harness import ARGUMENT_NAME, OPS
 
 DECLARATION = extract(Replanning)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller import DEFAULT_POLICY, Policy, PolicyError, Step, load_policy
-from controller.policy import (
+from replan.controller import DEFAULT_POLICY, Policy, PolicyError, Step, load_policy
+from replan.controller.policy import (
     policy_from_dict,
     policy_to_dict,
     policy_to_toml,

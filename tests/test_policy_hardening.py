@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import policy_from_dict, policy_to_toml
 from replan.cli import main
+from replan.controller.policy import policy_from_dict, policy_to_toml
 
 MINIMAL = """
 [evidence]

@@ -25,8 +25,9 @@ import pytest
 from jsonschema import Draft7Validator, Draft202012Validator
 from test_policy import BAD_FILES
 
-from controller.policy import DEFAULTS, policy_from_dict
-from controller.policy_schema import (
+from replan.cli import main
+from replan.controller.policy import DEFAULTS, policy_from_dict
+from replan.controller.policy_schema import (
     DOCUMENT,
     LOADER_CHECKS,
     Document,
@@ -35,8 +36,7 @@ from controller.policy_schema import (
     Table,
     policy_schema,
 )
-from controller.records import PolicyError
-from replan.cli import main
+from replan.controller.records import PolicyError
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 SEED = 19

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import spec.properties  # noqa: F401  (registers)
-from controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
-from controller.policy import DEFAULTS, policy_from_dict
-from controller.records import ExecuteResult, InvalidInput
-from controller.run import Run
-from spec.vocabulary import REGISTRY, Checker, unchanged
-from verification.harness import CHECKER, Operation, observe_call, violated
+import replan.spec.properties  # noqa: F401  (registers)
+from replan.controller import DEFAULT_POLICY, Controller, EvidenceState, Observation, Plan
+from replan.controller.policy import DEFAULTS, policy_from_dict
+from replan.controller.records import ExecuteResult, InvalidInput
+from replan.controller.run import Run
+from replan.spec.vocabulary import REGISTRY, Checker, unchanged
+from replan.verification.harness import CHECKER, Operation, observe_call, violated
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,16 +12,16 @@ from collections.abc import Iterable
 
 import pytest
 
-from controller import DEFAULT_POLICY, Controller, EvidenceState, decide
-from controller.policy import Policy, policy_from_dict
-from controller.records import Decision, ExecuteResult
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.generator import load_controller
-from spec.model import extract
-from verification import mutants
-from verification.harness import apply
-from verification.prove import Gate, commit_gate, equivalence_operations
+from replan.controller import DEFAULT_POLICY, Controller, EvidenceState, decide
+from replan.controller.policy import Policy, policy_from_dict
+from replan.controller.records import Decision, ExecuteResult
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.generator import load_controller
+from replan.spec.model import extract
+from replan.verification import mutants
+from replan.verification.harness import apply
+from replan.verification.prove import Gate, commit_gate, equivalence_operations
 
 STATES = [str(s) for s in EvidenceState]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
-from controller.policy import DEFAULT_POLICY
 from replan.cli import main
-from verification.harness import Finding, Operation, run_sequence
+from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.harness import Finding, Operation, run_sequence
 
 
 class AnswersUnknownForStale(Controller):
@@ -91,17 +91,17 @@ def test_the_implementation_recorded_in_the_file_is_the_default(
     file = save(
         tmp_path / "older.json",
         OLDER_AFTER_NEWER,
-        implementation="verification.mutants:older_overwrites_newer",
+        implementation="replan.verification.mutants:older_overwrites_newer",
     )
     assert main(["replay", str(file), "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
-    assert document["implementation"] == "verification.mutants:older_overwrites_newer"
+    assert document["implementation"] == "replan.verification.mutants:older_overwrites_newer"
     assert document["still_fails"] is True
     assert document["failed_at"] == 2
     assert document["failure"] == "observe-older-never-overwrites"
     assert [step["ran"] for step in document["steps"]] == [True, True]
     # --implementation overrides what the file names
-    assert main(["replay", str(file), "--implementation", "controller:Controller"]) == 0
+    assert main(["replay", str(file), "--implementation", "replan.controller:Controller"]) == 0
 
 
 @pytest.mark.parametrize(
@@ -127,5 +127,5 @@ def test_an_implementation_that_cannot_be_loaded_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = save(tmp_path / "older.json", OLDER_AFTER_NEWER)
-    assert main(["replay", str(file), "--implementation", "controller:Missing"]) == 2
+    assert main(["replay", str(file), "--implementation", "replan.controller:Missing"]) == 2
     assert "has no 'Missing'" in capsys.readouterr().err

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY, load_policy
 from replan.cli import main
 from replan.commands.prove import counterexample_document
-from verification.mutants import MUTANTS
-from verification.prove import prove_all, prove_equivalence
+from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.mutants import MUTANTS
+from replan.verification.prove import prove_all, prove_equivalence
 
 POLICIES = Path(__file__).parent / "policies"
 
@@ -105,6 +105,6 @@ def test_a_proof_failure_with_nothing_to_replay_is_bad_input(
 
 
 def _policy_dict() -> dict[str, object]:
-    from controller.policy import policy_to_dict
+    from replan.controller.policy import policy_to_dict
 
     return policy_to_dict(DEFAULT_POLICY)

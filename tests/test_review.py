@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY, load_policy
-from controller.records import EvidenceState, Observation, Plan
 from replan.cli import main
-from spec.declaration import Replanning
-from spec.model import extract
-from verification.harness import Finding, Operation, apply
+from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.controller.records import EvidenceState, Observation, Plan
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.verification.harness import Finding, Operation, apply
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "evidence"
@@ -132,7 +132,7 @@ def test_counterexamples_in_the_evidence_directory_are_played_too(tmp_path: Path
         Operation("cancel"),
         Operation("execute", "p1"),
     ]
-    from controller import Controller
+    from replan.controller import Controller
 
     controller = Controller(DEFAULT_POLICY)
     results = [apply(controller, operation) for operation in operations]
@@ -182,7 +182,7 @@ def against_page(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.graphviz
 def test_against_a_weaker_gate_shows_the_diff_and_its_witness(against_page: str) -> None:
-    from verification.prove import decision_difference
+    from replan.verification.prove import decision_difference
 
     witness = decision_difference(load_policy(PARSER_ONLY), DEFAULT_POLICY)
     assert witness is not None

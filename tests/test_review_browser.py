@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from replan.cli import main
-from spec.declaration import Replanning
-from spec.model import extract
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
 
 #: Every test here draws with Graphviz (skipped, with the reason, without it).
 pytestmark = pytest.mark.graphviz

@@ -19,11 +19,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from controller.policy import DEFAULT_POLICY, load_policy
 from replan.cli import main
 from replan.commands.verify import Pipeline
-from verification.report import CheckResult, VerifyReport
-from verification.sarif import sarif_log
+from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.report import CheckResult, VerifyReport
+from replan.verification.sarif import sarif_log
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "tests" / "schemas" / "sarif-2.1.0.json"
@@ -128,8 +128,8 @@ def test_the_tool_has_one_rule_per_named_property_described_by_its_docstring(
 ) -> None:
     from importlib import metadata
 
-    import spec.properties  # noqa: F401
-    from spec.vocabulary import REGISTRY
+    import replan.spec.properties  # noqa: F401
+    from replan.spec.vocabulary import REGISTRY
 
     driver = holds[1]["runs"][0]["tool"]["driver"]
     assert driver["name"] == "replan" and driver["version"] == metadata.version("replan")
@@ -220,8 +220,8 @@ def _report(*checks: CheckResult, gaps: tuple[str, ...] = ()) -> VerifyReport:
 def test_a_stale_generated_file_points_at_the_declared_transition_it_lacks(
     tmp_path: Path, validator: jsonschema.Draft202012Validator
 ) -> None:
-    from spec.generator import generate_source
-    from verification.locations import generated_drift
+    from replan.spec.generator import generate_source
+    from replan.verification.locations import generated_drift
 
     fresh = generate_source()
     stale = tmp_path / "_generated.py"  # generated before `pending --execute--> idle` was

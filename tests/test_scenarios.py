@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, UNKNOWN, changed, obs, plan
 
-from controller import (
+from replan.controller import (
     ExecuteResult,
     InvalidInput,
     Observation,
@@ -17,7 +17,7 @@ from controller import (
     Step,
     StopReason,
 )
-from controller.policy import policy_from_dict
+from replan.controller.policy import policy_from_dict
 
 
 def test_reference_episode(implementation: type) -> None:

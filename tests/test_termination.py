@@ -9,17 +9,17 @@ from __future__ import annotations
 import functools
 import sys
 
-from controller import DEFAULT_POLICY
-from spec.properties import rank, termination_bound
-from verification.domains import Domains, observation_domains, plan_domains
-from verification.explore import explore
-from verification.prove import prove_all
+from replan.controller import DEFAULT_POLICY
+from replan.spec.properties import rank, termination_bound
+from replan.verification.domains import Domains, observation_domains, plan_domains
+from replan.verification.explore import explore
+from replan.verification.prove import prove_all
 
 MEANINGFUL = "--observe[changes_state]-->"  # new evidence: the host's, not counted
 
 
 def test_the_bound_is_three_per_proposal_one_per_step_and_per_no_progress_call() -> None:
-    from controller import Controller
+    from replan.controller import Controller
 
     assert termination_bound(DEFAULT_POLICY) == 3 * 8 + 4 + 3 + 1 == 32
     assert rank(Controller()) == termination_bound(DEFAULT_POLICY) - 1

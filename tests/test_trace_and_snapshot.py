@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from conftest import FAILED, PASSED, UNKNOWN, obs, plan
 
-from controller import Controller, InvalidInput, Observation, ObservationConflict, Plan
-from spec.declaration import Replanning
-from spec.model import extract
-from spec.reference import ReferenceController
+from replan.controller import Controller, InvalidInput, Observation, ObservationConflict, Plan
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.spec.reference import ReferenceController
 
 # The reference episode, then calls that raise, get rejected, or hit a stopped
 # run, so every kind of trace record appears.
@@ -261,8 +261,8 @@ def test_snapshot_reports_the_public_view(implementation: type) -> None:
 
 
 def test_extended_episode_keeps_every_invariant_in_lockstep() -> None:
-    from controller import DEFAULT_POLICY
-    from verification.harness import Operation, run_sequence
+    from replan.controller import DEFAULT_POLICY
+    from replan.verification.harness import Operation, run_sequence
 
     operations = [Operation(op, argument) for op, argument in EXTENDED_EPISODE]
     report = run_sequence(DEFAULT_POLICY, operations, Controller, ReferenceController)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller import DEFAULT_POLICY, Controller, Plan
+from replan.controller import DEFAULT_POLICY, Controller, Plan
 
 
 class Unprintable:

@@ -14,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import DEFAULT_POLICY, load_policy
 from replan.cli import main
 from replan.commands.verify import Pipeline
-from verification.report import CheckResult, VerifyReport, stable, write_junit, write_markdown
+from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.report import (
+    CheckResult,
+    VerifyReport,
+    stable,
+    write_junit,
+    write_markdown,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ROOT / "tests" / "policies"
@@ -226,8 +232,8 @@ def test_the_default_report_goes_to_out_verify() -> None:
 def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Path) -> None:
     """The explorer never reaches no_progress = 7 under the default policy: a
     counterexample to induction from there names that field."""
-    from controller import DEFAULT_POLICY
-    from verification.explore import explore, unreachable_fields
+    from replan.controller import DEFAULT_POLICY
+    from replan.verification.explore import explore, unreachable_fields
 
     result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
     runs = result.runs or [result]
@@ -250,10 +256,10 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
 def test_what_no_engine_exercised_is_a_gap() -> None:
     """A campaign too short to reach the no-progress limit from the pending state,
     beside the explorer that does: verify's gaps name the transitions."""
-    from controller import DEFAULT_POLICY
     from replan.commands.verify import Pipeline
-    from verification.campaign import run_campaign
-    from verification.explore import explore
+    from replan.controller import DEFAULT_POLICY
+    from replan.verification.campaign import run_campaign
+    from replan.verification.explore import explore
 
     pipeline = Pipeline(DEFAULT_POLICY, Path("unused"), "ci", 0)
     pipeline.explored = explore(DEFAULT_POLICY, stop_at_first=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from verification.mutants import MUTANTS
+from replan.verification.mutants import MUTANTS
 
 #: mutant -> a property `replan verify` must name as broken (it may name more).
 EXPECTED: dict[str, str] = {

@@ -115,7 +115,10 @@ def _source_copy(target: Path) -> Path:
     ).stdout.splitlines()
     for name in listed:
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():  # replan/controller -> ../controller: kept a link
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).symlink_to(source.readlink())
+        elif source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     return target
@@ -156,9 +159,12 @@ def test_installed_wheel_verifies_outside_the_repository(
     installed_wheel: Path, tmp_path: Path
 ) -> None:
     site = next((installed_wheel.parent / "lib").glob("python3*/site-packages"))
-    assert (site / "spec" / "policy.toml").is_file()
-    assert (site / "spec" / "declaration.py").is_file()
-    assert (site / "controller" / "py.typed").is_file()
+    assert (site / "replan" / "spec" / "policy.toml").is_file()
+    assert (site / "replan" / "spec" / "declaration.py").is_file()
+    assert (site / "replan" / "controller" / "py.typed").is_file()
+    # one installed name: nothing that collides with a user's own `controller` module
+    for top_level in ("controller", "spec", "verification"):
+        assert not (site / top_level).exists(), top_level
     before = _files(site)
 
     user = tmp_path / "user-project"

@@ -31,10 +31,10 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
-from controller.run import Run
-from spec.model import MachineModel
-from verification.mutation import Mutant, all_mutants
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from replan.controller.run import Run
+from replan.spec.model import MachineModel
+from replan.verification.mutation import Mutant, all_mutants
 
 ENGINES = ("proofs", "explorer", "campaign")
 #: The explorer stops a mutant's search here (a broken controller can make the state
@@ -79,8 +79,8 @@ class Judge:
     the original once: its step relation per event, the invariants as premises."""
 
     def __init__(self, policy: Policy, model: MachineModel) -> None:
-        from verification.prove import Reachable
-        from verification.symbolic import Translator, Universe, encode_event, initial_state
+        from replan.verification.prove import Reachable
+        from replan.verification.symbolic import Translator, Universe, encode_event, initial_state
 
         self.policy = policy
         self.model = model
@@ -97,8 +97,8 @@ class Judge:
     def differences(self, mutant: Mutant) -> tuple[list[str], bool, str]:
         """The events whose step relation the mutant changes, whether it changes the
         initial state, and a witness of the first difference (empty when none)."""
-        from verification.prove import describe_state
-        from verification.symbolic import Universe, encode_event, initial_state, same_state
+        from replan.verification.prove import describe_state
+        from replan.verification.symbolic import Universe, encode_event, initial_state, same_state
 
         u = Universe(self.policy, mutant.model, symbolic_limits=True)
         changed: list[str] = []
@@ -165,7 +165,7 @@ class Judge:
     # -- killing ---------------------------------------------------------------------------
 
     def proofs(self, mutant: Mutant, events: Sequence[str], initial: bool) -> list[str]:
-        from verification.prove import prove_equivalence, prove_invariants
+        from replan.verification.prove import prove_equivalence, prove_invariants
 
         results = prove_invariants(
             self.policy, mutant.model, mutant.model_class, events=events, initial=initial
@@ -175,7 +175,7 @@ class Judge:
         return [r.name for r in results if not r.proved]
 
     def explorer(self, mutant: Mutant, controller: type[Run]) -> list[str]:
-        from verification.explore import explore
+        from replan.verification.explore import explore
 
         result = explore(
             self.policy,
@@ -187,7 +187,7 @@ class Judge:
         return sorted({name for f in result.findings for name in [f.property]})
 
     def campaign(self, mutant: Mutant, controller: type[Run]) -> list[str]:
-        from verification.campaign import run_campaign
+        from replan.verification.campaign import run_campaign
 
         result = run_campaign(
             self.policy,
@@ -204,7 +204,7 @@ class Judge:
     def judge(self, mutant: Mutant, *, every_engine: bool = False) -> Verdict:
         """The verdict on ``mutant``: equivalent, or the first engine (in the order of
         ``ENGINES``; all of them with ``every_engine``) that fails on it."""
-        from verification.harness import CHECKER
+        from replan.verification.harness import CHECKER
 
         started = time.perf_counter()
         verdict = self._judge(mutant, every_engine, CHECKER)
@@ -212,8 +212,8 @@ class Judge:
         return verdict
 
     def _judge(self, mutant: Mutant, every_engine: bool, checker: Any) -> Verdict:
-        from spec.generator import GenerationError, load_controller
-        from verification.symbolic import TranslationError
+        from replan.spec.generator import GenerationError, load_controller
+        from replan.verification.symbolic import TranslationError
 
         if mutant.changes_policy:
             broken = checker.policy(lambda document: policy_from_dict(document, mutant.defaults))
@@ -290,7 +290,7 @@ class Matrix:
         return self.count("survived") == 0
 
     def to_json(self) -> dict[str, Any]:
-        from controller.policy import policy_to_dict
+        from replan.controller.policy import policy_to_dict
 
         by_operator: dict[str, Counter[str]] = {}
         for verdict in self.verdicts:
@@ -339,8 +339,8 @@ def mutants_for(
     operators: Iterable[str] | None = None,
     ids: Iterable[str] | None = None,
 ) -> list[Mutant]:
-    from spec.declaration import Replanning
-    from spec.model import extract
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
 
     model = model or extract(Replanning)
     chosen = all_mutants(model)
@@ -364,8 +364,8 @@ def run_matrix(
     """Judge ``mutants`` (default: every one). ``workers`` > 1 judges them in that
     many processes (each builds its own z3 context and mutant modules), keeping the
     order of the verdicts."""
-    from spec.declaration import Replanning
-    from spec.model import extract
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
 
     policy = policy or DEFAULT_POLICY
     model = extract(Replanning)
@@ -390,9 +390,9 @@ _WORKER: dict[str, Any] = {}
 
 
 def _start_worker(document: dict[str, Any], every_engine: bool) -> None:
-    from spec.declaration import Replanning
-    from spec.model import extract
-    from verification.interrupt import ignore_in_worker
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+    from replan.verification.interrupt import ignore_in_worker
 
     ignore_in_worker()  # Ctrl-C is the parent's: it terminates the pool
 
@@ -428,7 +428,7 @@ def _in_processes(
 ) -> list[Verdict]:
     import multiprocessing
 
-    from controller.policy import policy_to_dict
+    from replan.controller.policy import policy_to_dict
 
     context = multiprocessing.get_context("spawn")  # z3 and the mutant modules: fresh
     with context.Pool(

@@ -68,8 +68,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.policy import DEFAULT_POLICY, Policy, Step
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+from replan.controller.policy import DEFAULT_POLICY, Policy, Step
+from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
 
 WORKLOAD = "replan-controller"
 
@@ -152,16 +152,18 @@ class Implementation:
 
 
 GENERATED = Implementation(
-    "generated", "controller:Controller", "generated from the declaration (what applications run)"
+    "generated",
+    "replan.controller:Controller",
+    "generated from the declaration (what applications run)",
 )
 HANDWRITTEN = Implementation(
     "hand-written",
-    "verification.handwritten:HandwrittenController",
+    "replan.verification.handwritten:HandwrittenController",
     "written by hand from CONTRACT.md (the baseline)",
 )
 STATEMACHINE = Implementation(
     "python-statemachine",
-    "spec.reference:ReferenceController",
+    "replan.spec.reference:ReferenceController",
     "the declaration run by python-statemachine (the reference model)",
     slow=True,
 )
@@ -722,7 +724,7 @@ def _durable(settings: Settings, module: Any) -> dict[str, Any]:
     call, beside the unlogged call, as a median ratio of samples taken side by side;
     restore times for 10^4 and 10^5 logged calls; the kill-and-restart matrix per
     backend (SQLite, and PostgreSQL when a server can be reached or started)."""
-    from verification.postgres import server_url
+    from replan.verification.postgres import server_url
 
     with tempfile.TemporaryDirectory(prefix="replan-bench-durable-") as scratch:
         directory = Path(scratch)
@@ -736,7 +738,7 @@ def _durable(settings: Settings, module: Any) -> dict[str, Any]:
         restores = module.restore_figures(directory, sizes, repeats=1 if settings.quick else 3)
         if settings.quick:
             return {"per_call": workloads, "ratio_to_unlogged": ratios, "restore": restores}
-        from verification.durable_crash import WORKLOADS, crash_matrix
+        from replan.verification.durable_crash import WORKLOADS, crash_matrix
 
         url, why = server_url()
         matrices: dict[str, Any] = {}
@@ -757,12 +759,12 @@ def _durable(settings: Settings, module: Any) -> dict[str, Any]:
 
 
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
-    "explorer": ("verification.explore", _explorer),
-    "campaign": ("verification.campaign", _campaign),
-    "prove": ("verification.prove", _prove),
-    "executor": ("verification.executor_workloads", _executor),
-    "middleware": ("verification.middleware_workloads", _middleware),
-    "durable": ("verification.durable_workloads", _durable),
+    "explorer": ("replan.verification.explore", _explorer),
+    "campaign": ("replan.verification.campaign", _campaign),
+    "prove": ("replan.verification.prove", _prove),
+    "executor": ("replan.verification.executor_workloads", _executor),
+    "middleware": ("replan.verification.middleware_workloads", _middleware),
+    "durable": ("replan.verification.durable_workloads", _durable),
 }
 
 

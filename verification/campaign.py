@@ -61,16 +61,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
-from controller.records import EvidenceState, Observation, Plan
-from spec import inputs
-from spec.reference import ReferenceController
-from spec.vocabulary import REGISTRY
-from verification import interrupt, mutants
-from verification.coverage import Coverage, declared_model, targets_for
-from verification.domains import HAND_WRITTEN, PARAMETER_TYPES
-from verification.files import write_atomically
-from verification.harness import (
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.records import EvidenceState, Observation, Plan
+from replan.spec import inputs
+from replan.spec.reference import ReferenceController
+from replan.spec.vocabulary import REGISTRY
+from replan.verification import interrupt, mutants
+from replan.verification.coverage import Coverage, declared_model, targets_for
+from replan.verification.domains import HAND_WRITTEN, PARAMETER_TYPES
+from replan.verification.files import write_atomically
+from replan.verification.harness import (
     CHECKER,
     Finding,
     Implementation,
@@ -88,7 +88,7 @@ from verification.harness import (
 Factory = Callable[[Policy], Implementation]
 
 #: The implementation tested when none is named: the generated controller.
-DEFAULT_IMPLEMENTATION = "controller:Controller"
+DEFAULT_IMPLEMENTATION = "replan.controller:Controller"
 #: Where a failure's JSON and pytest file go when no directory is named (out/ is in
 #: the repository's .gitignore; nothing is written into the repository uninvited).
 DEFAULT_OUT_DIR = Path("out") / "campaign"
@@ -182,7 +182,7 @@ def mutant_implementation(name: str) -> str:
         raise ImplementationError(
             f"{name!r} is not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
         )
-    return f"verification.mutants:{mutants.importable_name(name)}"
+    return f"replan.verification.mutants:{mutants.importable_name(name)}"
 
 
 # ---- the failure a rule raises ------------------------------------------------------------

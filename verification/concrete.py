@@ -31,11 +31,11 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from controller.fields import STATE_FIELDS, state_of_snapshot
-from controller.policy import BUDGETS, Policy, policy_from_dict, policy_to_dict
-from controller.records import EvidenceState
-from verification.harness import Operation
-from verification.symbolic import (
+from replan.controller.fields import STATE_FIELDS, state_of_snapshot
+from replan.controller.policy import BUDGETS, Policy, policy_from_dict, policy_to_dict
+from replan.controller.records import EvidenceState
+from replan.verification.harness import Operation
+from replan.verification.symbolic import (
     CONTENT,
     RECORD_FIELDS,
     RECORD_TYPES,

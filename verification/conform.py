@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import Controller
-from controller._generated import DECLARATION_DIGEST
-from controller.durable.log import (
+from replan.controller import Controller
+from replan.controller._generated import DECLARATION_DIGEST
+from replan.controller.durable.log import (
     Entry,
     Header,
     RunLogError,
@@ -33,10 +33,10 @@ from controller.durable.log import (
     decode_argument,
     encode_answer,
 )
-from controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
-from controller.records import RECORD_KINDS, PolicyError
-from spec.reference import ReferenceController
-from verification.harness import Operation, observe_call, violated
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from replan.controller.records import RECORD_KINDS, PolicyError
+from replan.spec.reference import ReferenceController
+from replan.verification.harness import Operation, observe_call, violated
 
 
 class ConformError(ValueError):
@@ -147,7 +147,7 @@ def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Polic
     try:
         import sqlalchemy
 
-        from controller.durable.dbos import Store
+        from replan.controller.durable.dbos import Store
     except ImportError as error:
         raise ConformError(
             f"{path}: a DBOS database; reading it needs the dbos extra "
@@ -163,7 +163,7 @@ def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Polic
 
 
 def _store_run(store: Any, path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
-    from controller.durable.dbos import SqlRunLog
+    from replan.controller.durable.dbos import SqlRunLog
 
     runs = store.run_ids()
     if run_id is None or run_id not in runs:

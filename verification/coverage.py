@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from controller.policy import Policy
-from controller.records import ExecuteResult, StopReason
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.model import MachineModel, extract
-from verification.liveness import answers, liveness, stop_reasons_entered
+from replan.controller.policy import Policy
+from replan.controller.records import ExecuteResult, StopReason
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.model import MachineModel, extract
+from replan.verification.liveness import answers, liveness, stop_reasons_entered
 
 
 @cache

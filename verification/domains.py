@@ -38,10 +38,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.policy import Policy
-from controller.records import EvidenceState, Observation, Plan
-from spec import inputs
-from verification.harness import MODEL, Operation
+from replan.controller.policy import Policy
+from replan.controller.records import EvidenceState, Observation, Plan
+from replan.spec import inputs
+from replan.verification.harness import MODEL, Operation
 
 #: Operations are tried in this order in every state: the declaration's events.
 GROUPS: tuple[str, ...] = MODEL.events

@@ -25,13 +25,18 @@ import sqlalchemy as sa
 from agent_framework import Agent, FunctionTool
 from dbos import DBOS
 
-import verification.durable_crash as harness
-from controller.agent import FunctionInvokingChatClient
-from controller.durable.agent import DurableGuard
-from controller.durable.dbos import DurableRun, effect_step
-from controller.policy import DEFAULT_POLICY
-from controller.records import EvidenceState, Observation
-from verification.scripted import FunctionCallRequest, FunctionResult, Reply, ScriptedChatClient
+import replan.verification.durable_crash as harness
+from replan.controller.agent import FunctionInvokingChatClient
+from replan.controller.durable.agent import DurableGuard
+from replan.controller.durable.dbos import DurableRun, effect_step
+from replan.controller.policy import DEFAULT_POLICY
+from replan.controller.records import EvidenceState, Observation
+from replan.verification.scripted import (
+    FunctionCallRequest,
+    FunctionResult,
+    Reply,
+    ScriptedChatClient,
+)
 
 #: What each tool finds (the world the tools see), as the model reads it.
 FINDINGS = {"inspect-parser": "parser Passed", "inspect-access": "access Failed"}

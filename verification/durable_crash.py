@@ -49,8 +49,8 @@ from typing import Any
 import sqlalchemy as sa
 from dbos import DBOS, SetWorkflowID
 
-from controller.durable import restore
-from controller.durable.dbos import (
+from replan.controller.durable import restore
+from replan.controller.durable.dbos import (
     _EFFECT_STEP,
     DurableRun,
     EffectStep,
@@ -60,10 +60,10 @@ from controller.durable.dbos import (
     TransactionalEffect,
     configure,
 )
-from controller.executor import AsyncEffect, Execution, Executor, Grant, Operation
-from controller.journal import JSONValue
-from controller.policy import DEFAULT_POLICY
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.executor import AsyncEffect, Execution, Executor, Grant, Operation
+from replan.controller.journal import JSONValue
+from replan.controller.policy import DEFAULT_POLICY
+from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
 
 GRANT = Grant(resources=["input-A"], steps=[step.name for step in DEFAULT_POLICY.steps])
 
@@ -236,13 +236,13 @@ def _worker(
         DurableRun._effect_step = _effect_commits_alone  # type: ignore[method-assign]
         DurableRun._effect_step_async = _effect_commits_alone_async  # type: ignore[method-assign]
     if workload in ("agent", FORGETFUL_AGENT):
-        import verification.durable_agent as durable_agent  # registers the workflow
+        import replan.verification.durable_agent as durable_agent  # registers the workflow
 
         agent_run = durable_agent.agent_run
         durable_agent.FORGETFUL = workload == FORGETFUL_AGENT
         if broken == "reply-not-recorded":
-            from controller.durable.agent import DurableGuard
-            from controller.middleware import ReplanMiddleware
+            from replan.controller.durable.agent import DurableGuard
+            from replan.controller.middleware import ReplanMiddleware
 
             DurableGuard._round_trip = ReplanMiddleware._round_trip  # type: ignore[method-assign]
     _STORE = Store(url)

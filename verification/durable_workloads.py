@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from controller import Controller, EvidenceState, Observation
-from controller.durable import InMemoryRunLog, LoggedController, SqliteRunLog, restore
-from controller.durable.log import RunLog
+from replan.controller import Controller, EvidenceState, Observation
+from replan.controller.durable import InMemoryRunLog, LoggedController, SqliteRunLog, restore
+from replan.controller.durable.log import RunLog
 
 SIZES = (10_000, 100_000)
 

@@ -27,13 +27,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller import Controller
-from controller.agent import FUNCTION_INVOCATION, ControllerAgent
-from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
-from spec.reference import ReferenceController
-from verification.harness import operations_from_trace, run_sequence
-from verification.scripted import ScriptedChatClient, propose_then_execute
+from replan.controller import Controller
+from replan.controller.agent import FUNCTION_INVOCATION, ControllerAgent
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+from replan.spec.reference import ReferenceController
+from replan.verification.harness import operations_from_trace, run_sequence
+from replan.verification.scripted import ScriptedChatClient, propose_then_execute
 
 #: Keys of the record that differ from run to run; everything else is reproducible.
 VOLATILE_KEYS = ("generated_at", "versions")

@@ -42,9 +42,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from controller.executor import Execution, Grant, Operation, Outcome
-from controller.journal import JSONValue, RecordKind
-from verification.executor_mutants import REAL, Subject
+from replan.controller.executor import Execution, Grant, Operation, Outcome
+from replan.controller.journal import JSONValue, RecordKind
+from replan.verification.executor_mutants import REAL, Subject
 
 PLAN_IDS = ("p1", "p2", "p3")
 STEPS = ("inspect-parser", "inspect-access", "commit-import")

@@ -34,9 +34,9 @@ import sys
 import time
 from pathlib import Path
 
-from controller.executor import Grant, Operation, Outcome
-from controller.journal import JournalError, JSONValue, Receipt
-from verification.executor_mutants import SUBJECTS, Subject
+from replan.controller.executor import Grant, Operation, Outcome
+from replan.controller.journal import JournalError, JSONValue, Receipt
+from replan.verification.executor_mutants import SUBJECTS, Subject
 
 KILL_POINTS = (
     "before-intent",
@@ -114,7 +114,14 @@ def start_child(directory: Path, point: str, subject: str = "real") -> subproces
     if point not in KILL_POINTS:
         raise ValueError(f"unknown kill point {point!r}; the points are {', '.join(KILL_POINTS)}")
     return subprocess.Popen(
-        [sys.executable, "-m", "verification.executor_crash", str(directory), point, subject],
+        [
+            sys.executable,
+            "-m",
+            "replan.verification.executor_crash",
+            str(directory),
+            point,
+            subject,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

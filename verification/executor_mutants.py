@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from controller.executor import (
+from replan.controller.executor import (
     Approver,
     Effect,
     Execution,
@@ -31,7 +31,7 @@ from controller.executor import (
     perform,
     stored_result,
 )
-from controller.journal import (
+from replan.controller.journal import (
     Entry,
     InMemoryJournal,
     Intent,
@@ -40,7 +40,7 @@ from controller.journal import (
     SqliteJournal,
     canonical_json,
 )
-from controller.records import ExecuteResult
+from replan.controller.records import ExecuteResult
 
 Perform = Callable[[Approver, Executor, Operation, Grant, Effect], Performed]
 

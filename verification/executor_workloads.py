@@ -29,8 +29,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from controller.executor import Executor, Grant, Operation, Outcome
-from controller.journal import JSONValue, SqliteJournal
+from replan.controller.executor import Executor, Grant, Operation, Outcome
+from replan.controller.journal import JSONValue, SqliteJournal
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
 PLAN_ID = "commit-1"

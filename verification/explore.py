@@ -64,15 +64,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller import Controller
-from controller.fields import SCALAR_KINDS, STATE_FIELDS, state_of_snapshot
-from controller.fields import position as field_position
-from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
-from controller.records import Plan, StopReason
-from controller.run import Run, RunState
-from spec.vocabulary import REGISTRY
-from verification import interrupt
-from verification.domains import (
+from replan.controller import Controller
+from replan.controller.fields import SCALAR_KINDS, STATE_FIELDS, state_of_snapshot
+from replan.controller.fields import position as field_position
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.records import Plan, StopReason
+from replan.controller.run import Run, RunState
+from replan.spec.vocabulary import REGISTRY
+from replan.verification import interrupt
+from replan.verification.domains import (
     GROUPS,
     PARAMETER_TYPES,
     Domains,
@@ -84,8 +84,8 @@ from verification.domains import (
     product_domains,
     spin_domains,
 )
-from verification.harness import CHECKER, Finding, Operation, apply, violated
-from verification.liveness import liveness, stop_reasons_entered
+from replan.verification.harness import CHECKER, Finding, Operation, apply, violated
+from replan.verification.liveness import liveness, stop_reasons_entered
 
 __all__ = [
     "Coverage",
@@ -776,7 +776,7 @@ class _Engine:
     def _concrete_path(self, targets: list[tuple[tuple[Any, ...], str | None]]) -> list[Operation]:
         """Operations that drive a fresh controller through states whose canonical
         forms are ``targets`` (the last one, when an invariant is named, breaking it)."""
-        from verification.harness import observe_call
+        from replan.verification.harness import observe_call
 
         controller = self.implementation(self.policy)
         chosen: list[Operation] = []
@@ -1218,8 +1218,8 @@ def guard_analysis(
 
 def _implementation_name(implementation: type[Run]) -> str:
     module = implementation.__module__
-    if implementation is Controller or module == "controller._generated":
-        return "controller.Controller (generated)"
+    if implementation is Controller or module == "replan.controller._generated":
+        return "replan.controller.Controller (generated)"
     return f"{module}:{implementation.__qualname__}"
 
 
@@ -1409,7 +1409,7 @@ def _judge(result: ExploreResult, implementation: type[Run]) -> None:
     }
     # a stop reason no transition that can fire enters is no target (BudgetExhausted
     # under a policy that sets no budget)
-    from verification.coverage import declared_model
+    from replan.verification.coverage import declared_model
 
     final = {state.id: str(state.value) for state in declared_model().states if state.final}
     entered = stop_reasons_entered(result.labels, {**disabled, **dead}, final)
@@ -1509,7 +1509,7 @@ def _combine(runs: list[ExploreResult], implementation: type[Run]) -> ExploreRes
 def _finding(engine: _Engine, violation: _Violation, invariant: str, name: str) -> Finding:
     """The shortest counterexample ending with ``violation``, replayed to record the
     answers and to confirm it breaks ``invariant``."""
-    from verification.harness import apply, observe_call
+    from replan.verification.harness import apply, observe_call
 
     source_key = engine.keys[violation.source]
     if engine.symmetry:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from verification import interrupt
+from replan.verification import interrupt
 
 #: Writes held by the innermost ``held()`` (a stack: nested ones commit into it).
 _held: list[dict[Path, bytes]] = []

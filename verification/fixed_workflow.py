@@ -22,10 +22,10 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from controller import Controller
-from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import ADMITTED, Decision, EvidenceState, Observation, Plan
-from controller.workflow import decide
+from replan.controller import Controller
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import ADMITTED, Decision, EvidenceState, Observation, Plan
+from replan.controller.workflow import decide
 
 #: Row order: Unknown, Passed, Failed for each key (the contract's vocabulary order).
 STATES = (EvidenceState.UNKNOWN, EvidenceState.PASSED, EvidenceState.FAILED)

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.policy import DEFAULT_POLICY, Policy
-from controller.records import (
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import (
     EvidenceState,
     ExecuteResult,
     InvalidInput,

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-import spec.properties  # noqa: F401  (registers the contract's properties)
-from controller._generated import Controller
-from controller.durable.log import canonical, decode_argument
-from controller.fields import RunState
-from controller.policy import Policy, policy_from_dict, policy_to_dict
-from controller.records import EvidenceState, ExecuteResult, Observation, Plan
-from controller.run import Run, state_of_snapshot
-from spec.declaration import Replanning
-from spec.model import extract
-from spec.vocabulary import Checker
+import replan.spec.properties  # noqa: F401  (registers the contract's properties)
+from replan.controller._generated import Controller
+from replan.controller.durable.log import canonical, decode_argument
+from replan.controller.fields import RunState
+from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
+from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.run import Run, state_of_snapshot
+from replan.spec.declaration import Replanning
+from replan.spec.model import extract
+from replan.spec.vocabulary import Checker
 
 MODEL = extract(Replanning)
 
@@ -260,7 +260,7 @@ class Finding:
         }
 
     def save(self, path: str | Path) -> Path:
-        from verification.files import write_atomically
+        from replan.verification.files import write_atomically
 
         return write_atomically(path, json.dumps(self.to_json(), indent=2) + "\n")
 
@@ -388,7 +388,7 @@ def pytest_source(
     property_name: str,
     operations: Iterable[Operation],
     name: str,
-    implementation: str = "controller:Controller",
+    implementation: str = "replan.controller:Controller",
 ) -> str:
     """A ready-to-run pytest regression test for a counterexample: it replays the
     operations on ``implementation`` ("module:Class", the one the failure was found
@@ -411,9 +411,9 @@ checking every property after every operation; it fails while the bug is present
 
 import json
 
-from controller.policy import policy_from_dict
-from spec.reference import ReferenceController
-from verification.harness import decode_steps, run_sequence
+from replan.controller.policy import policy_from_dict
+from replan.spec.reference import ReferenceController
+from replan.verification.harness import decode_steps, run_sequence
 from {module_name} import {class_name} as Implementation
 
 COUNTEREXAMPLE = json.loads({json.dumps(json.dumps(document))})

@@ -175,7 +175,7 @@ def installed(message: str) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or _state["installed"]:
         yield
         return
-    from verification.files import remove_temporary
+    from replan.verification.files import remove_temporary
 
     _state.update(installed=True, finished=False, message=message)
     _requested.clear()

@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from controller.fields import FIELDS
-from controller.policy import Policy
-from controller.records import Plan
-from spec.model import parse_guard
+from replan.controller.fields import FIELDS
+from replan.controller.policy import Policy
+from replan.controller.records import Plan
+from replan.spec.model import parse_guard
 
 LABEL = re.compile(r"^(?P<source>\S+) --(?P<event>\w+)(?:\[(?P<cond>.*)\])?--> (?P<target>\S+)$")
 INITIAL = next(f.initial for f in FIELDS if f.attribute == "_declared_state")

@@ -248,7 +248,7 @@ def _normal_guard(text: str) -> str:
     if not text:
         return ""
     try:
-        from spec.model import parse_guard
+        from replan.spec.model import parse_guard
 
         return ast.unparse(parse_guard(text))
     except Exception:

@@ -37,11 +37,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from controller import Controller, ExecuteResult, Plan, Policy, Step
-from controller.executor import Executor, Grant
-from controller.middleware import EXECUTED, ReplanMiddleware
-from controller.serialized import SerializedController
-from controller.telemetry import TracedController
+from replan.controller import Controller, ExecuteResult, Plan, Policy, Step
+from replan.controller.executor import Executor, Grant
+from replan.controller.middleware import EXECUTED, ReplanMiddleware
+from replan.controller.serialized import SerializedController
+from replan.controller.telemetry import TracedController
 
 RESOURCE = "input-A"
 STEP = "inspect"

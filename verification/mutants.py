@@ -18,14 +18,14 @@ import re
 from collections.abc import Callable
 from functools import cache
 
-from controller.policy import DEFAULTS
-from controller.records import ExecuteResult, Observation, Plan
-from controller.run import Run
-from spec.declaration import Replanning
-from spec.generator import load_source, render_controller
-from spec.model import MachineModel, extract
-from verification.mutation import renumbered
-from verification.subject import Subject
+from replan.controller.policy import DEFAULTS
+from replan.controller.records import ExecuteResult, Observation, Plan
+from replan.controller.run import Run
+from replan.spec.declaration import Replanning
+from replan.spec.generator import load_source, render_controller
+from replan.spec.model import MachineModel, extract
+from replan.verification.mutation import renumbered
+from replan.verification.subject import Subject
 
 Mutant = Subject
 
@@ -73,7 +73,7 @@ def _edited_controller(name: str, edit: Callable[[str], str]) -> type[Run]:
 
 
 def _priority_swapped_controller() -> type[Run]:
-    from spec.generator import _Generator
+    from replan.spec.generator import _Generator
 
     source = _Generator(_swapped("steps_exhausted", "not prerequisites_passed"), Run).render()
     return _edited_controller("generator-priority-swapped", lambda _: source + "\n")

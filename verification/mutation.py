@@ -37,11 +37,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import controller.run
-from controller.fields import FIELDS
-from controller.policy import DEFAULTS
-from controller.run import Run
-from spec.model import MachineModel, TransitionInfo, parse_guard
+import replan.controller.run as _run_module
+from replan.controller.fields import FIELDS
+from replan.controller.policy import DEFAULTS
+from replan.controller.run import Run
+from replan.spec.model import MachineModel, TransitionInfo, parse_guard
 
 OPERATORS = (
     "flip-comparison",
@@ -288,7 +288,7 @@ def build_body_mutant(
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     module = types.ModuleType(name)
     module.__dict__.update(
-        {k: v for k, v in vars(controller.run).items() if not k.startswith("__")}
+        {k: v for k, v in vars(_run_module).items() if not k.startswith("__")}
     )
     module.__dict__.update({"__name__": name, "__file__": filename, "Base": model_class})
     sys.modules[name] = module
@@ -310,7 +310,7 @@ def body_mutants(model: MachineModel, model_class: type[Run] = Run) -> Iterator[
     """Every body mutant: each site of each body the declaration names, and of each
     module function of ``controller/run.py`` those bodies call."""
     guards = _guards(model)
-    module = controller.run
+    module = _run_module
     bodies = body_names(model, model_class)
     function_names: dict[str, None] = {}
     for name in bodies:

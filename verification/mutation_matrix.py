@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
-from controller.executor import Grant, Operation, Outcome
-from controller.journal import JournalError, JSONValue
-from verification.executor_mutants import MUTANTS, REAL, Subject
+from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.executor import Grant, Operation, Outcome
+from replan.controller.journal import JournalError, JSONValue
+from replan.verification.executor_mutants import MUTANTS, REAL, Subject
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
 #: Examples per campaign run in the matrix (derandomized, so the matrix is repeatable).
@@ -261,7 +261,7 @@ def kill_at_every_point(subject: Subject, scratch: Path) -> None:
     """Real processes on a SQLite journal, SIGKILLed before the intent, between intent
     and effect, between effect and completion, after completion: see
     ``verification.executor_crash``."""
-    from verification.executor_crash import crash_problems
+    from replan.verification.executor_crash import crash_problems
 
     problems = crash_problems(scratch, subject.name)
     _expect(not problems, "; ".join(problems[:3]))
@@ -270,7 +270,7 @@ def kill_at_every_point(subject: Subject, scratch: Path) -> None:
 def executor_campaign(subject: Subject, scratch: Path) -> None:
     """The Hypothesis executor machine (grants, changed arguments, replays, crashes)
     against the executor invariants."""
-    from verification.executor_campaign import run_executor_campaign
+    from replan.verification.executor_campaign import run_executor_campaign
 
     result = run_executor_campaign(subject, examples=CAMPAIGN_EXAMPLES, shrink=False)
     _expect(result.failure is None, str(result.failure))

@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from controller.policy import Policy
-from controller.telemetry import TracedController, agent_run
+from replan.controller.policy import Policy
+from replan.controller.telemetry import TracedController, agent_run
 
 SERVICE_NAME = "replan"
 #: OTLP's ``Span.SpanKind`` numbering: the API's enumeration starts at INTERNAL = 0,
@@ -136,7 +136,7 @@ def reference_episode_spans(controller_class: Callable[[Policy], Any]) -> list[R
     request's two, the host's observations, the direct calls), named by the fired
     transition's diagram label. The episode's lockstep replay on fresh controllers
     afterwards is not traced: it is the check, not the episode."""
-    from verification.episode import run_reference_episode
+    from replan.verification.episode import run_reference_episode
 
     provider, exporter = in_memory_provider()
     traced: list[Any] = []

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
-from controller.records import Observation, Plan
-from spec.model import MachineModel
-from verification.harness import (
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.records import Observation, Plan
+from replan.spec.model import MachineModel
+from replan.verification.harness import (
     CounterexampleError,
     Operation,
     apply,
@@ -158,7 +158,7 @@ def play(
     ``COMPARED``, as the trace renders them; ``None``: nothing recorded): a field it
     states otherwise is named in the step's ``differs``. ``encoded_results``: the
     recorded results are in the counterexample encoding (``harness.encode_result``)."""
-    from controller import Controller  # the generated dispatch: what applications run
+    from replan.controller import Controller  # the generated dispatch: what applications run
 
     controller = Controller(policy)
     state_id = {s.value: s.id for s in model.states}
@@ -210,7 +210,7 @@ def play(
 
 def initial_run(policy: Policy, model: MachineModel) -> dict[str, Any]:
     """A fresh run under ``policy``, in the fields a step shows of the run after it."""
-    from controller import Controller
+    from replan.controller import Controller
 
     snapshot = Controller(policy).snapshot()
     state = next((s.id for s in model.states if s.value == snapshot["state"]), snapshot["state"])

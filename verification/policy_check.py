@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.policy import Policy, workflow_disagreements
-from verification.campaign import CampaignResult, program, run_campaign
-from verification.fixed_workflow import fixed_workflow_table
+from replan.controller.policy import Policy, workflow_disagreements
+from replan.verification.campaign import CampaignResult, program, run_campaign
+from replan.verification.fixed_workflow import fixed_workflow_table
 
 #: The property a disagreement with the fixed workflow breaks (CONTRACT.md, and the
 #: name ``replan verify`` reports it under).
@@ -110,7 +110,7 @@ def check_policy(
     ``implementation`` is a controller class, or None for the generated one. The
     example database is off: a user's test run is reproducible from its seed alone,
     and a counterexample goes to ``out_dir``, never into their repository uninvited."""
-    from controller import Controller
+    from replan.controller import Controller
 
     failure = workflow_failure(policy, policy_path, implementation or Controller)
     if failure is not None:

@@ -27,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.policy import Policy
-from controller.records import Decision, EvidenceState, ExecuteResult
-from controller.run import Run
-from controller.workflow import decide
-from verification.concrete import start_state
-from verification.harness import Operation, RunReport
-from verification.subject import Subject
+from replan.controller.policy import Policy
+from replan.controller.records import Decision, EvidenceState, ExecuteResult
+from replan.controller.run import Run
+from replan.controller.workflow import decide
+from replan.verification.concrete import start_state
+from replan.verification.harness import Operation, RunReport
+from replan.verification.subject import Subject
 
 #: The kinds of proof counterexample a file may hold (its "check").
 PROOF_CHECKS = ("commit-equivalence", "induction")
@@ -97,7 +97,7 @@ def replay_proof(
 
 
 def _prove_again(document: Mapping[str, Any], policy: Policy, subject: Subject) -> tuple[bool, str]:
-    from verification.prove import prove_equivalence, prove_invariants
+    from replan.verification.prove import prove_equivalence, prove_invariants
 
     name = str(document.get("property"))
     if document.get("check") == "commit-equivalence":

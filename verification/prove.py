@@ -30,14 +30,14 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from controller.policy import Policy, policy_to_dict, workflow_disagreements
-from controller.records import ADMITTED, EvidenceState, Observation, Plan, PolicyError
-from controller.run import Run
-from controller.workflow import decide
-from spec.model import MachineModel
-from spec.vocabulary import REGISTRY, Property
-from verification import interrupt
-from verification.symbolic import (
+from replan.controller.policy import Policy, policy_to_dict, workflow_disagreements
+from replan.controller.records import ADMITTED, EvidenceState, Observation, Plan, PolicyError
+from replan.controller.run import Run
+from replan.controller.workflow import decide
+from replan.spec.model import MachineModel
+from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification import interrupt
+from replan.verification.symbolic import (
     EVIDENCE,
     POLICY,
     Const,
@@ -63,8 +63,8 @@ NOT_PASSED = "<not Passed>"
 
 
 def _declaration() -> MachineModel:
-    from spec.declaration import Replanning
-    from spec.model import extract
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
 
     return extract(Replanning)
 
@@ -119,8 +119,8 @@ class ProofReport:
     def termination(self) -> dict[str, Any] | None:
         """The bound ``calls-lower-the-rank`` and ``rank-bounded`` give, when both were
         proved: between two pieces of new evidence, at most this many calls change a
-        run (``spec.properties.termination_bound``)."""
-        from spec.properties import termination_bound
+        run (``replan.spec.properties.termination_bound``)."""
+        from replan.spec.properties import termination_bound
 
         needed = {"calls-lower-the-rank", "rank-bounded"}
         proved = {r.name for r in self.results if r.proved}
@@ -405,7 +405,7 @@ def equivalence_operations(policy: Policy, step: str, assignment: Mapping[str, s
     """The episode that sets ``assignment`` through observations, proposes a current
     plan for ``step`` and executes it (what the bridge test and the saved
     counterexample run)."""
-    from verification.harness import Operation
+    from replan.verification.harness import Operation
 
     operations = []
     revision = 1
@@ -432,8 +432,8 @@ def equivalence_finding(
     (its evidence, counters and pending plan, so a bug that needs, say, the last step
     of the budget shows) and the ``execute`` of the pending plan from it, with the
     answer the generated controller really gives there."""
-    from verification.concrete import Concretizer, start_state
-    from verification.harness import Finding, apply
+    from replan.verification.concrete import Concretizer, start_state
+    from replan.verification.harness import Finding, apply
 
     model = model or _declaration()
     concrete = Concretizer(witness, gate.universe)
@@ -454,10 +454,10 @@ def equivalence_finding(
 
 
 def _controller_class(model: MachineModel, model_class: type) -> type[Run]:
-    from spec.generator import load_controller
+    from replan.spec.generator import load_controller
 
     if model_class is Run and model == _declaration():
-        from controller import Controller
+        from replan.controller import Controller
 
         return Controller
     return load_controller(model, model_class, "prove")
@@ -581,13 +581,13 @@ def _plan(state: State) -> Opt:
 
 def properties(kind: str | None = None) -> list[Property]:
     """The registered properties (``spec/properties.py``), of one kind if given."""
-    import spec.properties  # noqa: F401  (fills the registry)
+    import replan.spec.properties  # noqa: F401  (fills the registry)
 
     return [p for p in REGISTRY.values() if kind is None or p.kind == kind]
 
 
 def _property_frame(translator: Translator, state: State, where: str) -> Any:
-    from verification.symbolic import _Frame
+    from replan.verification.symbolic import _Frame
 
     return _Frame(dict(state), {}, (), where, frozenset())
 
@@ -834,9 +834,9 @@ def _induction_replay(
 ) -> dict[str, Any]:
     """A counterexample to induction as ``replan replay`` runs it: the policy at the
     model's limits, the state before the step (made concrete) and the step's call."""
-    from controller.policy import policy_to_dict
-    from verification.concrete import Concretizer
-    from verification.harness import _arguments
+    from replan.controller.policy import policy_to_dict
+    from replan.verification.concrete import Concretizer
+    from replan.verification.harness import _arguments
 
     concrete = Concretizer(model, step.universe)
     operation = concrete.operation(step)
@@ -1026,7 +1026,7 @@ def prove_all(
     report = ProofReport(policy, model.digest)
     report.results.append(tick(prove_equivalence(policy, model, model_class)))
     report.results.extend(prove_invariants(policy, model, model_class, tick=tick))
-    from verification.translation import validate
+    from replan.verification.translation import validate
 
     generated = controller if controller is not None else _controller_class(model, model_class)
     report.results.extend(tick(r) for r in validate(policy, generated, model, model_class))

@@ -18,8 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from controller.policy import Policy, policy_from_dict, policy_to_dict
-from verification.files import write_atomically
+from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
+from replan.verification.files import write_atomically
 
 #: Keys whose values change from run to run without the result changing.
 VOLATILE_KEYS = frozenset(

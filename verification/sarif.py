@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from verification.locations import (
+from replan.verification.locations import (
     Location,
     assignment_location,
     declaration,
@@ -45,7 +45,7 @@ from verification.locations import (
     policy_location,
     text_location,
 )
-from verification.report import CheckResult, VerifyReport
+from replan.verification.report import CheckResult, VerifyReport
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -116,12 +116,12 @@ class Sources:
 
     def __post_init__(self) -> None:
         if self.model is None:
-            from spec.declaration import Replanning
-            from spec.model import extract
+            from replan.spec.declaration import Replanning
+            from replan.spec.model import extract
 
             self.model = extract(Replanning)
         if self.model_class is None:
-            from controller.run import Run
+            from replan.controller.run import Run
 
             self.model_class = Run
         found = machine_class(self.model)
@@ -150,9 +150,9 @@ class Sources:
 
 
 def default_policy_path() -> Path:
-    import spec
+    import replan.spec
 
-    return Path(inspect.getfile(spec)).parent / "policy.toml"
+    return Path(inspect.getfile(replan.spec)).parent / "policy.toml"
 
 
 # ---- the log -----------------------------------------------------------------------
@@ -249,7 +249,7 @@ def sarif_log_or_notice(
 
 
 def write_sarif(log: Mapping[str, Any], path: str | Path) -> Path:
-    from verification.files import write_atomically
+    from replan.verification.files import write_atomically
 
     return write_atomically(path, json.dumps(log, indent=2, ensure_ascii=False) + "\n")
 
@@ -277,8 +277,8 @@ def _homepage() -> str | None:
 
 
 def _rules(report: VerifyReport) -> list[dict[str, Any]]:
-    import spec.properties  # noqa: F401  (fills the registry)
-    from spec.vocabulary import REGISTRY
+    import replan.spec.properties  # noqa: F401  (fills the registry)
+    from replan.spec.vocabulary import REGISTRY
 
     rules = []
     for prop in REGISTRY.values():
@@ -367,7 +367,7 @@ def _property_results(report: VerifyReport, sources: Sources) -> list[dict[str, 
 
 
 def _meaning(name: str) -> str:
-    from spec.vocabulary import REGISTRY
+    from replan.spec.vocabulary import REGISTRY
 
     prop = REGISTRY.get(name)
     return prop.meaning if prop is not None else PROOF_RULES.get(name, "")
@@ -442,9 +442,8 @@ def _property_places(
         steps = [(_proof_entry(c, name).get("counterexample") or {}).get("step") for c in checks]
         return _commit_places(report, sources, [s for s in steps if isinstance(s, str)])
     if name == "policy-defaults":
-        import controller.policy_schema
-
-        found = assignment_location(controller.policy_schema, "DEFAULTS", "the loader's defaults")
+        import replan.controller.policy_schema as _policy_schema_module
+        found = assignment_location(_policy_schema_module, "DEFAULTS", "the loader's defaults")
         return [found] if found is not None else []
     places: list[Location] = []
     for label in dict.fromkeys(transitions):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.agent import (
+from replan.controller.agent import (
     EXECUTE_STEP,
     PROPOSE_PLAN,
     BaseChatClient,

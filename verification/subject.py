@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from controller.policy import DEFAULTS, policy_from_dict
-from controller.run import Run
-from spec.model import MachineModel
+from replan.controller.policy import DEFAULTS, policy_from_dict
+from replan.controller.run import Run
+from replan.spec.model import MachineModel
 
 
 def _declaration() -> MachineModel:
-    from spec.declaration import Replanning
-    from spec.model import extract
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
 
     return extract(Replanning)
 
@@ -61,10 +61,10 @@ class Subject:
         if self.build_controller is not None:
             return self.build_controller()
         if self.name == PROJECT_NAME:
-            from controller import Controller
+            from replan.controller import Controller
 
             return Controller
-        from spec.generator import load_controller
+        from replan.spec.generator import load_controller
 
         return load_controller(self.model, self.model_class, self.name)
 
@@ -72,7 +72,7 @@ class Subject:
     def reference(self) -> Callable[[Any], Any] | None:
         if self.reference_kind is None:
             return None
-        from spec.reference import ReferenceController
+        from replan.spec.reference import ReferenceController
 
         if self.model_class is Run:
             return ReferenceController
@@ -90,10 +90,10 @@ class Subject:
     def implementation_path(self) -> str:
         """How a saved counterexample names the controller ("module:Class")."""
         if self.name == PROJECT_NAME:
-            return "controller:Controller"
-        from verification.mutants import importable_name
+            return "replan.controller:Controller"
+        from replan.verification.mutants import importable_name
 
-        return f"verification.mutants:{importable_name(self.name)}"
+        return f"replan.verification.mutants:{importable_name(self.name)}"
 
 
 PROJECT_NAME = "project"

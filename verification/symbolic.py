@@ -50,14 +50,14 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-import controller.records
-from controller.fields import FIELDS
-from controller.policy import BUDGETS, Policy
-from controller.policy_schema import DOCUMENT
-from controller.records import RECORD_KINDS, EvidenceState, ExecuteResult, Plan, StopReason
-from controller.run import Run
-from spec.generator import _Generator
-from spec.model import MachineModel, TransitionInfo
+import replan.controller.records as _records_module
+from replan.controller.fields import FIELDS
+from replan.controller.policy import BUDGETS, Policy
+from replan.controller.policy_schema import DOCUMENT
+from replan.controller.records import RECORD_KINDS, EvidenceState, ExecuteResult, Plan, StopReason
+from replan.controller.run import Run
+from replan.spec.generator import _Generator
+from replan.spec.model import MachineModel, TransitionInfo
 
 #: The enumeration member standing for a name the policy does not declare (a plan may
 #: name any step or resource; the translation of "not in the policy" needs a value).
@@ -100,7 +100,7 @@ def _record_shape(name: str) -> dict[str, str]:
     """The z3 shape of each field of a record (``controller.records.RECORD_KINDS``):
     an enumeration kind as itself, an int field as ``int``, any other string as
     ``name`` (one integer per distinct value)."""
-    record = getattr(controller.records, name)
+    record = getattr(_records_module, name)
     annotations = typing.get_type_hints(record)
     return {
         field: kind if kind in ENUM_KINDS else ("int" if annotations.get(field) is int else "name")
@@ -110,7 +110,7 @@ def _record_shape(name: str) -> dict[str, str]:
 
 #: The z3 shape of each field of the records an event receives, and the records.
 RECORD_FIELDS: dict[str, dict[str, str]] = {name: _record_shape(name) for name in RECORD_KINDS}
-RECORD_TYPES: dict[str, type] = {name: getattr(controller.records, name) for name in RECORD_KINDS}
+RECORD_TYPES: dict[str, type] = {name: getattr(_records_module, name) for name in RECORD_KINDS}
 
 #: The policy's limits, from the policy file's [limits] table: left symbolic for the
 #: inductive proofs. A budget may be 0 (no limit); every other number is at least 1.
@@ -1805,7 +1805,7 @@ def _helper_raised(t: Translator, frame: _Frame, node: ast.AST, arguments: list[
 
 
 def _helper_unchanged(t: Translator, frame: _Frame, node: ast.AST, arguments: list[Any]) -> Any:
-    from spec.vocabulary import COMPONENTS
+    from replan.spec.vocabulary import COMPONENTS
 
     before, after, *names = arguments
     if not isinstance(before, StateRef) or not isinstance(after, StateRef):
@@ -1845,7 +1845,7 @@ def _helper_with_member(t: Translator, frame: _Frame, node: ast.AST, arguments: 
 
 
 def _helpers() -> dict[str, tuple[Callable[..., Any], Callable[..., Any]]]:
-    from spec import vocabulary
+    from replan.spec import vocabulary
 
     handlers = {
         "raised": _helper_raised,
@@ -1980,7 +1980,7 @@ def _check_policy_kept(translator: Translator, definition: ast.FunctionDef, cls:
     parameters = [a.arg for a in definition.args.args]
     if len(assignments) != 1 or "policy" not in parameters or assignments[0].value is None:
         raise TranslationError(f"{cls.__name__}.__init__ must set self.policy once from `policy`")
-    from controller.policy import DEFAULT_POLICY
+    from replan.controller.policy import DEFAULT_POLICY
 
     given = _Given()
     for passed, expected in ((given, given), (None, DEFAULT_POLICY)):

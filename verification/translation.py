@@ -22,18 +22,18 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from controller.policy import Policy
-from controller.run import Run
-from spec.model import MachineModel
-from verification import interrupt
-from verification.prove import (
+from replan.controller.policy import Policy
+from replan.controller.run import Run
+from replan.spec.model import MachineModel
+from replan.verification import interrupt
+from replan.verification.prove import (
     PropertyResult,
     Reachable,
     call_term,
     describe_state,
     properties,
 )
-from verification.symbolic import (
+from replan.verification.symbolic import (
     SELF,
     Const,
     StepEncoding,

@@ -9,7 +9,7 @@ declaration or policy. ``controller.durable.dbos`` runs a run as a DBOS workflow
 ``dbos`` extra).
 """
 
-from controller.durable.log import (
+from replan.controller.durable.log import (
     Entry,
     Header,
     InMemoryRunLog,
@@ -18,7 +18,7 @@ from controller.durable.log import (
     RunLogError,
     SqliteRunLog,
 )
-from controller.durable.logged import SNAPSHOT_EVERY, LoggedController, header_for, restore
+from replan.controller.durable.logged import SNAPSHOT_EVERY, LoggedController, header_for, restore
 
 __all__ = [
     "SNAPSHOT_EVERY",

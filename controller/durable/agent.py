@@ -41,9 +41,9 @@ from agent_framework import ChatContext, ChatResponse, FunctionInvocationContext
 from dbos import DBOS
 from opentelemetry.trace import TracerProvider
 
-from controller.durable.dbos import AsyncStepExecutor, DurableRun
-from controller.executor import AsyncEffect, Operation, Outcome, Performed, perform_async
-from controller.middleware import (
+from replan.controller.durable.dbos import AsyncStepExecutor, DurableRun
+from replan.controller.executor import AsyncEffect, Operation, Outcome, Performed, perform_async
+from replan.controller.middleware import (
     ObserveResult,
     ReplanMiddleware,
     ResponseUsage,

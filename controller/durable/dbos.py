@@ -40,9 +40,9 @@ from typing import Any, NamedTuple, TypeVar
 import sqlalchemy as sa
 from dbos import DBOS
 
-from controller.durable.log import Entry, RunLog
-from controller.durable.logged import SNAPSHOT_EVERY, LoggedController
-from controller.executor import (
+from replan.controller.durable.log import Entry, RunLog
+from replan.controller.durable.logged import SNAPSHOT_EVERY, LoggedController
+from replan.controller.executor import (
     AsyncEffect,
     Execution,
     Executor,
@@ -52,9 +52,9 @@ from controller.executor import (
     Performed,
     perform,
 )
-from controller.journal import Journal, JSONValue, Record, RecordKind
-from controller.policy import Policy
-from controller.records import Approval, Observation, Plan, Usage
+from replan.controller.journal import Journal, JSONValue, Record, RecordKind
+from replan.controller.policy import Policy
+from replan.controller.records import Approval, Observation, Plan, Usage
 
 #: The environment variable naming a Postgres database (else SQLite in a file).
 DATABASE_URL_VARIABLE = "DBOS_DATABASE_URL"

@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import controller.records
-from controller.records import RECORD_KINDS, EvidenceState
-from controller.run import shown
+import replan.controller.records as _records_module
+from replan.controller.records import RECORD_KINDS, EvidenceState
+from replan.controller.run import shown
 
 #: The header's format tag: bump it if the encoding ever changes.
 FORMAT = "replan.runlog.v1"
@@ -109,7 +109,7 @@ _ANSWERS: dict[object, str] = {None: "null", True: "true", False: "false"}
 
 # ---- exact values -------------------------------------------------------------------
 
-_RECORDS: dict[str, type] = {name: getattr(controller.records, name) for name in RECORD_KINDS}
+_RECORDS: dict[str, type] = {name: getattr(_records_module, name) for name in RECORD_KINDS}
 
 
 #: Each record's fields' exact types, read from the records' own annotations: a value

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from controller._generated import DECLARATION_DIGEST, Controller
-from controller.durable.log import (
+from replan.controller._generated import DECLARATION_DIGEST, Controller
+from replan.controller.durable.log import (
     Entry,
     Header,
     RunLog,
@@ -33,8 +33,8 @@ from controller.durable.log import (
     encode_argument,
     refuse_other_rules,
 )
-from controller.fields import state_of_snapshot
-from controller.policy import DEFAULT_POLICY, Policy, policy_digest, policy_to_dict
+from replan.controller.fields import state_of_snapshot
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_digest, policy_to_dict
 
 #: Snapshots every this many logged calls bound a restore to twice as many replays.
 SNAPSHOT_EVERY = 1000

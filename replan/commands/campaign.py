@@ -46,9 +46,9 @@ from replan.common import (
     positive_int,
     print_json,
 )
-from spec.reference import ReferenceController
-from spec.vocabulary import REGISTRY
-from verification.campaign import (
+from replan.spec.reference import ReferenceController
+from replan.spec.vocabulary import REGISTRY
+from replan.verification.campaign import (
     DEFAULT_IMPLEMENTATION,
     DEFAULT_OUT_DIR,
     DIVERGENCE,
@@ -62,8 +62,8 @@ from verification.campaign import (
     resolve_implementation,
     run_campaign,
 )
-from verification.files import write_atomically
-from verification.mutants import MUTANTS
+from replan.verification.files import write_atomically
+from replan.verification.mutants import MUTANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         write_junit(Path(args.junit), result)
     comparison = None
     if args.coverage_vs_explorer:
-        from verification.explore import compare_campaign
+        from replan.verification.explore import compare_campaign
 
         comparison = compare_campaign(
             result, policy, resolve_implementation(implementation), Path(args.output)

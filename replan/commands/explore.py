@@ -128,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _domains(args: argparse.Namespace) -> Any:
-    from verification.domains import product_domains, spin_domains
+    from replan.verification.domains import product_domains, spin_domains
 
     if args.spin_domains:
         return spin_domains(args.max_version or 1, args.ids or 1)
@@ -139,11 +139,15 @@ def _domains(args: argparse.Namespace) -> Any:
 
 def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
     """(class, name shown, "module:Class" recorded for replan replay)."""
-    from controller import Controller
+    from replan.controller import Controller
 
     if args.mutant is None:
-        return Controller, "controller.Controller (generated)", "controller:Controller"
-    from verification import mutants
+        return (
+            Controller,
+            "replan.controller.Controller (generated)",
+            "replan.controller:Controller",
+        )
+    from replan.verification import mutants
 
     if args.mutant not in mutants.MUTANTS:
         raise CliError(
@@ -152,12 +156,12 @@ def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
     return (
         mutants.mutant_controller(args.mutant),
         f"mutant {args.mutant}",
-        f"verification.mutants:{args.mutant.replace('-', '_')}",
+        f"replan.verification.mutants:{args.mutant.replace('-', '_')}",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from verification.explore import explore, save_findings
+    from replan.verification.explore import explore, save_findings
 
     policy = policy_from_args(args)
     domains = _domains(args)
@@ -184,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
     spin = None
     if args.compare_spin is not None:
-        from verification.spin import run_spin
+        from replan.verification.spin import run_spin
 
         try:
             spin = run_spin(Path(args.compare_spin), args.max_version or 1, args.ids or 1)

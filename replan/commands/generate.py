@@ -26,11 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spec.generator import GENERATED_PATH, check_generated, generate_source, write_generated
-    from spec.model import DeclarationError, extract
+    from replan.spec.generator import (
+        GENERATED_PATH,
+        check_generated,
+        generate_source,
+        write_generated,
+    )
+    from replan.spec.model import DeclarationError, extract
 
     try:
-        from spec.declaration import Replanning
+        from replan.spec.declaration import Replanning
 
         model = extract(Replanning)
         generate_source()

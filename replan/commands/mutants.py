@@ -58,8 +58,8 @@ def _chosen(names: list[str] | None, known: dict[str, object], what: str) -> lis
 
 
 def run(args: argparse.Namespace) -> int:
-    from verification.executor_mutants import MUTANTS
-    from verification.mutation_matrix import CHECKS, run_matrix
+    from replan.verification.executor_mutants import MUTANTS
+    from replan.verification.mutation_matrix import CHECKS, run_matrix
 
     mutants = _chosen(args.mutant, dict(MUTANTS), "mutant") or list(MUTANTS)
     without = set(_chosen(args.without, dict(CHECKS), "check"))

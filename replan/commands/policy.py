@@ -48,16 +48,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.policy import (
+from replan.common import CliError, add_json_option, print_json
+from replan.controller.policy import (
     Policy,
     load_policy,
     policy_to_dict,
     policy_to_toml,
     workflow_disagreements,
 )
-from controller.policy_schema import policy_schema
-from controller.records import PolicyError
-from replan.common import CliError, add_json_option, print_json
+from replan.controller.policy_schema import policy_schema
+from replan.controller.records import PolicyError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

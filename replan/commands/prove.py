@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def counterexample_document(report: Any) -> dict[str, Any]:
     """The first failure in the shared counterexample format (DESIGN.md)."""
-    from controller.policy import policy_to_dict
+    from replan.controller.policy import policy_to_dict
 
     failure = report.failures[0]
     detail = failure.counterexample or {}
@@ -90,8 +90,8 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verification.prove import prove_all
-    from verification.symbolic import TranslationError
+    from replan.verification.prove import prove_all
+    from replan.verification.symbolic import TranslationError
 
     policy = policy_from_args(args)
     print(

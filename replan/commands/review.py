@@ -51,7 +51,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from controller.policy import Policy, policy_to_dict
 from replan.common import (
     CliError,
     add_json_option,
@@ -59,7 +58,8 @@ from replan.common import (
     policy_from_args,
     print_json,
 )
-from verification.files import write_atomically
+from replan.controller.policy import Policy, policy_to_dict
+from replan.verification.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def _verify_command(args: argparse.Namespace) -> str:
 
 
 def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
-    from verification.report import VerifyReport
+    from replan.verification.report import VerifyReport
 
     path = evidence / "verify.json"
     if not path.is_file():
@@ -139,7 +139,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
     files, each played back. A file of the evidence directory that holds no steps (a
     proof's counterexample to induction is one symbolic step, not a run) is skipped
     with a note; a --trace file that cannot be played is bad input."""
-    from verification.playback import PlaybackError, load_playback
+    from replan.verification.playback import PlaybackError, load_playback
 
     found: list[Path] = []
     episode = evidence / "replan-trace.json"
@@ -176,7 +176,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
 def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) -> Any:
     """The older machine and verify's ``against`` check comparing with it: the one in
     the report when it compared with the same OLD, else the same check run now."""
-    from verification.diagram.overlays import OverlayError, load_old
+    from replan.verification.diagram.overlays import OverlayError, load_old
 
     try:
         old = load_old(args.against, None, model, args.policy)
@@ -216,9 +216,9 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spec.declaration import Replanning
-    from spec.model import extract
-    from verification.review import build_review, to_html
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+    from replan.verification.review import build_review, to_html
 
     policy = policy_from_args(args)
     evidence = _evidence_dir(args)

@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _otel_spans(controller_class: Any) -> dict[str, Any]:
     """The episode's spans as an OTLP/JSON document (``verification.otlp``)."""
     try:
-        from verification.otlp import otlp_json, reference_episode_spans
+        from replan.verification.otlp import otlp_json, reference_episode_spans
     except ModuleNotFoundError as error:
         if (error.name or "").startswith("opentelemetry"):
             raise CliError(
@@ -79,11 +79,11 @@ def _otel_spans(controller_class: Any) -> dict[str, Any]:
 
 
 def _controller_class(name: str | None) -> Any:
-    from controller import Controller
+    from replan.controller import Controller
 
     if name is None:
         return Controller
-    from verification.mutants import MUTANTS, mutant_controller
+    from replan.verification.mutants import MUTANTS, mutant_controller
 
     if name not in MUTANTS:
         raise CliError(f"--mutant {name!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}")
@@ -115,8 +115,8 @@ def _describe(call: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from verification.episode import failing_facts, run_reference_episode
-    from verification.fixed_workflow import fixed_workflow_table
+    from replan.verification.episode import failing_facts, run_reference_episode
+    from replan.verification.fixed_workflow import fixed_workflow_table
 
     controller_class = _controller_class(args.mutant)
     if args.output is not None:

@@ -64,8 +64,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.policy import DEFAULT_POLICY, Policy, load_policy
-from controller.records import PolicyError
 from replan.common import (
     OUT,
     CliError,
@@ -77,9 +75,11 @@ from replan.common import (
     print_json,
     write_json,
 )
-from verification import interrupt
-from verification.files import write_atomically
-from verification.report import (
+from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
+from replan.controller.records import PolicyError
+from replan.verification import interrupt
+from replan.verification.files import write_atomically
+from replan.verification.report import (
     CheckResult,
     VerifyReport,
     stable,
@@ -185,7 +185,7 @@ def _default_explored_states() -> int | None:
     (None in an installation without it)."""
     import json
 
-    from verification.diagram.overlays import repository_root
+    from replan.verification.diagram.overlays import repository_root
 
     try:
         document = json.loads((repository_root() / "evidence" / "verify.json").read_text())
@@ -207,7 +207,7 @@ class Pipeline:
         subject: Any = None,
         deterministic: bool = False,
     ) -> None:
-        from verification.subject import PROJECT
+        from replan.verification.subject import PROJECT
 
         #: the committed form (``replan evidence``): no timings, dates or versions
         self.deterministic = deterministic
@@ -283,7 +283,7 @@ class Pipeline:
         proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
         if not labels or proofs is None or not proofs.ok:
             return {}
-        from verification.prove import cannot_fire
+        from replan.verification.prove import cannot_fire
 
         return cannot_fire(self.policy, labels, self.subject.model, self.subject.model_class)
 
@@ -291,7 +291,7 @@ class Pipeline:
         """A proof's counterexample to induction from a state the explorer never
         reached (within its bounds) usually means an auxiliary invariant is missing,
         not a reachable bug: say so, with the fields that show it."""
-        from verification.explore import unreachable_fields
+        from replan.verification.explore import unreachable_fields
 
         proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
         if proofs is None or proofs.ok or self.explored is None:
@@ -323,9 +323,9 @@ class Pipeline:
     # ---- the checks -------------------------------------------------------------------
 
     def drift(self) -> CheckResult:
-        from spec.generator import check_generated
-        from verification.diagram import readme_mermaid
-        from verification.diagram.readme import is_fresh
+        from replan.spec.generator import check_generated
+        from replan.verification.diagram import readme_mermaid
+        from replan.verification.diagram.readme import is_fresh
 
         generated = check_generated()
         readme = Path(__file__).resolve().parents[2] / "README.md"
@@ -342,8 +342,8 @@ class Pipeline:
             "readme_diagram_fresh": diagram_fresh if has_readme else None,
         }
         if not generated:  # where: what a reviewer (or the SARIF log) points at
-            from spec.generator import GENERATED_PATH, generate_source
-            from verification.locations import generated_drift
+            from replan.spec.generator import GENERATED_PATH, generate_source
+            from replan.verification.locations import generated_drift
 
             details["generated"] = generated_drift(GENERATED_PATH, generate_source())
         if not diagram_fresh:
@@ -362,7 +362,7 @@ class Pipeline:
 
     def proofs(self) -> CheckResult:
         from replan.commands.prove import counterexample_document
-        from verification.prove import prove_all
+        from replan.verification.prove import prove_all
 
         subject = self.subject
         report = prove_all(
@@ -395,7 +395,7 @@ class Pipeline:
         return result
 
     def explorer(self) -> CheckResult:
-        from verification.explore import explore, save_findings
+        from replan.verification.explore import explore, save_findings
 
         estimate = explorer_estimate(self.policy)
         if estimate is not None:
@@ -441,7 +441,7 @@ class Pipeline:
         return check
 
     def campaign(self) -> CheckResult:
-        from verification.campaign import hypothesis_home, run_campaign, seed_missed
+        from replan.verification.campaign import hypothesis_home, run_campaign, seed_missed
 
         options: dict[str, Any] = dict(
             seed=self.seed,
@@ -478,7 +478,7 @@ class Pipeline:
             + "; ".join(result.coverage.lines()[:1])
         )
         if self.explored is not None:
-            from verification.explore import coverage as explorer_coverage
+            from replan.verification.explore import coverage as explorer_coverage
 
             # The explorer may search several domains; coverage is measured against each.
             measured = {}
@@ -516,7 +516,7 @@ class Pipeline:
         the controller under verification, read from its trace): where the property
         breaks. None when no transition fires (a final state, an input check) or the
         trace does not say."""
-        from verification.harness import appended_since, apply, trace_length
+        from replan.verification.harness import appended_since, apply, trace_length
 
         if not finding.operations:
             return None
@@ -544,8 +544,8 @@ class Pipeline:
         return None
 
     def diagram(self) -> CheckResult:
-        from verification.diagram import machine_diagram, render
-        from verification.diagram.dot import dot_available
+        from replan.verification.diagram import machine_diagram, render
+        from replan.verification.diagram.dot import dot_available
 
         diagram = machine_diagram(self.policy)
         mermaid = render(diagram, "mermaid").decode()
@@ -565,7 +565,7 @@ class Pipeline:
         return CheckResult("diagram", "passed", summary, details={"files": written})
 
     def workflow(self) -> CheckResult:
-        from verification.fixed_workflow import fixed_workflow_table
+        from replan.verification.fixed_workflow import fixed_workflow_table
 
         table = fixed_workflow_table(self.policy, self.subject.controller)
         self.write_json(self.evidence / "fixed-workflow.json", table)
@@ -582,7 +582,7 @@ class Pipeline:
         return check
 
     def episode(self) -> CheckResult:
-        from verification.episode import failing_facts, run_reference_episode
+        from replan.verification.episode import failing_facts, run_reference_episode
 
         record = run_reference_episode(self.subject.controller)
         self.write_json(self.evidence / "replan-trace.json", record)
@@ -605,7 +605,7 @@ class Pipeline:
         bodies and the policy defaults is killed by the engines above."""
         import os
 
-        from verification.adequacy import run_matrix
+        from replan.verification.adequacy import run_matrix
 
         matrix = run_matrix(self.policy, workers=min(2, os.cpu_count() or 1))
         document = matrix.to_json()
@@ -625,14 +625,14 @@ class Pipeline:
     def against(self, old: str, policy_file: str | None = None) -> CheckResult:
         """What changed between OLD (a policy file, or a git revision of the repository
         holding ``policy_file``, else of the current directory) and this policy."""
-        from spec.declaration import Replanning
-        from spec.model import extract
-        from verification.diagram import render
-        from verification.diagram.dot import dot_available
-        from verification.diagram.graph import diff
-        from verification.diagram.overlays import load_old
-        from verification.explore import explore
-        from verification.prove import decision_difference, policy_changes
+        from replan.spec.declaration import Replanning
+        from replan.spec.model import extract
+        from replan.verification.diagram import render
+        from replan.verification.diagram.dot import dot_available
+        from replan.verification.diagram.graph import diff
+        from replan.verification.diagram.overlays import load_old
+        from replan.verification.explore import explore
+        from replan.verification.prove import decision_difference, policy_changes
 
         current = extract(Replanning)
         old_machine = load_old(old, None, current, policy_file)
@@ -665,7 +665,7 @@ class Pipeline:
         summary = "; ".join(lines)
         # Behaviours only one version has: declared transitions and stop reasons the
         # explorer reaches under the old machine and policy versus the new.
-        from spec.generator import load_controller
+        from replan.spec.generator import load_controller
 
         old_controller = load_controller(old_machine.model, old_machine.model_class, "old")
         old_result = explore(old_machine.policy, implementation=old_controller)
@@ -838,7 +838,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
 
 
 def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -> None:
-    from verification.sarif import sarif_log_or_notice, write_sarif
+    from replan.verification.sarif import sarif_log_or_notice, write_sarif
 
     log = sarif_log_or_notice(
         report,
@@ -854,11 +854,11 @@ def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -
 
 
 def _subject(name: str | None) -> Any:
-    from verification.subject import PROJECT
+    from replan.verification.subject import PROJECT
 
     if name is None:
         return PROJECT
-    from verification.mutants import MUTANTS
+    from replan.verification.mutants import MUTANTS
 
     if name not in MUTANTS:
         raise CliError(f"--mutant {name!r}: no such mutant (known: {', '.join(MUTANTS)})")
@@ -867,7 +867,7 @@ def _subject(name: str | None) -> Any:
 
 def _policy_check(path: str | None, subject: Any) -> CheckResult:
     """The file loaded (else exit 2, earlier); the loader's defaults are the contract's."""
-    from verification.harness import CHECKER
+    from replan.verification.harness import CHECKER
 
     broken = CHECKER.policy(subject.load)
     name = path or "spec/policy.toml"
@@ -891,9 +891,9 @@ def _policy_check(path: str | None, subject: Any) -> CheckResult:
 
 def _check_against(old: str, policy_file: str | None) -> None:
     """Bad --against input is a usage error (exit 2), found before any check runs."""
-    from spec.declaration import Replanning
-    from spec.model import extract
-    from verification.diagram.overlays import OverlayError, load_old
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+    from replan.verification.diagram.overlays import OverlayError, load_old
 
     try:
         load_old(old, None, extract(Replanning), policy_file)

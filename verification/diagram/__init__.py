@@ -18,16 +18,16 @@ only module that runs ``dot``), ``overview`` (the overview's DOT), ``mermaid``
 
 Python use (``replan verify`` and tests)::
 
-    from verification.diagram import machine_diagram, render
+    from replan.verification.diagram import machine_diagram, render
     render(machine_diagram(), "svg")       # bytes; GraphvizMissing without dot
     render(machine_diagram(), "svg", view="overview")
 """
 
 from __future__ import annotations
 
-from controller.policy import DEFAULT_POLICY, Policy
-from verification.diagram import dot, mermaid, overview
-from verification.diagram.graph import Diagram, build
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.verification.diagram import dot, mermaid, overview
+from replan.verification.diagram.graph import Diagram, build
 
 FORMATS = ("svg", "png", "dot", "mermaid")
 VIEWS = ("full", "overview")
@@ -37,8 +37,8 @@ SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "
 
 def machine_diagram(policy: Policy | None = None) -> Diagram:
     """The diagram of the declared machine (``spec.declaration.Replanning``)."""
-    from spec.declaration import Replanning
-    from spec.model import extract
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
 
     return build(extract(Replanning), DEFAULT_POLICY if policy is None else policy)
 

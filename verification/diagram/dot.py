@@ -18,7 +18,7 @@ import math
 import shutil
 import subprocess
 
-from verification.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.diagram.graph import Change, Diagram, Edge, Node
 
 INSTALL_HINT = (
     "Graphviz `dot` is not on PATH: install it (Debian/Ubuntu: `apt-get install graphviz`; "

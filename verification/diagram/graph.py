@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from controller.policy import Policy, policy_to_dict
-from controller.records import EvidenceState, Observation, Plan, StopReason
-from controller.run import Run
-from spec.model import MachineModel, TransitionInfo
-from verification.diagram.guard_policy import (
+from replan.controller.policy import Policy, policy_to_dict
+from replan.controller.records import EvidenceState, Observation, Plan, StopReason
+from replan.controller.run import Run
+from replan.spec.model import MachineModel, TransitionInfo
+from replan.verification.diagram.guard_policy import (
     condition_expression,
     guard_reading,
     reading_change,

@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Mapping
 from functools import cache
 
-from controller.policy import Policy
+from replan.controller.policy import Policy
 
 
 @cache
@@ -145,7 +145,7 @@ def condition_expression(model_class: type, condition: str, policy: Policy) -> s
     Precedence is kept by building one syntax tree, not by pasting text."""
     if not condition:
         return ""
-    from spec.model import parse_guard
+    from replan.spec.model import parse_guard
 
     def expression_of(name: str) -> ast.expr:
         tree = _returned_expression(model_class, name)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verification.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.diagram.graph import Change, Diagram, Edge, Node
 
 HEADER = "stateDiagram-v2"
 INDENT = "    "

@@ -36,13 +36,13 @@ from typing import Any
 
 from statemachine import StateMachine
 
-from controller.policy import DEFAULT_POLICY, Policy, load_policy, policy_from_dict
-from controller.records import PolicyError, StopReason
-from controller.run import Run
-from spec.model import DeclarationError, MachineModel, extract
-from verification.diagram.graph import TraceStep
-from verification.harness import CounterexampleError, load_counterexample
-from verification.playback import play
+from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy, policy_from_dict
+from replan.controller.records import PolicyError, StopReason
+from replan.controller.run import Run
+from replan.spec.model import DeclarationError, MachineModel, extract
+from replan.verification.diagram.graph import TraceStep
+from replan.verification.harness import CounterexampleError, load_counterexample
+from replan.verification.playback import play
 
 DECLARATION_PATH = "spec/declaration.py"
 POLICY_PATH = "spec/policy.toml"
@@ -250,7 +250,7 @@ def _git(repository: Path, *arguments: str) -> str | None:
 
 def _import_declaration(source: str, where: str, name: str) -> type[StateMachine]:
     """Run an older declaration in a fresh module namespace (it imports today's
-    ``spec.model`` and ``controller.records``) and return its machine class."""
+    ``replan.spec.model`` and ``controller.records``) and return its machine class."""
     module_name = f"_replan_old_declaration_{abs(hash(source)):x}"
     module = types.ModuleType(module_name)
     module.__file__ = where
@@ -306,9 +306,9 @@ def _extract_old(machine: type[StateMachine], where: str) -> tuple[MachineModel,
 
 def repository_root() -> Path:
     """The checkout this package lives in (its README, for ``replan diagram``)."""
-    import spec
+    import replan.spec
 
-    return Path(str(spec.__file__)).resolve().parent.parent
+    return Path(str(replan.spec.__file__)).resolve().parent.parent
 
 
 def repository_for(policy_file: str | Path | None = None) -> Path:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from verification.diagram.dot import (
+from replan.verification.diagram.dot import (
     COLOUR,
     FONT,
     MUTED,
@@ -39,7 +39,7 @@ from verification.diagram.dot import (
     _quote,
     edge_id,
 )
-from verification.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.diagram.graph import Change, Diagram, Edge, Node
 
 #: Characters per line of a guard (about 330 px at 12 pt), so that the two active
 #: states, the arrows and the final states fit in 1200 px at their natural size.

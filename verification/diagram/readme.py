@@ -52,7 +52,7 @@ def update(path: Path, mermaid: str) -> bool:
     fresh = block(mermaid)
     if inner.strip() == fresh.strip():
         return False
-    from verification.files import write_atomically
+    from replan.verification.files import write_atomically
 
     write_atomically(path, head + fresh + tail)
     return True

@@ -16,7 +16,7 @@ after the other, every recording as a table of its steps); the player adds previ
 next and play controls, the keyboard, and the highlight of the fired transition.
 """
 
-from verification.review.build import Review, build_review
-from verification.review.page import to_html
+from replan.verification.review.build import Review, build_review
+from replan.verification.review.page import to_html
 
 __all__ = ["Review", "build_review", "to_html"]

@@ -18,14 +18,14 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.policy import Policy, policy_to_dict
-from spec.model import MachineModel
-from verification.diagram import overview, render
-from verification.diagram.dot import GraphvizFailed, GraphvizMissing, dot_available, edge_id
-from verification.diagram.graph import Diagram, build, diff, with_coverage
-from verification.diagram.overlays import OldMachine
-from verification.playback import Playback
-from verification.report import CheckResult, VerifyReport
+from replan.controller.policy import Policy, policy_to_dict
+from replan.spec.model import MachineModel
+from replan.verification.diagram import overview, render
+from replan.verification.diagram.dot import GraphvizFailed, GraphvizMissing, dot_available, edge_id
+from replan.verification.diagram.graph import Diagram, build, diff, with_coverage
+from replan.verification.diagram.overlays import OldMachine
+from replan.verification.playback import Playback
+from replan.verification.report import CheckResult, VerifyReport
 
 #: The views of the machine the player highlights in, and their id prefixes.
 PLAYER_VIEWS = {"overview": "ov-", "full": "full-"}

@@ -14,17 +14,19 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from verification.diagram.graph import Change, Diagram
-from verification.playback import Playback
-from verification.report import CheckResult
-from verification.review.build import Review
+from replan.verification.diagram.graph import Change, Diagram
+from replan.verification.playback import Playback
+from replan.verification.report import CheckResult
+from replan.verification.review.build import Review
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 STATUS_MARK = {"passed": "✔", "holds": "✔", "failed": "✖", "broken": "✖", "error": "⚠"}
 
 
 def _asset(name: str) -> str:
-    return (resources.files("verification.review") / "assets" / name).read_text(encoding="utf-8")
+    return (resources.files("replan.verification.review") / "assets" / name).read_text(
+        encoding="utf-8"
+    )
 
 
 def _e(value: object) -> str:
