@@ -1484,7 +1484,7 @@ def _state_constant(state: StateInfo) -> str:
 
 def generate_source(machine_class: type | None = None, model_class: type = Run) -> str:
     """The text of ``controller/_generated.py`` for a declaration (default: the
-    project's ``spec.declaration.Replanning``)."""
+    project's ``replan.spec.declaration.Replanning``)."""
     if machine_class is None:
         from replan.spec.declaration import Replanning
 

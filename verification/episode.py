@@ -46,7 +46,7 @@ EXPECTED_TOTALS = {
 }
 
 PROVIDER_STATEMENT = (
-    "The provider is scripted: verification.scripted.ScriptedChatClient follows a fixed "
+    "The provider is scripted: replan.verification.scripted.ScriptedChatClient follows a fixed "
     "script (propose p1, execute it once the result says it was accepted, then answer in "
     "text). It is not a language model and calls no service; it only reads the function "
     "results the SDK hands back. What this record shows is the integration and the "

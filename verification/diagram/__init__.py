@@ -36,7 +36,7 @@ SUFFIXES = {".svg": "svg", ".png": "png", ".dot": "dot", ".gv": "dot", ".mmd": "
 
 
 def machine_diagram(policy: Policy | None = None) -> Diagram:
-    """The diagram of the declared machine (``spec.declaration.Replanning``)."""
+    """The diagram of the declared machine (``replan.spec.declaration.Replanning``)."""
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
 
