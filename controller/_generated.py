@@ -26,6 +26,7 @@ from replan.controller.records import (
     Usage,
 )
 from replan.controller.run import PASSED, Run, shown
+from replan.controller.surface import hide_bodies
 
 #: Enumeration members the methods read, bound once (read through its class, a
 #: member costs a class attribute lookup every time).
@@ -663,7 +664,7 @@ class Controller(Run):
                 # action: refuse_approval
                 result = False
             elif current == 'awaiting_approval':
-                if self.approval_matches(approval):  # approval_matches
+                if Run.approval_matches(self, approval):  # approval_matches
                     # 74: awaiting_approval --approve[approval_matches]--> approved
                     fired = 74
                     # action: accept_approval
@@ -688,7 +689,6 @@ class Controller(Run):
         result: bool
         fired: int | None = None
         try:
-            policy = self.policy
             # check: check_usage
             if type(usage) is not Usage:
                 raise InvalidInput(f'usage: expected a Usage, got {type(usage).__name__}')
@@ -701,15 +701,15 @@ class Controller(Run):
                 raise InvalidInput(f'usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}')
             current = self._declared_state
             if current in ('idle', 'pending', 'awaiting_approval', 'approved'):
-                if (policy.max_tokens > 0 or policy.max_cost > 0 or policy.max_wall_ms > 0) and self.exhausts_budget(usage):  # sets_a_budget and exhausts_budget
+                if (self.policy.max_tokens > 0 or self.policy.max_cost > 0 or self.policy.max_wall_ms > 0) and Run.exhausts_budget(self, usage):  # sets_a_budget and exhausts_budget
                     # 21, 50, 76, 102: idle|pending|awaiting_approval|approved --charge[sets_a_budget and exhausts_budget]--> budget_exhausted
                     fired = 21 if current == 'idle' else 50 if current == 'pending' else 76 if current == 'awaiting_approval' else 102
                     # action: record_charge
-                    if policy.max_tokens > 0:
+                    if self.policy.max_tokens > 0:
                         self._tokens += tokens
-                    if policy.max_cost > 0:
+                    if self.policy.max_cost > 0:
                         self._cost += cost
-                    if policy.max_wall_ms > 0:
+                    if self.policy.max_wall_ms > 0:
                         self._elapsed_ms += elapsed_ms
                     result = True
                     self._declared_state = BUDGET_EXHAUSTED
@@ -717,11 +717,11 @@ class Controller(Run):
                     # 22, 51, 77, 103: idle|pending|awaiting_approval|approved --charge--> (stays)
                     fired = 22 if current == 'idle' else 51 if current == 'pending' else 77 if current == 'awaiting_approval' else 103
                     # action: record_charge
-                    if policy.max_tokens > 0:
+                    if self.policy.max_tokens > 0:
                         self._tokens += tokens
-                    if policy.max_cost > 0:
+                    if self.policy.max_cost > 0:
                         self._cost += cost
-                    if policy.max_wall_ms > 0:
+                    if self.policy.max_wall_ms > 0:
                         self._elapsed_ms += elapsed_ms
                     result = True
             else:  # a final state: the run stopped, nothing changes
@@ -753,3 +753,22 @@ class Controller(Run):
             raise
         self._trace.append(('cancel', None, result, self._evidence_revision, self._declared_state, fired))
         return result
+
+
+#: The declaration's bodies (guards, actions, checks, stopped-run answers): the
+#: event methods above run them; called on a run they would skip every guard.
+BODIES = (
+    'duplicate_delivery', 'counts_duplicates', 'exhausts_no_progress',
+    'count_no_progress', 'ignore_duplicate', 'conflicting_content', 'refuse_conflict',
+    'older_than_latest', 'remember_older', 'changes_state', 'record_meaningful',
+    'record_renumbered', 'proposals_exhausted', 'refuse_plan', 'plan_malformed',
+    'reject_plan', 'plan_outdated', 'evidence_stale', 'resource_not_allowed',
+    'step_unknown', 'plan_completed', 'accept_plan', 'id_completed', 'answer_replayed',
+    'was_accepted', 'answer_stale', 'answer_unknown', 'refuse_approval',
+    'sets_a_budget', 'exhausts_budget', 'record_charge', 'cancel_run', 'is_pending_id',
+    'steps_exhausted', 'answer_step_limit', 'prerequisites_passed', 'deny_precondition',
+    'needs_approval', 'await_approval', 'completes_run', 'execute_step',
+    'approval_matches', 'accept_approval', 'check_observation', 'refuse_stopped',
+    'answer_stopped', 'check_approval', 'check_usage',
+)
+hide_bodies(Controller, BODIES)

@@ -71,6 +71,7 @@ from typing import TypeGuard, TypeVar
 import replan.controller.fields as _fields_module
 import replan.controller.policy as _policy_module
 import replan.controller.records as _records_module
+import replan.controller.surface as _surface_module
 from replan.controller.fields import FIELDS, STATE_FIELDS, export_expression
 from replan.controller.records import StopReason
 from replan.controller.run import Run
@@ -791,8 +792,13 @@ class _Generator:
         inlined = self.guard_expression(name, wanted)
         if inlined is not None:
             return inlined
-        call = f"self.{name}({', '.join(wanted)})"
+        call = self.body_call(name, ", ".join(wanted))
         return ast.parse(call, mode="eval").body
+
+    def body_call(self, name: str, arguments: str) -> str:
+        """A call of a body that is not inlined, through the bodies' class: a
+        ``Controller`` does not offer its bodies (they are not the contract's API)."""
+        return f"{self.model_class.__name__}.{name}(self{', ' if arguments else ''}{arguments})"
 
     def translate(self, tree: ast.expr, event: str) -> ast.expr:
         """The guard with each named guard's body inlined: what the generated
@@ -918,12 +924,10 @@ class _Generator:
         if body is None:
             argument = self.model.interface[event].parameter or ""
             arguments = argument if self._parameters(action) else ""
+            call = self.body_call(action, arguments)
             if self._returns_nothing(action):
-                return [
-                    _Line(_statement(f"self.{action}({arguments})")),
-                    _Line(_statement("result = None")),
-                ], False
-            return [_Line(_statement(f"result = self.{action}({arguments})"))], False
+                return [_Line(_statement(call)), _Line(_statement("result = None"))], False
+            return [_Line(_statement(f"result = {call}"))], False
         nodes: list[_Node] = [_Line(None, f"action: {action}")]
         nodes.extend(_Line(s) for s in body.statements)
         if not body.raises:
@@ -944,7 +948,7 @@ class _Generator:
             fields = tuple(getattr(record, "_fields", ()))
         body = self.inline_body(check, event)
         if body is None or body.answer is not None:
-            nodes: list[_Node] = [_Line(_statement(f"self.{check}({parameter})"))]
+            nodes: list[_Node] = [_Line(_statement(self.body_call(check, parameter)))]
             statements: list[ast.stmt] = []
         else:
             nodes = [_Line(None, f"check: {check}")]
@@ -1281,6 +1285,21 @@ class _Generator:
                 "which inlined code reads as globals"
             )
 
+    def emit_hidden_bodies(self) -> None:
+        """The bodies the event methods run, hidden on a run: they are not the
+        contract's API (``replan.controller.surface``)."""
+        self._import("hide_bodies", _surface_module)
+        emit = self.emit
+        emit(0, "")
+        emit(0, "")
+        emit(0, "#: The declaration's bodies (guards, actions, checks, stopped-run answers): the")
+        emit(0, "#: event methods above run them; called on a run they would skip every guard.")
+        emit(0, "BODIES = (")
+        for line in textwrap.wrap(" ".join(f"{n!r}," for n in self.model.body_names), 84):
+            emit(1, line)
+        emit(0, ")")
+        emit(0, "hide_bodies(Controller, BODIES)")
+
     def render(self) -> str:
         model = self.model
         emit = self.emit
@@ -1335,6 +1354,7 @@ class _Generator:
             self.emit_event(event)
         while self.lines and not self.lines[-1]:
             self.lines.pop()
+        self.emit_hidden_bodies()
         # Imports last: the inlined bodies decide which names are needed (a function
         # inlined after its call was written needs its own names, not its own).
         constants = [

@@ -118,6 +118,21 @@ class MachineModel:
     def leaving(self, source: str, event: str) -> tuple[TransitionInfo, ...]:
         return tuple(t for t in self.transitions if t.source == source and t.event == event)
 
+    @property
+    def body_names(self) -> tuple[str, ...]:
+        """Every guard, action, check and stopped-run answer the declaration names: the
+        bodies behind the events, which are not the contract's API."""
+        names: dict[str, None] = {}
+        for transition in self.transitions:
+            names.update(dict.fromkeys(transition.guard_names))
+            if transition.action:
+                names[transition.action] = None
+        for interface in self.interface.values():
+            if interface.check:
+                names[interface.check] = None
+            names[interface.when_stopped] = None
+        return tuple(names)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -138,14 +138,15 @@ class ReplayOnStoppedCounts(Run):
 
 def test_a_body_that_returns_early_is_called_not_copied() -> None:
     source = render_controller(MODEL, ReplayOnStoppedCounts)
-    assert "result = self.answer_stopped(plan_id)" in source
+    assert "result = ReplayOnStoppedCounts.answer_stopped(self, plan_id)" in source
     run = load_controller(MODEL, ReplayOnStoppedCounts, "early-return")()
+    assert not hasattr(run, "answer_stopped")  # called through its class, hidden on a run
     run.observe(obs("parser", 1, PASSED))
     run.observe(obs("access", 1, PASSED))
     run.propose(plan("c", 1, 3, step="commit-import"))
     assert run.execute("c") is ExecuteResult.EXECUTED
     assert run.execute("c") is ExecuteResult.REPLAYED  # on the stopped run
-    assert run.steps == 2  # the override ran
+    assert run.steps == 2  # the override ran, and the body it calls (id_completed) too
 
 
 class ClashingLocals(Run):

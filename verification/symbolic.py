@@ -1060,6 +1060,22 @@ class Translator:
                 nodes=[None, *node.args],
             )
             return value
+        if isinstance(function, _Bound) and _is_body_of_class(function):
+            # ``Run.name(self, ...)``: the generated code calls a body it does not copy
+            # through the bodies' class (a run does not offer its bodies)
+            arguments = [self.eval(a, frame) for a in node.args]
+            kind = "guard" if function.name in _guard_names(self.u.model) else "action"
+            owner = function.receiver.value
+            state, value = self.run_function(
+                getattr(owner, function.name),
+                arguments,
+                frame,
+                state=frame.state,
+                where=f"{kind} {function.name!r} ({owner.__name__})",
+                nodes=node.args,
+            )
+            frame.state = state
+            return value
         if isinstance(function, _Bound):
             arguments = [self.eval(a, frame) for a in node.args]
             return self._call_bound(frame, node, function, arguments)
@@ -1723,6 +1739,16 @@ def _definition(model_class: type, name: str) -> ast.FunctionDef:
     if not isinstance(definition, ast.FunctionDef):
         raise TranslationError(f"{name}: not a plain method")
     return definition
+
+
+def _is_body_of_class(bound: _Bound) -> bool:
+    """``bound`` is a function with readable source, read on a class (a body called
+    through the bodies' class)."""
+    receiver = bound.receiver
+    if not isinstance(receiver, Const) or not isinstance(receiver.value, type):
+        return False
+    function = getattr(receiver.value, bound.name, None)
+    return inspect.isfunction(function) and _has_source(function)
 
 
 @cache
