@@ -125,7 +125,7 @@ def step_guards(model_class: type, policy: Policy, names: Iterable[str]) -> dict
         values = []
         for step in policy.steps:
             setattr(instance, pending, Plan("p", 1, 1, step.name, policy.resources[0]))
-            values.append(bool(getattr(instance, name)()))
+            values.append(bool(function(instance)))
         found[name] = values
     return found
 
@@ -147,7 +147,7 @@ def policy_switches(model_class: type, policy: Policy, labels: Iterable[str]) ->
     for name in names:
         function = getattr(model_class, name, None)
         if function is not None and _reads_only_policy(function):
-            switches[name] = bool(getattr(instance, name)())
+            switches[name] = bool(function(instance))  # a body, read on its class
     return switches
 
 
