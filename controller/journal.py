@@ -2,9 +2,9 @@
 
 Owns: the record types (``Intent``, ``Receipt``, ``Entry``), the canonical JSON
 encoding every digest and stored result goes through, the journal interface, and two
-journals: ``InMemoryJournal`` (the default for tests and the benchmark; it lives as
-long as the process) and ``SqliteJournal`` (stdlib ``sqlite3`` in WAL mode, one
-transaction per record, ``synchronous=FULL``), which survives a killed process.
+journals: ``InMemoryJournal`` here (the default for tests and the benchmark; it lives
+as long as the process) and ``SqliteJournal`` in ``controller.sqlite_journal`` (one
+SQLite file that survives a killed process and fails closed).
 
 Leaves to ``controller.executor``: *when* to write. The executor writes an intent
 record before it runs an effect and a completion record (the receipt) after the effect
@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sqlite3
-import struct
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from enum import StrEnum
-from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, TypeAlias
 
@@ -298,172 +294,3 @@ class InMemoryJournal(Journal):
         record = Record(len(self._records) + 1, kind, plan_id, digest, body, time)
         self._records.append(record)
         self._by_plan.setdefault(plan_id, []).append(record)
-
-
-#: PRAGMA application_id of a replan journal ("RPLJ"): a file without it is not ours.
-APPLICATION_ID = 0x52504C4A
-#: PRAGMA user_version: the layout of the ``records`` table this code reads.
-SCHEMA_VERSION = 1
-
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_SCHEMA = """
-CREATE TABLE records (
-    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind    TEXT NOT NULL CHECK (kind IN ('intent', 'completion', 'abandon')),
-    plan_id TEXT NOT NULL,
-    digest  TEXT NOT NULL,
-    body    TEXT NOT NULL,
-    time    REAL NOT NULL
-);
-CREATE INDEX records_by_plan ON records (plan_id, seq);
-"""
-_COLUMNS = ("seq", "kind", "plan_id", "digest", "body", "time")
-
-
-def _check_header(path: Path) -> None:
-    """Refuse a file that is not a replan journal by reading its 100-byte SQLite
-    header with plain file I/O: SQLite never opens a foreign file, so it cannot touch
-    it (no WAL recovery, no journal-mode change)."""
-    with path.open("rb") as handle:
-        header = handle.read(100)
-    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
-        raise JournalError(
-            f"{path}: not a replan journal (not a SQLite database); refusing to use it. "
-            "Name a new file or the journal this executor wrote."
-        )
-    (application_id,) = struct.unpack(">I", header[68:72])
-    (version,) = struct.unpack(">I", header[60:64])
-    if application_id != APPLICATION_ID:
-        raise JournalError(
-            f"{path}: a SQLite database of another application (application_id "
-            f"{application_id:#010x}, a replan journal has {APPLICATION_ID:#010x}); "
-            "refusing to use it"
-        )
-    if version != SCHEMA_VERSION:
-        raise JournalError(
-            f"{path}: replan journal schema version {version}, this replan reads version "
-            f"{SCHEMA_VERSION}; refusing to use it"
-        )
-
-
-class SqliteJournal(Journal):
-    """A journal in one SQLite file: WAL mode, ``synchronous=FULL``, one transaction
-    per record, so a record is on disk when the write returns and a killed process
-    loses nothing it recorded.
-
-    A new (absent or empty) file is created with the replan ``application_id`` and
-    schema version. An existing file is used only if its header says it is a replan
-    journal of this schema version and SQLite's ``quick_check`` passes; anything else
-    raises ``JournalError`` and the file is left as it was.
-    """
-
-    __slots__ = ("_connection", "path")
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        fresh = not self.path.exists() or (self.path.is_file() and self.path.stat().st_size == 0)
-        if not fresh:
-            if not self.path.is_file():
-                raise JournalError(f"{self.path}: not a file; name a journal file")
-            _check_header(self.path)
-        try:
-            self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-        except sqlite3.Error as error:
-            raise JournalError(f"{self.path}: cannot open: {error}") from None
-        try:
-            if fresh:
-                self._create()
-            else:
-                self._verify()
-            self._connection.execute("PRAGMA journal_mode=WAL")
-            self._connection.execute("PRAGMA synchronous=FULL")
-        except sqlite3.DatabaseError as error:
-            self._connection.close()
-            raise JournalError(
-                f"{self.path}: corrupt replan journal ({error}); refusing to use it"
-            ) from None
-        except JournalError:
-            self._connection.close()
-            raise
-
-    def _create(self) -> None:
-        """Create the journal's layout, unless another process did while this one
-        waited for the write lock (two processes may create one journal at once):
-        then check what it created, as for any existing journal."""
-        connection = self._connection
-        connection.execute("BEGIN IMMEDIATE")
-        created = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'"
-        ).fetchone()
-        if created is not None:
-            connection.execute("ROLLBACK")
-            (application_id,) = connection.execute("PRAGMA application_id").fetchone()
-            (version,) = connection.execute("PRAGMA user_version").fetchone()
-            if (application_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
-                raise JournalError(
-                    f"{self.path}: created meanwhile by another application (application_id "
-                    f"{application_id:#010x}, user_version {version}); refusing to use it"
-                )
-            self._verify()
-            return
-        connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
-        connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                connection.execute(statement)
-        connection.execute("COMMIT")
-
-    def _verify(self) -> None:
-        connection = self._connection
-        problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
-        if problems != ["ok"]:
-            raise JournalError(
-                f"{self.path}: corrupt replan journal (quick_check: "
-                f"{' '.join(str(problems[0]).split())}); "
-                "refusing to use it"
-            )
-        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(records)"))
-        if columns != _COLUMNS:
-            raise JournalError(
-                f"{self.path}: replan journal without the expected records table "
-                f"(columns {columns}); refusing to use it"
-            )
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        connection = self._connection
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-
-    def _atomic(self) -> AbstractContextManager[None]:
-        return self._transaction()
-
-    def records(self, plan_id: str | None = None) -> list[Record]:
-        if plan_id is None:
-            rows = self._connection.execute(
-                "SELECT seq, kind, plan_id, digest, body, time FROM records ORDER BY seq"
-            )
-        else:
-            rows = self._connection.execute(
-                "SELECT seq, kind, plan_id, digest, body, time FROM records "
-                "WHERE plan_id = ? ORDER BY seq",
-                (plan_id,),
-            )
-        return [
-            Record(seq, RecordKind(kind), plan, digest, body, time)
-            for seq, kind, plan, digest, body, time in rows
-        ]
-
-    def _append(self, kind: RecordKind, plan_id: str, digest: str, body: str, time: float) -> None:
-        self._connection.execute(
-            "INSERT INTO records (kind, plan_id, digest, body, time) VALUES (?, ?, ?, ?, ?)",
-            (str(kind), plan_id, digest, body, time),
-        )
-
-    def close(self) -> None:
-        self._connection.close()

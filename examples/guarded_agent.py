@@ -41,8 +41,8 @@ from opentelemetry.trace import TracerProvider
 from replan.controller import Controller, EvidenceState, Observation
 from replan.controller.agent import FunctionInvokingChatClient, ReplanMiddleware
 from replan.controller.executor import Executor, Grant
-from replan.controller.journal import SqliteJournal
 from replan.controller.policy import policy_from_dict
+from replan.controller.sqlite_journal import SqliteJournal
 from replan.verification.scripted import (
     FunctionCallRequest,
     FunctionResult,
@@ -183,7 +183,7 @@ def guarded_agent(
     with a real SQLite journal at ``journal_path``, answered by ``provider``."""
     controller = Controller(policy_from_dict(tomllib.loads(policy)))
     tools = Tools()
-    journal = SqliteJournal(journal_path)
+    journal = SqliteJournal.create(journal_path)
     guard = ReplanMiddleware(
         controller,
         executor=Executor(journal),

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from replan.controller.executor import Executor, Outcome
-from replan.controller.journal import SqliteJournal
+from replan.controller.sqlite_journal import SqliteJournal
 from replan.verification.executor_crash import (
     EARLIER,
+    FAULTS,
     GRANT,
+    IN_DOUBT_POINTS,
     JOURNAL_FILE,
     KILL_POINTS,
     REPORT_FILE,
@@ -22,6 +24,7 @@ from replan.verification.executor_crash import (
     TRACE_FILE,
     crash_child_at,
     crash_problems,
+    fault_matrix_problems,
     kill_at_point,
     recovery_problems,
     start_child,
@@ -38,7 +41,7 @@ def test_kill_at_every_point_loses_nothing_and_never_reruns(tmp_path: Path, poin
     assert crash_child_at(tmp_path, point) == ""
     runs_before = effect_runs(tmp_path)
     assert runs_before.count(TARGET.plan_id) == (
-        1 if point in ("between-effect-and-completion", "after-completion") else 0
+        0 if point in ("before-intent", "between-intent-and-effect") else 1
     )
     reported = [json.loads(line) for line in (tmp_path / REPORT_FILE).read_text().splitlines()]
     assert [receipt["plan_id"] for receipt in reported] == (
@@ -48,7 +51,7 @@ def test_kill_at_every_point_loses_nothing_and_never_reruns(tmp_path: Path, poin
     assert effect_runs(tmp_path).count("p1") == effect_runs(tmp_path).count("p2") == 1
 
 
-@pytest.mark.parametrize("point", ["between-intent-and-effect", "between-effect-and-completion"])
+@pytest.mark.parametrize("point", IN_DOUBT_POINTS)
 def test_an_interrupted_operation_is_reported_in_doubt_with_its_digest(
     tmp_path: Path, point: str
 ) -> None:
@@ -81,3 +84,32 @@ def test_the_harness_catches_an_intent_that_is_not_durable(tmp_path: Path) -> No
     problems = crash_problems(tmp_path, "intent-not-durable")
     assert "between-effect-and-completion: the effect of p3 ran 2 times, expected 1" in problems
     assert any("between-intent-and-effect: the interrupted p3 is not listed" in p for p in problems)
+
+
+def test_every_fault_after_a_kill_is_refused_or_recovered_never_rerun(tmp_path: Path) -> None:
+    """At every kill point, each fault on the files (the -journal deleted, truncated,
+    bit-flipped; the journal truncated or bit-flipped, 20 seeds each; its directory
+    deleted): the journal is refused with its files unchanged, or opens with exactly
+    its records and replays, doubts and runs as after a plain kill."""
+    assert set(FAULTS) >= {"sidecar-deleted", "journal-truncated", "directory-deleted"}
+    assert fault_matrix_problems(tmp_path, flips=20) == []
+
+
+def test_the_fault_harness_catches_receipts_kept_only_in_the_wal(tmp_path: Path) -> None:
+    """The check can fail: the journal as it was before #15 (WAL mode) loses the
+    receipts committed to its -wal when the -wal is lost, and runs the effects again."""
+    problems = fault_matrix_problems(tmp_path, "receipts-only-in-wal", flips=1)
+    assert any(
+        p.startswith("after-completion, sidecar-deleted: the journal opened with other records")
+        for p in problems
+    ), problems
+    assert any("sidecar-truncated" in p for p in problems)
+
+
+def test_the_fault_harness_catches_a_lost_journal_opened_as_new(tmp_path: Path) -> None:
+    problems = fault_matrix_problems(tmp_path, "lost-journal-recreated", flips=1)
+    assert (
+        "after-completion, journal-truncated: the journal opened with other records (0) "
+        "than the 6 it holds" in problems
+    ), problems
+    assert any(p.startswith("after-completion, directory-deleted:") for p in problems)

@@ -168,10 +168,10 @@ def test_storage_subclasses_keep_the_rules() -> None:
 
 
 def test_the_run_log_may_share_the_executors_journal_file(tmp_path: Path) -> None:
-    from replan.controller.journal import SqliteJournal
+    from replan.controller.sqlite_journal import SqliteJournal
 
     path = tmp_path / "run-42.journal"
-    with SqliteJournal(path), SqliteRunLog(path) as log:
+    with SqliteJournal.create(path), SqliteRunLog(path) as log:
         LoggedController(log=log).cancel()
     with SqliteJournal(path) as journal, SqliteRunLog(path) as log:
         assert journal.records() == []

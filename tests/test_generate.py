@@ -270,7 +270,7 @@ def test_generated_controller_imports_and_runs_without_python_statemachine(
 
 def test_the_same_blocker_breaks_the_reference_model(tmp_path: Path) -> None:
     # Shows the blocker works, so the test above could fail.
-    finished = _python(BLOCK_STATEMACHINE + "import spec.reference\n", tmp_path)
+    finished = _python(BLOCK_STATEMACHINE + "import replan.spec.reference\n", tmp_path)
     assert finished.returncode != 0
     assert "ModuleNotFoundError" in finished.stderr
     assert "'statemachine'" in finished.stderr

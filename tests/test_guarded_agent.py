@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from replan.controller.executor import Executor
-from replan.controller.journal import SqliteJournal
+from replan.controller.sqlite_journal import SqliteJournal
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLE = REPOSITORY / "examples" / "guarded_agent.py"

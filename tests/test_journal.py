@@ -14,17 +14,15 @@ import pytest
 
 from replan.controller.executor import Executor, Grant, Operation, Outcome
 from replan.controller.journal import (
-    APPLICATION_ID,
-    SCHEMA_VERSION,
     InMemoryJournal,
     Intent,
     Journal,
     JournalError,
     Receipt,
     RecordKind,
-    SqliteJournal,
     canonical_json,
 )
+from replan.controller.sqlite_journal import APPLICATION_ID, SCHEMA_VERSION, SqliteJournal
 
 GRANT = Grant(resources=["input-A"], steps=["commit-import"])
 COMMIT = Operation("p1", "commit-import", "input-A", {"rows": 3})
@@ -34,7 +32,7 @@ INTENT = Intent("p1", "d" * 64, '{"op":1}', 1.0)
 @pytest.fixture(params=["memory", "sqlite"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Journal]:
     opened: Journal = (
-        InMemoryJournal() if request.param == "memory" else SqliteJournal(tmp_path / "j.db")
+        InMemoryJournal() if request.param == "memory" else SqliteJournal.create(tmp_path / "j.db")
     )
     yield opened
     opened.close()
@@ -84,20 +82,21 @@ def test_canonical_json_is_one_spelling_per_value() -> None:
 # ---- SQLite: durability settings, markers, reopening ---------------------------------------
 
 
-def test_sqlite_journal_is_marked_and_in_wal_mode(tmp_path: Path) -> None:
-    SqliteJournal(tmp_path / "j.db").close()
+def test_sqlite_journal_is_marked_and_in_rollback_mode(tmp_path: Path) -> None:
+    """Rollback mode: a committed record is in the main file, never only in a -wal."""
+    SqliteJournal.create(tmp_path / "j.db").close()
     connection = sqlite3.connect(tmp_path / "j.db")
     try:
         assert connection.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
         assert connection.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
     finally:
         connection.close()
 
 
 def test_the_intent_is_committed_before_the_effect_runs(tmp_path: Path) -> None:
     path = tmp_path / "j.db"
-    journal = SqliteJournal(path)
+    journal = SqliteJournal.create(path)
     seen_by_another_connection: list[list[RecordKind]] = []
 
     def effect(operation: Operation) -> int:
@@ -127,7 +126,7 @@ def test_receipts_and_doubts_survive_reopening(tmp_path: Path) -> None:
             raise OSError("interrupted")
         return {"rows": 3}
 
-    journal = SqliteJournal(path)
+    journal = SqliteJournal.create(path)
     first = Executor(journal).run(COMMIT, GRANT, effect)
     with pytest.raises(OSError):
         Executor(journal).run(Operation("p2", "commit-import", "input-A"), GRANT, effect)
@@ -143,7 +142,8 @@ def test_receipts_and_doubts_survive_reopening(tmp_path: Path) -> None:
 
 
 def test_two_journals_on_one_file_cannot_both_claim_a_plan_id(tmp_path: Path) -> None:
-    one, two = SqliteJournal(tmp_path / "j.db"), SqliteJournal(tmp_path / "j.db")
+    one = SqliteJournal.create(tmp_path / "j.db")
+    two = SqliteJournal(tmp_path / "j.db")
     assert one.claim(INTENT) is None
     assert two.claim(INTENT) is not None
     one.close()
@@ -170,7 +170,7 @@ def _foreign_in_wal_mode(path: Path) -> None:
 
 
 def _own(path: Path) -> bytes:
-    journal = SqliteJournal(path)
+    journal = SqliteJournal.create(path)
     Executor(journal).run(COMMIT, GRANT, lambda operation: 1)
     journal.close()
     data = path.read_bytes()
@@ -207,8 +207,8 @@ UNUSABLE = {
         lambda p: p.write_bytes((lambda d: d[:4096] + b"\xff" * 12 + d[4108:])(_own(p))),
         "corrupt replan journal",
     ),
-    "other-schema-version": (_other_version, "schema version 2"),
-    "no-records-table": (_ours_without_records_table, "without the expected records table"),
+    "other-schema-version": (_other_version, f"schema version {SCHEMA_VERSION + 1}"),
+    "no-records-table": (_ours_without_records_table, "records table of the expected layout"),
 }
 
 
@@ -230,41 +230,51 @@ def test_a_directory_is_refused(tmp_path: Path) -> None:
         SqliteJournal(tmp_path)
 
 
-def test_an_empty_file_becomes_a_new_journal(tmp_path: Path) -> None:
+def test_an_empty_file_is_refused_not_taken_for_a_new_journal(tmp_path: Path) -> None:
+    """A journal truncated to nothing lost its receipts: opening it as new would run
+    every effect again."""
     path = tmp_path / "j.db"
     path.touch()
-    journal = SqliteJournal(path)
-    assert journal.records() == []
-    journal.close()
+    with pytest.raises(JournalError, match="an empty file, not a journal"):
+        SqliteJournal(path)
+    assert path.read_bytes() == b""
 
 
-def test_two_processes_creating_one_journal_both_open_it(tmp_path: Path) -> None:
-    """Two processes opening a new journal file at the same moment: the second to get
-    the write lock finds the layout the first created, and uses it."""
+def test_two_processes_creating_one_journal_one_creates_it_and_the_other_is_told(
+    tmp_path: Path,
+) -> None:
+    """Creation is exclusive and atomic: of two processes creating one new journal at
+    the same moment, exactly one creates it and the other is refused with "a file is
+    already there"; the file that is there opens, complete."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
 
-    def open_at(path: Path, barrier: Any) -> None:
+    def create_at(path: Path, barrier: Any) -> None:
         barrier.wait()
         try:
-            SqliteJournal(path).close()
-        except Exception as error:  # the exit code carries it to the parent
-            print(error)
+            SqliteJournal.create(path).close()
+        except JournalError as error:
+            os._exit(2 if "a file is already there" in str(error) else 1)
+        except BaseException:
             os._exit(1)
         os._exit(0)
 
-    failures = []
-    for trial in range(30):
+    outcomes = []
+    for trial in range(40):
         path = tmp_path / f"new-{trial}.journal"
         barrier = context.Barrier(2)
-        children = [context.Process(target=open_at, args=(path, barrier)) for _ in range(2)]
+        children = [context.Process(target=create_at, args=(path, barrier)) for _ in range(2)]
         for child in children:
             child.start()
         for child in children:
             child.join(60)
-        failures += [trial for child in children if child.exitcode != 0]
-    assert failures == []
+        outcomes.append(sorted(child.exitcode for child in children))
+        SqliteJournal(path).close()
+    assert outcomes == [[0, 2]] * 40
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"new-{t}.journal" for t in range(40)
+    )
 
 
 def test_threads_sharing_the_in_memory_journal_never_run_an_effect_twice() -> None:

@@ -32,7 +32,7 @@ from replan.controller import (
 from replan.controller._generated import LABELS, TRANSITIONS
 from replan.controller.agent import FunctionInvokingChatClient, GuardedCall, ReplanMiddleware
 from replan.controller.executor import Executor, Grant
-from replan.controller.journal import SqliteJournal
+from replan.controller.sqlite_journal import SqliteJournal
 from replan.controller.telemetry import TracedController, agent_run
 from replan.verification.scripted import (
     FunctionCallRequest,
@@ -77,7 +77,9 @@ class Harness:
         self.exporter = InMemorySpanExporter()
         self.provider = TracerProvider()
         self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.executor = Executor(None if self.journal is None else SqliteJournal(self.journal))
+        self.executor = Executor(
+            None if self.journal is None else SqliteJournal.create(self.journal)
+        )
         self.charged: list[object] = []
         self.guard = ReplanMiddleware(
             self.controller,

@@ -86,6 +86,7 @@ def test_the_command_passes_with_the_killing_checks_in_place(
     output = tmp_path / "matrix.json"
     arguments = ["mutants", "--mutant", "foreign-database-adopted", "-o", str(output)]
     cheaper = ["--without", "kill-at-every-point", "--without", "executor-campaign"]
+    cheaper += ["--without", "crash-faults-fail-closed"]
     assert main([*arguments, *cheaper]) == 0
     assert "1 of 1 mutants killed" in capsys.readouterr().out
     assert json.loads(output.read_text())["mutants"][0]["killed_by"] == {

@@ -2,12 +2,20 @@
 killed with SIGKILL at a chosen point; the parent reopens the journal and checks what
 survived.
 
-The four kill points are the edges of the executor's two records:
+The five kill points are the edges of the executor's two records:
 
 - ``before-intent``: two earlier operations completed; the target has not started.
 - ``between-intent-and-effect``: the target's intent is recorded; its effect has not run.
 - ``between-effect-and-completion``: the effect ran (its trace line is on disk); no receipt.
+- ``inside-completion-write``: the completion is written in a transaction not yet
+  committed (SQLite's ``-journal`` is beside the file).
 - ``after-completion``: the receipt is recorded.
+
+Then the faults (``FAULTS``): what a crash, a disk or a person may do to the files
+before the restart: the ``-journal`` deleted, truncated or bit-flipped, the journal
+truncated to nothing or one bit of it flipped, its directory deleted. After each, the
+journal either opens and keeps every promise above, or is refused with every file
+left as it was; never an effect run twice, never a receipt lost silently.
 
 How the kill is made deterministic: the child is told the point on its command line;
 at that point it writes a marker file and sleeps; the parent waits for the marker and
@@ -28,21 +36,32 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from replan.controller.executor import Grant, Operation, Outcome
-from replan.controller.journal import JournalError, JSONValue, Receipt
+from replan.controller.journal import JournalError, JSONValue, Receipt, Record, RecordKind
+from replan.controller.sqlite_journal import SqliteJournal
 from replan.verification.executor_mutants import SUBJECTS, Subject
 
 KILL_POINTS = (
     "before-intent",
     "between-intent-and-effect",
     "between-effect-and-completion",
+    "inside-completion-write",
     "after-completion",
+)
+#: The kill points at which the target's effect ran and no receipt was committed.
+IN_DOUBT_POINTS = (
+    "between-intent-and-effect",
+    "between-effect-and-completion",
+    "inside-completion-write",
 )
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
@@ -52,7 +71,8 @@ EARLIER = (
 )
 TARGET = Operation("p3", "commit-import", "input-A", {"rows": 3})
 
-JOURNAL_FILE = "journal.db"
+#: In a directory of its own, so a fault can delete the journal's directory alone.
+JOURNAL_FILE = "journal/journal.db"
 TRACE_FILE = "effects.log"
 REPORT_FILE = "receipts.jsonl"
 MARKER_FILE = "reached"
@@ -79,6 +99,25 @@ def _result(operation: Operation) -> JSONValue:
 # ---- the child --------------------------------------------------------------------------
 
 
+def _stopping_inside_the_completion(
+    journal_class: type[SqliteJournal], stop: Callable[[], None]
+) -> type[SqliteJournal]:
+    """``journal_class`` that stops (for the kill) right after writing the target's
+    completion record, inside its transaction, before the commit."""
+
+    class StopsInsideTheCompletion(journal_class):  # type: ignore[valid-type,misc]
+        __slots__ = ()
+
+        def _append(
+            self, kind: RecordKind, plan_id: str, digest: str, body: str, time: float
+        ) -> None:
+            super()._append(kind, plan_id, digest, body, time)
+            if kind is RecordKind.COMPLETION and plan_id == TARGET.plan_id:
+                stop()
+
+    return StopsInsideTheCompletion
+
+
 def child(directory: Path, point: str, subject: Subject) -> None:
     """Run the earlier operations and the target, stopping (marker, then sleep) at
     ``point`` so the parent can kill this process there."""
@@ -97,7 +136,11 @@ def child(directory: Path, point: str, subject: Subject) -> None:
             stop_here()
         return _result(operation)
 
-    executor = subject.executor(subject.sqlite_journal(directory / JOURNAL_FILE))
+    journal_class: type[SqliteJournal] = subject.sqlite_journal
+    if point == "inside-completion-write":
+        journal_class = _stopping_inside_the_completion(journal_class, stop_here)
+    (directory / JOURNAL_FILE).parent.mkdir(exist_ok=True)
+    executor = subject.executor(journal_class.create(directory / JOURNAL_FILE))
     for operation in (*EARLIER, TARGET):
         if operation is TARGET and point == "before-intent":
             stop_here()
@@ -195,7 +238,7 @@ def recovery_problems(directory: Path, point: str, subject: Subject) -> list[str
                     "not Replayed"
                 )
         target_started = point != "before-intent"
-        in_doubt = point in ("between-intent-and-effect", "between-effect-and-completion")
+        in_doubt = point in IN_DOUBT_POINTS
         doubted = {intent.plan_id: intent.digest for intent in executor.in_doubt()}
         if in_doubt and doubted.get(TARGET.plan_id) != TARGET.digest():
             problems.append(f"{point}: the interrupted {TARGET.plan_id} is not listed in doubt")
@@ -247,6 +290,117 @@ def crash_problems(directory: Path, subject: str = "real") -> list[str]:
             problems.append(failure)
         else:
             problems.extend(recovery_problems(where, point, SUBJECTS[subject]))
+    return problems
+
+
+# ---- faults on the files, after the kill and before the restart ---------------------------
+
+
+def _journal_files(directory: Path) -> list[Path]:
+    """The journal and the sidecars SQLite left beside it."""
+    journal = directory / JOURNAL_FILE
+    return [journal.with_name(journal.name + suffix) for suffix in ("-journal", "-wal")]
+
+
+def _flip_a_bit(path: Path, seed: int) -> None:
+    data = bytearray(path.read_bytes())
+    if data:
+        position = random.Random(seed).randrange(len(data) * 8)
+        data[position // 8] ^= 1 << (position % 8)
+        path.write_bytes(bytes(data))
+
+
+def _each_sidecar(change: Callable[[Path, int], None]) -> Callable[[Path, int], None]:
+    def fault(directory: Path, seed: int) -> None:
+        for sidecar in _journal_files(directory):
+            if sidecar.exists():
+                change(sidecar, seed)
+
+    return fault
+
+
+#: What may happen to the files before the restart: name -> fault(directory, seed).
+FAULTS: dict[str, Callable[[Path, int], None]] = {
+    "none": lambda directory, seed: None,
+    "sidecar-deleted": _each_sidecar(lambda path, seed: path.unlink()),
+    "sidecar-truncated": _each_sidecar(lambda path, seed: path.write_bytes(b"")),
+    "sidecar-bit-flipped": _each_sidecar(_flip_a_bit),
+    "journal-truncated": lambda directory, seed: (directory / JOURNAL_FILE).write_bytes(b""),
+    "journal-bit-flipped": lambda directory, seed: _flip_a_bit(directory / JOURNAL_FILE, seed),
+    "directory-deleted": lambda directory, seed: shutil.rmtree((directory / JOURNAL_FILE).parent),
+}
+#: The faults after which nothing is left to recover from: the journal must be refused.
+MUST_REFUSE = frozenset({"journal-truncated", "directory-deleted"})
+
+
+def _bytes_of(directory: Path) -> dict[str, bytes]:
+    folder = (directory / JOURNAL_FILE).parent
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def fault_problems(
+    directory: Path,
+    point: str,
+    fault: str,
+    subject: Subject,
+    seed: int = 0,
+    records: list[Record] | None = None,
+) -> list[str]:
+    """Apply ``fault`` to the files a child killed at ``point`` left in ``directory``,
+    then restart: a refusal must leave every file as it was (and is required after
+    the faults in ``MUST_REFUSE``); a journal that opens must keep every promise of
+    ``recovery_problems`` and hold exactly ``records`` (when given: what the journal
+    holds without the fault)."""
+    where = f"{point}, {fault}" + (f" (seed {seed})" if "flipped" in fault else "")
+    FAULTS[fault](directory, seed)
+    before = _bytes_of(directory)
+    try:
+        with subject.sqlite_journal(directory / JOURNAL_FILE) as journal:
+            opened = journal.records()
+    except JournalError:
+        if _bytes_of(directory) != before:
+            return [f"{where}: refusing the journal changed its files"]
+        return []
+    except Exception as error:  # the promise is a JournalError; anything else is a finding
+        return [f"{where}: opening raised {type(error).__name__}, not JournalError: {error}"]
+    if records is not None and opened != records:
+        return [
+            f"{where}: the journal opened with other records ({len(opened)}) than the "
+            f"{len(records)} it holds"
+        ]
+    if fault in MUST_REFUSE:
+        return [f"{where}: the journal opened instead of being refused (its receipts are gone)"]
+    return [f"{where}: {problem}" for problem in recovery_problems(directory, point, subject)]
+
+
+def fault_matrix_problems(
+    directory: Path, subject: str = "real", flips: int = 8, points: tuple[str, ...] = KILL_POINTS
+) -> list[str]:
+    """Kill a child at every point once, then run every fault on a copy of what each
+    kill left (``flips`` seeds for each bit-flip fault)."""
+    problems: list[str] = []
+    children = []
+    for point in points:
+        where = directory / "killed" / point
+        where.mkdir(parents=True)
+        children.append((point, where, start_child(where, point, subject)))
+    for point, where, process in children:
+        failure = kill_at_point(process, where, point)
+        if failure:
+            problems.append(failure)
+            continue
+        pristine = directory / "pristine" / point
+        shutil.copytree(where, pristine)
+        try:
+            with SUBJECTS[subject].sqlite_journal(pristine / JOURNAL_FILE) as journal:
+                records: list[Record] | None = journal.records()
+        except JournalError:
+            records = None  # recovery_problems on "none" reports it
+        for fault in FAULTS:
+            for seed in range(flips if "flipped" in fault else 1):
+                trial = directory / "faults" / point / f"{fault}-{seed}"
+                shutil.copytree(where, trial)
+                problems += fault_problems(trial, point, fault, SUBJECTS[subject], seed, records)
     return problems
 
 

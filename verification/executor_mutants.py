@@ -14,6 +14,7 @@ imports this module to build the subject it was told to run.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -37,10 +38,10 @@ from replan.controller.journal import (
     Intent,
     Receipt,
     RecordKind,
-    SqliteJournal,
     canonical_json,
 )
 from replan.controller.records import ExecuteResult
+from replan.controller.sqlite_journal import SqliteJournal
 
 Perform = Callable[[Approver, Executor, Operation, Grant, Effect], Performed]
 
@@ -199,10 +200,35 @@ class ForeignDatabaseAdopted(SqliteJournal):
         self._connection.execute(
             "CREATE TABLE IF NOT EXISTS records (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
             "kind TEXT NOT NULL, plan_id TEXT NOT NULL, digest TEXT NOT NULL, "
-            "body TEXT NOT NULL, time REAL NOT NULL)"
+            "body TEXT NOT NULL, time REAL NOT NULL, chain TEXT NOT NULL)"
         )
-        self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=FULL")
+        status = os.stat(self.path)
+        self._identity = (status.st_dev, status.st_ino)
+
+
+class ReceiptsOnlyInWal(SqliteJournal):
+    """BROKEN: WAL mode (the journal before #15): a committed record lives in the
+    ``-wal`` until a checkpoint, so a lost or damaged ``-wal`` loses receipts and the
+    reopened journal runs those effects again."""
+
+    __slots__ = ()
+    JOURNAL_MODE = "WAL"
+
+
+class LostJournalRecreated(SqliteJournal):
+    __slots__ = ()
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """BROKEN: a missing or empty journal is opened as a new one (opening and
+        creating are not separated), so a journal truncated or deleted after a crash
+        forgets its receipts."""
+        where = Path(path)
+        if not where.exists() or where.stat().st_size == 0:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            where.unlink(missing_ok=True)
+            type(self)._lay_out(where)
+        super().__init__(where)
 
 
 # ---- broken wirings ---------------------------------------------------------------------
@@ -288,6 +314,18 @@ MUTANTS: dict[str, Subject] = {
             name="foreign-database-adopted",
             description="a foreign SQLite file is adopted and written to instead of refused",
             sqlite_journal=ForeignDatabaseAdopted,
+        ),
+        replace(
+            REAL,
+            name="receipts-only-in-wal",
+            description="the SQLite journal keeps committed records in the -wal until a checkpoint",
+            sqlite_journal=ReceiptsOnlyInWal,
+        ),
+        replace(
+            REAL,
+            name="lost-journal-recreated",
+            description="a missing or empty journal file is opened as a new, empty journal",
+            sqlite_journal=LostJournalRecreated,
         ),
         replace(
             REAL,

@@ -30,7 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from replan.controller.executor import Executor, Grant, Operation, Outcome
-from replan.controller.journal import JSONValue, SqliteJournal
+from replan.controller.journal import JSONValue
+from replan.controller.sqlite_journal import SqliteJournal
+from replan.verification.executor_mutants import ReceiptsOnlyInWal
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
 PLAN_ID = "commit-1"
@@ -91,7 +93,7 @@ def authorized_episode_sqlite() -> None:
     """Fresh executor on a new SQLite journal file; a granted operation is Executed
     (intent and receipt committed to disk); the file is closed and removed."""
     path = _scratch_directory() / f"journal-{next(_numbers)}.db"
-    journal = SqliteJournal(path)
+    journal = SqliteJournal.create(path)
     try:
         _authorized(Executor(journal))
     finally:
@@ -113,9 +115,24 @@ def authorized_episode_sqlite_open() -> None:
     syncs its own intent and completion: the per-operation cost of durability."""
     global _open_journal
     if _open_journal is None:
-        _open_journal = SqliteJournal(_scratch_directory() / "open-journal.db")
+        _open_journal = SqliteJournal.create(_scratch_directory() / "open-journal.db")
         atexit.register(_open_journal.close)
     _authorized(Executor(_open_journal), f"{PLAN_ID}-{next(_numbers)}")
+
+
+_open_wal_journal: SqliteJournal | None = None
+
+
+def authorized_episode_sqlite_open_wal() -> None:
+    """The same as ``sqlite-open`` on the journal as it was before #15 (WAL mode, the
+    mutant ``receipts-only-in-wal``): the baseline that prices the rollback journal,
+    whose receipts cannot be lost with a ``-wal``."""
+    global _open_wal_journal
+    if _open_wal_journal is None:
+        path = _scratch_directory() / "open-journal-wal.db"
+        _open_wal_journal = ReceiptsOnlyInWal.create(path)
+        atexit.register(_open_wal_journal.close)
+    _authorized(Executor(_open_wal_journal), f"{PLAN_ID}-{next(_numbers)}")
 
 
 #: workload name -> episode, for the bench.
@@ -124,4 +141,5 @@ WORKLOADS: dict[str, Callable[[], None]] = {
     "executor-denied/memory": denied_episode_memory,
     "executor-authorized/sqlite": authorized_episode_sqlite,
     "executor-authorized/sqlite-open": authorized_episode_sqlite_open,
+    "executor-authorized/sqlite-open-wal": authorized_episode_sqlite_open_wal,
 }

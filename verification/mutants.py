@@ -399,7 +399,7 @@ def importable_name(name: str) -> str:
 
 
 def __getattr__(attribute: str) -> type[Run]:
-    """``from verification.mutants import step_limit_off_by_one`` builds that mutant."""
+    """``from replan.verification.mutants import step_limit_off_by_one`` builds that mutant."""
     name = attribute.replace("_", "-")
     if name in MUTANTS:
         return mutant_controller(name)

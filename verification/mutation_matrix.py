@@ -191,7 +191,7 @@ def sqlite_receipts_survive_reopen(subject: Subject, scratch: Path) -> None:
     effect = CountingEffect()
     done = Operation("p1", "commit-import", "input-A", {"rows": 3})
     doubtful = Operation("p2", "inspect-parser", "input-A", {"rows": 1})
-    journal = subject.sqlite_journal(path)
+    journal = subject.sqlite_journal.create(path)
     try:
         executor = subject.executor(journal)
         first = executor.run(done, GRANT, effect)
@@ -231,7 +231,7 @@ def unusable_file_refused(subject: Subject, scratch: Path) -> None:
     garbage = scratch / "garbage.db"
     garbage.write_bytes(bytes(range(256)) * 32)
     own = scratch / "own.db"
-    journal = REAL.sqlite_journal(own)
+    journal = REAL.sqlite_journal.create(own)
     operation = Operation("p1", "inspect-parser", "input-A")
     REAL.executor(journal).run(operation, GRANT, CountingEffect())
     journal.close()
@@ -264,6 +264,17 @@ def kill_at_every_point(subject: Subject, scratch: Path) -> None:
     from replan.verification.executor_crash import crash_problems
 
     problems = crash_problems(scratch, subject.name)
+    _expect(not problems, "; ".join(problems[:3]))
+
+
+def crash_faults_fail_closed(subject: Subject, scratch: Path) -> None:
+    """After each kill, the files damaged as a disk or a person may (the -journal
+    deleted, truncated or bit-flipped, the journal truncated or bit-flipped, its
+    directory deleted): the journal opens and keeps every promise, or is refused with
+    its files unchanged; never an effect run twice, never a receipt lost silently."""
+    from replan.verification.executor_crash import fault_matrix_problems
+
+    problems = fault_matrix_problems(scratch, subject.name)
     _expect(not problems, "; ".join(problems[:3]))
 
 
@@ -356,6 +367,7 @@ CHECKS: dict[str, Check] = {
             sqlite_receipts_survive_reopen,
             unusable_file_refused,
             kill_at_every_point,
+            crash_faults_fail_closed,
             executor_campaign,
             perform_refuses_first,
             perform_runs_only_approved,

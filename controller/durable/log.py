@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import replan.controller.records as _records_module
 from replan.controller.records import RECORD_KINDS, EvidenceState
 from replan.controller.run import shown
+from replan.controller.sqlite_journal import APPLICATION_ID as JOURNAL_APPLICATION_ID
 
 #: The header's format tag: bump it if the encoding ever changes.
 FORMAT = "replan.runlog.v1"
@@ -364,7 +365,9 @@ class SqliteRunLog(RunLog):
     """A run log in one SQLite file (WAL, ``synchronous=FULL``: an entry is on disk
     when ``append`` returns, so a killed process loses no call it logged). The
     tables are named ``replan_run_*``, so the file may be the executor's journal
-    (once the journal has created it: a journal opens only a file it made)."""
+    (once ``SqliteJournal.create`` has made it: a journal opens only a file it made);
+    in a journal's file the log keeps the journal's rollback mode, which the journal
+    requires (``controller.sqlite_journal`` says why)."""
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """Open (or create) the log at ``path``; ``read_only``: open an existing one
@@ -378,7 +381,9 @@ class SqliteRunLog(RunLog):
                 self._check_layout()
                 return
             self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-            self._connection.execute("PRAGMA journal_mode=WAL")
+            (application_id,) = self._connection.execute("PRAGMA application_id").fetchone()
+            if application_id != JOURNAL_APPLICATION_ID:  # a journal stays in rollback mode
+                self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=FULL")
             with self._transaction():
                 for statement in _SCHEMA.split(";"):
