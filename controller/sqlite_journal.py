@@ -45,6 +45,7 @@ import os
 import secrets
 import shutil
 import sqlite3
+import stat
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -101,7 +102,9 @@ def chain_after(previous: str, record: Record) -> str:
 _NEEDS_RECOVERY = ("SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY")
 
 
-def _sidecars(path: Path) -> list[Path]:
+def sidecars(path: Path) -> list[Path]:
+    """The files SQLite left beside the journal at ``path`` (after a crash, a
+    ``-journal`` holding the transaction in flight)."""
     return [s for s in (path.with_name(path.name + x) for x in _SIDECARS) if s.exists()]
 
 
@@ -131,7 +134,7 @@ class SqliteJournal(Journal):
         """Open the journal at ``path``: it must exist and pass every check of
         ``verify`` before the first byte is written."""
         self.path = Path(path)
-        self._check_file()
+        status = self._check_file()
         self.verify()
         try:
             self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
@@ -144,13 +147,13 @@ class SqliteJournal(Journal):
             if str(mode).upper() != self.JOURNAL_MODE:
                 raise JournalError(f"{self.path}: journal mode {mode}, not {self.JOURNAL_MODE}")
             self._connection.execute("PRAGMA synchronous=FULL")
-            status = os.stat(self.path)
-        except (sqlite3.Error, OSError) as error:
+        except sqlite3.Error as error:
             self._connection.close()
             raise JournalError(f"{self.path}: cannot open: {error}") from None
         except JournalError:
             self._connection.close()
             raise
+        # the file checked: if another took its name since, the first write refuses
         self._identity = (status.st_dev, status.st_ino)
 
     @classmethod
@@ -200,8 +203,6 @@ class SqliteJournal(Journal):
                 if statement.strip():
                     connection.execute(statement)
             connection.execute("COMMIT")
-            if cls.JOURNAL_MODE == "WAL":
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:
             connection.close()
         with draft.open("rb+") as handle:
@@ -209,12 +210,12 @@ class SqliteJournal(Journal):
 
     # ---- the checks at open ---------------------------------------------------------
 
-    def _check_file(self) -> None:
+    def _check_file(self) -> os.stat_result:
         """Refuse, with plain file I/O (SQLite never touches the file), what cannot be
-        a journal this code wrote or cannot be written to."""
+        a journal this code wrote or cannot be written to. Returns the file's status."""
         path = self.path
         try:
-            path.stat()
+            status = path.stat()
         except FileNotFoundError:
             raise JournalError(
                 f"{path}: no journal there; SqliteJournal.create(path) makes a new one "
@@ -222,7 +223,7 @@ class SqliteJournal(Journal):
             ) from None
         except (OSError, ValueError) as error:  # no permission, a NUL byte, a loop ...
             raise JournalError(f"{path}: cannot reach the file: {error}") from None
-        if not path.is_file():
+        if not stat.S_ISREG(status.st_mode):
             raise JournalError(f"{path}: not a file; name a journal file")
         try:
             with path.open("rb") as handle:
@@ -264,6 +265,7 @@ class SqliteJournal(Journal):
                     f"{path}: {what} is read-only; a journal must be writable to record "
                     "receipts (refusing it now, before an effect runs)"
                 )
+        return status
 
     def verify(self) -> int:
         """Check the whole file without changing a byte: SQLite's integrity check, the
@@ -277,7 +279,7 @@ class SqliteJournal(Journal):
         with tempfile.TemporaryDirectory(prefix="replan-journal-check-") as scratch:
             copy = Path(scratch) / self.path.name
             try:
-                for sidecar in _sidecars(self.path):
+                for sidecar in sidecars(self.path):
                     shutil.copyfile(sidecar, Path(scratch) / sidecar.name)
                 shutil.copyfile(self.path, copy)
             except OSError as error:
@@ -361,9 +363,9 @@ class SqliteJournal(Journal):
             "SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         last_seq, last_chain = last if last is not None else (0, GENESIS)
-        if _highest_seq(connection) != last_seq:
+        if (highest := _highest_seq(connection)) != last_seq:
             raise JournalError(
-                f"{self.path}: record #{_highest_seq(connection)} is gone (the last record "
+                f"{self.path}: record #{highest} is gone (the last record "
                 f"is #{last_seq}): receipts were lost; refusing to write"
             )
         record = Record(last_seq + 1, kind, plan_id, digest, body, time)
@@ -409,10 +411,8 @@ def _check_contents(connection: sqlite3.Connection) -> int:
         if stored != chain:
             raise JournalError(f"record #{seq} does not match its chain value (altered)")
         by_plan.setdefault(plan_id, []).append(record)
-    if _highest_seq(connection) != count:
-        raise JournalError(
-            f"records after #{count} are gone (record #{_highest_seq(connection)} was written)"
-        )
+    if (highest := _highest_seq(connection)) != count:
+        raise JournalError(f"records after #{count} are gone (record #{highest} was written)")
     for records in by_plan.values():
         fold(records)
     return count

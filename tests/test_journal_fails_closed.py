@@ -268,7 +268,8 @@ _OPEN_AS_ANOTHER_USER = textwrap.dedent(
     import os, sys
     from replan.controller.journal import JournalError
     from replan.controller.sqlite_journal import SqliteJournal
-    os.setgid(65534); os.setuid(65534)  # after the imports: /root may be closed to nobody
+    if sys.argv[2] == "as-nobody":  # after the imports: /root may be closed to nobody
+        os.setgid(65534); os.setuid(65534)
     try:
         SqliteJournal(sys.argv[1]).close()
     except JournalError as error:
@@ -281,10 +282,8 @@ _OPEN_AS_ANOTHER_USER = textwrap.dedent(
 def _open_without_write_permission(path: Path) -> subprocess.CompletedProcess[str]:
     """Open ``path`` as a user the permissions bind (root ignores them: the check
     runs as ``nobody`` when the tests run as root)."""
-    if os.geteuid() == 0:
-        command = [sys.executable, "-c", _OPEN_AS_ANOTHER_USER, str(path)]
-    else:
-        command = [sys.executable, "-c", _OPEN_AS_ANOTHER_USER.replace("os.setgid", "#"), str(path)]
+    who = "as-nobody" if os.geteuid() == 0 else "as-myself"
+    command = [sys.executable, "-c", _OPEN_AS_ANOTHER_USER, str(path), who]
     return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60, cwd="/")
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from replan.controller.executor import Grant, Operation, Outcome
 from replan.controller.journal import JournalError, JSONValue, Receipt, Record, RecordKind
-from replan.controller.sqlite_journal import SqliteJournal
+from replan.controller.sqlite_journal import SqliteJournal, sidecars
 from replan.verification.executor_mutants import SUBJECTS, Subject
 
 KILL_POINTS = (
@@ -296,12 +296,6 @@ def crash_problems(directory: Path, subject: str = "real") -> list[str]:
 # ---- faults on the files, after the kill and before the restart ---------------------------
 
 
-def _journal_files(directory: Path) -> list[Path]:
-    """The journal and the sidecars SQLite left beside it."""
-    journal = directory / JOURNAL_FILE
-    return [journal.with_name(journal.name + suffix) for suffix in ("-journal", "-wal")]
-
-
 def _flip_a_bit(path: Path, seed: int) -> None:
     data = bytearray(path.read_bytes())
     if data:
@@ -312,9 +306,8 @@ def _flip_a_bit(path: Path, seed: int) -> None:
 
 def _each_sidecar(change: Callable[[Path, int], None]) -> Callable[[Path, int], None]:
     def fault(directory: Path, seed: int) -> None:
-        for sidecar in _journal_files(directory):
-            if sidecar.exists():
-                change(sidecar, seed)
+        for sidecar in sidecars(directory / JOURNAL_FILE):
+            change(sidecar, seed)
 
     return fault
 

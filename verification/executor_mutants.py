@@ -215,6 +215,16 @@ class ReceiptsOnlyInWal(SqliteJournal):
     __slots__ = ()
     JOURNAL_MODE = "WAL"
 
+    @classmethod
+    def _lay_out(cls, draft: Path) -> None:
+        """Checkpointed once, so the header says WAL as the open expects."""
+        super()._lay_out(draft)
+        connection = sqlite3.connect(draft)
+        try:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            connection.close()
+
 
 class LostJournalRecreated(SqliteJournal):
     __slots__ = ()
