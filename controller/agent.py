@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replan.controller.middleware import GuardedCall, ModelView, ReplanMiddleware
 from replan.controller.records import ExecuteResult, Plan
+from replan.controller.tool_arguments import unparseable_as_raw
 
 #: Provider round trips the SDK allows in one request before it asks for a final
 #: answer with tools disabled (.NET: ``MaximumIterationsPerRequest = 4``).
@@ -254,7 +255,17 @@ class FunctionInvokingChatClient(
             return self.provider.get_response(
                 messages, stream=True, options=dict(options), client_kwargs=kwargs
             )
-        return self.provider.get_response(messages, options=dict(options), client_kwargs=kwargs)
+        return self._answer(messages, options, kwargs)
+
+    async def _answer(
+        self, messages: Sequence[Message], options: Mapping[str, Any], kwargs: Mapping[str, Any]
+    ) -> ChatResponse[Any]:
+        """The provider's response, with argument text no parser can read made a
+        malformed call (``tool_arguments``) before the layer above parses it."""
+        response = await self.provider.get_response(
+            messages, options=dict(options), client_kwargs=dict(kwargs)
+        )
+        return unparseable_as_raw(response)  # type: ignore[no-any-return]
 
 
 class ControllerAgent:

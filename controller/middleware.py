@@ -79,6 +79,7 @@ from replan.controller.telemetry import (
     RESULT,
     TracedController,
 )
+from replan.controller.tool_arguments import unparseable_as_raw
 
 #: The host's adapter from a trusted tool result to observations: the tool's name,
 #: its arguments, and the result as the model reads it (the text of the tool result).
@@ -258,7 +259,7 @@ class ModelView(ChatMiddleware):
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         self.guard.seen_revision = self.guard.run.evidence_revision
         elapsed = await self.guard._round_trip(context, call_next)
-        response = context.result
+        response = unparseable_as_raw(context.result)
         reported = getattr(response, "usage_details", None)
         usage = self.guard.response_usage(reported if isinstance(reported, Mapping) else {})
         self.guard.charge(Usage(usage.tokens, usage.cost, usage.elapsed_ms + elapsed))

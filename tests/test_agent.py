@@ -297,6 +297,38 @@ def test_malformed_arguments_are_a_rejected_proposal_that_uses_a_slot(
     assert [seen.result for seen in provider.calls[1].results_seen] == ["false"]
 
 
+#: Argument text that makes ``json.loads`` raise something other than JSONDecodeError,
+#: which the SDK does not catch: an integer literal over the interpreter's 4,300-digit
+#: limit, and nesting deeper than the recursion limit.
+UNPARSEABLE = {
+    "a 5001-digit integer": (
+        '{"planId": "p1", "revision": ' + "9" * 5001 + ', "evidenceRevision": 1, '
+        '"step": "inspect-parser", "resource": "input-A"}'
+    ),
+    "100,000-deep nesting": "[" * 100_000 + "]" * 100_000,
+}
+
+
+@pytest.mark.parametrize("text", UNPARSEABLE.values(), ids=UNPARSEABLE.keys())
+def test_unparseable_tool_call_json_is_a_rejected_proposal_that_used_its_slot(text: str) -> None:
+    agent, provider, controller = wired(then_stop([FunctionCallRequest(PROPOSE_PLAN, text)]))
+    agent.request_sync("go")  # never raises
+
+    assert controller.proposals == 1
+    assert controller.pending is None
+    (record,) = controller.trace
+    assert (record["op"], record["result"]) == ("propose", False)
+    assert record["transition"] == "idle --propose[plan_malformed]--> idle"
+    assert [seen.result for seen in provider.calls[1].results_seen] == ["false"]
+
+
+def test_unparseable_execute_json_answers_unknown_plan() -> None:
+    text = '{"stepId": ' + "9" * 5001 + "}"
+    agent, _, controller = wired(then_stop([FunctionCallRequest(EXECUTE_STEP, text)]))
+    agent.request_sync("go")
+    assert [(r["op"], r["result"]) for r in controller.trace] == [("execute", "UnknownPlan")]
+
+
 def test_well_formed_arguments_pass_the_gate_unchanged() -> None:
     agent, _, controller = wired(then_stop([FunctionCallRequest(PROPOSE_PLAN, P1)]))
     agent.request_sync("go")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import Agent, FunctionTool
+from agent_framework import Agent, ChatMiddlewareLayer, FunctionInvocationLayer, FunctionTool
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -58,6 +58,12 @@ def call(name: str, call_id: str, **arguments: Any) -> FunctionCallRequest:
     return FunctionCallRequest(name, {"path": RESOURCE, **arguments}, call_id=call_id)
 
 
+class SdkLayeredScriptedClient(
+    FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], ScriptedChatClient
+):
+    """The scripted provider with the SDK's own layers, stacked as its clients stack them."""
+
+
 @dataclass
 class Harness:
     """One guarded agent over scripted replies; counts each tool's real runs."""
@@ -71,6 +77,9 @@ class Harness:
     runs: Counter[str] = field(default_factory=Counter)
     read: list[str] = field(default_factory=list)
     clock: Callable[[], float] | None = None
+    #: The provider stacked the way the SDK's own clients are (no replan client in
+    #: the chat path): only the guard's middleware stands between it and the tools.
+    sdk_layered: bool = False
 
     def __post_init__(self) -> None:
         self.controller = self.controller_class(self.policy)
@@ -114,12 +123,19 @@ class Harness:
             self.read.extend(f"{seen.call_id}: {seen.result}" for seen in results[len(self.read) :])
             return next(queue)
 
-        self.chat = ScriptedChatClient(script, usage={"total_token_count": 11})
+        configuration: Any = {"max_iterations": 8, "allow_concurrent_invocation": False}
+        client: Any
+        if self.sdk_layered:
+            client = self.chat = SdkLayeredScriptedClient(
+                script=script,
+                usage={"total_token_count": 11},
+                function_invocation_configuration=configuration,
+            )
+        else:
+            self.chat = ScriptedChatClient(script, usage={"total_token_count": 11})
+            client = FunctionInvokingChatClient(self.chat, configuration=configuration)
         agent = Agent(
-            client=FunctionInvokingChatClient(
-                self.chat,
-                configuration={"max_iterations": 8, "allow_concurrent_invocation": False},
-            ),
+            client=client,
             tools=[self.tool(name) for name in tools],
             middleware=self.guard.middleware if self.with_model_view else [self.guard],
         )
@@ -196,6 +212,23 @@ def test_arguments_that_do_not_fit_the_tool_are_refused_before_the_controller() 
     ]
     assert harness.runs["inspect"] == 0
     assert (harness.controller.proposals, harness.controller.steps) == (0, 0)
+    assert harness.executor.in_doubt() == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"path": "input-A", "rows": ' + "9" * 5001 + "}", "[" * 100_000 + "]" * 100_000],
+    ids=["a 5001-digit integer", "100,000-deep nesting"],
+)
+def test_unparseable_tool_call_json_is_refused_and_never_runs(text: str) -> None:
+    """Text the SDK's parser raises on (not JSONDecodeError) reaches the guard as a
+    malformed call, on a provider with the SDK's own layers: the model view repairs it."""
+    harness = Harness(sdk_layered=True)
+    harness.request([FunctionCallRequest("inspect", text, call_id="i1")])  # never raises
+    ((call_id, answer),) = harness.answers()
+    assert call_id == "i1"
+    assert answer.startswith("Refused: the arguments do not fit tool 'inspect'")
+    assert harness.runs["inspect"] == 0
     assert harness.executor.in_doubt() == []
 
 

@@ -44,10 +44,12 @@ class FunctionResult:
 class FunctionCallRequest:
     """A function call the provider asks for. ``call_id`` None: the client numbers it
     (``call-<provider call>-<index>``); a script gives one to repeat an earlier call
-    exactly (a provider retrying a call it did not see answered)."""
+    exactly (a provider retrying a call it did not see answered). ``arguments`` as a
+    string is the call's argument text exactly as a provider's wire format carries it
+    (the SDK parses it), so a script can send text no JSON parser reads."""
 
     name: str
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, Any] | str
     call_id: str | None = None
 
 
@@ -77,7 +79,7 @@ class ProviderCall:
         else:
             reply = {
                 "function_calls": [
-                    {"name": call.name, "arguments": dict(call.arguments)} for call in self.reply
+                    {"name": call.name, "arguments": _wire(call.arguments)} for call in self.reply
                 ]
             }
         return {
@@ -90,6 +92,11 @@ class ProviderCall:
             ],
             "reply": reply,
         }
+
+
+def _wire(arguments: Mapping[str, Any] | str) -> dict[str, Any] | str:
+    """The arguments as the client hands them to the SDK: text as it is, a mapping copied."""
+    return arguments if isinstance(arguments, str) else dict(arguments)
 
 
 def function_results(messages: Sequence[Message]) -> list[FunctionResult]:
@@ -166,7 +173,7 @@ class ScriptedChatClient(BaseChatClient[Any]):
                 Content.from_function_call(
                     call.call_id or f"call-{number}-{index}",
                     call.name,
-                    arguments=dict(call.arguments),
+                    arguments=_wire(call.arguments),
                 )
                 for index, call in enumerate(reply, start=1)
             ]
