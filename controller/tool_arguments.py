@@ -25,31 +25,33 @@ import json
 from typing import Any
 
 
-def _unparseable(text: str) -> bool:
-    """Whether ``text`` makes ``json.loads`` raise anything but the ``JSONDecodeError``
-    the SDK answers itself."""
+def _parsed(text: str) -> dict[str, Any] | None:
+    """The arguments the SDK would make of ``text``, parsed here once; None for text
+    that is no JSON at all (``JSONDecodeError``), which the SDK answers itself."""
     try:
-        json.loads(text)
+        loaded = json.loads(text)
     except json.JSONDecodeError:
-        return False
-    except (ValueError, RecursionError):
-        return True
-    return False
+        return None
+    except (ValueError, RecursionError):  # past the digit limit, past the recursion limit
+        return {"raw": text}
+    # Content.parse_arguments: a JSON object is the arguments, anything else is "raw".
+    return loaded if isinstance(loaded, dict) else {"raw": loaded}
 
 
 def unparseable_as_raw(response: Any) -> Any:
-    """``response`` (a ``ChatResponse``) with every function call whose argument text
-    cannot be parsed holding ``{"raw": text}`` instead; anything else is returned as
-    it is. The calls are changed in place: the SDK reads these very objects next."""
+    """``response`` (a ``ChatResponse``) with every function call's argument text
+    replaced by what the SDK makes of it, parsed once here: a call whose text no parser
+    can read holds ``{"raw": text}``. The SDK then never parses the text again, at
+    another depth of the stack. Anything else is returned as it is; the calls are
+    changed in place, since the SDK reads these very objects next. A streamed response
+    is not read here (``agent.ControllerAgent`` never streams)."""
     for message in getattr(response, "messages", None) or ():
         for content in getattr(message, "contents", None) or ():
             arguments = getattr(content, "arguments", None)
-            if (
-                getattr(content, "type", None) == "function_call"
-                and isinstance(arguments, str)
-                and _unparseable(arguments)
-            ):
-                content.arguments = {"raw": arguments}
+            if getattr(content, "type", None) == "function_call" and isinstance(arguments, str):
+                parsed = _parsed(arguments)
+                if parsed is not None:
+                    content.arguments = parsed
     return response
 
 

@@ -89,9 +89,16 @@ def test_quick_run_writes_json_with_all_three_implementations(
     if durable["status"] == "measured":  # logged calls beside the unlogged one
         assert set(durable["ratio_to_unlogged"]) == {"logged in memory", "logged in SQLite"}
         assert {figures["calls"] for figures in durable["restore"].values()} == {1000}
+    memory = document["tools"]["campaign"]["memory"]  # both ways, each in its own process
+    for way in ("bounded", "one_engine"):
+        assert memory[way]["operations"] > 0
+        assert len(memory[way]["growth_bytes_per_operation"]) == 1
+    assert memory["bounded"]["examples_per_engine"] < memory["examples"]  # really split
+    assert memory["one_engine"]["examples_per_engine"] == memory["examples"]
     table = capsys.readouterr().out
     assert "generated/hand-written" in table and str(target) in table
     assert "the unlogged call (wall)" in table
+    assert "B/operation" in table
 
 
 def test_tool_measures_only_the_named_tools(

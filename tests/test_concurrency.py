@@ -4,29 +4,18 @@ Controller makes no such promise (one caller at a time, CONTRACT.md)."""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
 from replan.controller.agent import ControllerTools
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.serialized import SerializedController
+from replan.verification.concurrent_campaign import switching_often
 
 #: Every step may run at once: nothing waits for evidence.
 OPEN = replace(DEFAULT_POLICY, max_steps=2, max_proposals=10**6, no_progress_limit=10**6)
-
-
-@contextmanager
-def switching_often() -> Iterator[None]:
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(interval)
 
 
 def _together(work: Callable[[int], None], threads: int = 8) -> list[BaseException]:

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import json
 import os
 import platform
 import statistics
@@ -573,7 +574,49 @@ def _campaign(settings: Settings, module: Any) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "operations_per_second": round(result.operations_per_second, 1),
         "held": result.passed,
+        "memory": campaign_memory(settings),
     }
+
+
+#: Examples of the ``thorough`` profile each memory run makes (--quick: a tenth).
+MEMORY_EXAMPLES = 1000
+
+
+def campaign_memory(settings: Settings) -> dict[str, Any]:
+    """Resident memory a ``thorough`` campaign adds per operation, its budget run as
+    engines of ``EXAMPLES_PER_ENGINE`` examples (``verification.engine_memory``, what
+    every campaign does) and as one engine, each in a fresh process (a high-water
+    mark is per process), the two alternating, three rounds (one with ``--quick``)."""
+    from replan.verification.engine_memory import EXAMPLES_PER_ENGINE
+
+    examples = MEMORY_EXAMPLES // 10 if settings.quick else MEMORY_EXAMPLES
+    # --quick scales the share with the budget, so that its bounded run is split too
+    share = EXAMPLES_PER_ENGINE // 10 if settings.quick else EXAMPLES_PER_ENGINE
+    sizes: dict[str, int | None] = {"bounded": share, "one_engine": None}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
+    for _ in range(1 if settings.quick else 3):
+        for name, size in sizes.items():
+            program = (
+                "import json; from replan.verification.engine_memory import campaign_growth; "
+                f"print(json.dumps(campaign_growth({size!r}, {examples}, {CAMPAIGN_SEED})))"
+            )
+            done = subprocess.run(
+                [sys.executable, "-c", program], capture_output=True, text=True, check=True
+            )
+            runs[name].append(json.loads(done.stdout.splitlines()[-1]))
+    figures: dict[str, Any] = {"profile": "thorough", "examples": examples}
+    for name, measured in runs.items():
+        growth = [run["growth_bytes_per_operation"] for run in measured]
+        figures[name] = {
+            "examples_per_engine": sizes[name] or examples,
+            "operations": measured[0]["operations"],
+            "growth_bytes_per_operation_median": statistics.median(growth),
+            "growth_bytes_per_operation": growth,
+        }
+    bounded = figures["bounded"]["growth_bytes_per_operation_median"]
+    whole = figures["one_engine"]["growth_bytes_per_operation_median"]
+    figures["ratio_one_engine_to_bounded"] = round(whole / bounded, 2) if bounded > 0 else None
+    return figures
 
 
 def wide_policy(keys: int = WIDE_KEYS) -> Policy:
@@ -842,6 +885,21 @@ def _bytes(value: int) -> str:
 DURABLE_PARTS = ("per_call", "ratio_to_unlogged", "restore", "crash_matrix")
 
 
+def campaign_memory_lines(memory: dict[str, Any]) -> list[str]:
+    """The campaign's memory figure: resident growth per operation, both ways."""
+    lines = [f"    memory ({memory['profile']}, {memory['examples']} examples, resident growth):"]
+    for name in ("bounded", "one_engine"):
+        figure = memory[name]
+        lines.append(
+            f"      {figure['examples_per_engine']:>5} examples per engine "
+            f"{figure['growth_bytes_per_operation_median']:>9,.0f} B/operation "
+            f"(runs {', '.join(f'{g:,.0f}' for g in figure['growth_bytes_per_operation'])}; "
+            f"{figure['operations']:,} operations)"
+        )
+    lines.append(f"      ratio one engine/bounded {memory['ratio_one_engine_to_bounded']}")
+    return lines
+
+
 def durable_lines(figures: dict[str, Any]) -> list[str]:
     """The durable run's figures: per call, restore, the kill-and-restart matrix."""
     lines = []
@@ -936,7 +994,7 @@ def render_table(document: dict[str, Any]) -> str:
         )
     lines += ["", "other tools:"]
     for name, figures in document["tools"].items():
-        hidden = ("status", "module", "workloads", "differences", *DURABLE_PARTS)
+        hidden = ("status", "module", "workloads", "differences", "memory", *DURABLE_PARTS)
         shown = {k: v for k, v in figures.items() if k not in hidden}
         detail = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
@@ -955,6 +1013,8 @@ def render_table(document: dict[str, Any]) -> str:
             )
         if name == "durable" and figures["status"] == "measured":
             lines += durable_lines(figures)
+        if "memory" in figures:
+            lines += campaign_memory_lines(figures["memory"])
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)

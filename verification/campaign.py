@@ -69,6 +69,7 @@ from replan.spec.vocabulary import REGISTRY
 from replan.verification import interrupt, mutants
 from replan.verification.coverage import Coverage, declared_model, targets_for
 from replan.verification.domains import HAND_WRITTEN, PARAMETER_TYPES
+from replan.verification.engine_memory import EXAMPLES_PER_ENGINE, engine_budgets, engine_seed
 from replan.verification.files import write_atomically
 from replan.verification.harness import (
     CHECKER,
@@ -84,6 +85,7 @@ from replan.verification.harness import (
     same_outcome,
     trace_length,
 )
+from replan.verification.visited import Visited
 
 Factory = Callable[[Policy], Implementation]
 
@@ -124,12 +126,6 @@ PROFILES: dict[str, Profile] = {
         Profile("thorough", 3000, 100, "before a release"),
     )
 }
-
-
-def canonical_snapshot(snapshot: dict[str, Any]) -> str:
-    """A snapshot as one canonical string (the identity of a state, shared with the
-    explorer so their visited sets can be compared)."""
-    return json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
 
 
 _ENUM_REPR = re.compile(r"<(EvidenceState|ExecuteResult|StopReason)\.(\w+): '[^']*'>")
@@ -230,8 +226,7 @@ class Recorder:
     properties_checked: int = 0  # operations checked against every property
     failures: int = 0  # failing runs seen (the first, then each one while shrinking)
     first_failure_at: int | None = None  # the example in which the first was seen
-    visited_snapshots: set[str] = field(default_factory=set)
-    visited_transitions: set[tuple[str, str]] = field(default_factory=set)
+    visited: Visited = field(default_factory=Visited)
     started: float = field(default_factory=time.perf_counter)
     _last_report: float = 0.0
 
@@ -317,15 +312,15 @@ class CampaignMachine(RuleBasedStateMachine):
         self.absorbed = 0
         self.last: dict[str, Any] = self.subject.snapshot()
         self.view = run_view(self.subject)  # what the properties read as "before"
-        self.last_key = canonical_snapshot(self.last)
+        self.last_key = (
+            self.recorder.visited.state(self.last) if self.recorder.collect_visited else b""
+        )
         self.recorder.runs += 1
         broken = CHECKER.initial(self.view, self.policy) + CHECKER.state(self.view)
         if broken:
             self._fail(broken[0], f"a fresh run breaks {', '.join(broken)}")
         if self.twin is not None and self.last != self.twin.snapshot():
             self._fail(DIVERGENCE, "a fresh run's snapshot differs from the reference model's")
-        if self.recorder.collect_visited:
-            self.recorder.visited_snapshots.add(self.last_key)
 
     def _tally(self) -> None:
         """Count what the run's calls fired, by the transition label each trace record
@@ -344,7 +339,7 @@ class CampaignMachine(RuleBasedStateMachine):
         for (before_key, op, result, stopped_now), label in zip(self.calls, labels, strict=True):
             recorder.coverage.record(label, op, result, stopped_now)
             if recorder.collect_visited and label is not None and " absorbs " not in label:
-                recorder.visited_transitions.add((before_key, label))
+                recorder.visited.transition(before_key, label)
         self.calls = []
 
     def teardown(self) -> None:
@@ -370,8 +365,7 @@ class CampaignMachine(RuleBasedStateMachine):
         stopped_now = after["stop_reason"] if before["stop_reason"] is None else None
         self.calls.append((self.last_key, op, result, stopped_now))
         if recorder.collect_visited:
-            self.last_key = canonical_snapshot(after)
-            recorder.visited_snapshots.add(self.last_key)
+            self.last_key = recorder.visited.state(after)
         recorder.properties_checked += 1
         broken = CHECKER.call(
             op, self.view, argument, result, view, appended_since(self.subject, mark)
@@ -787,9 +781,9 @@ def build_machine(
 
 @dataclass
 class CampaignResult:
-    """What a campaign did and found. ``visited_snapshots`` (canonical snapshots, see
-    ``canonical_snapshot``) and ``visited_transitions`` ((canonical snapshot before
-    the call, declared transition label)) are what the explorer compares against."""
+    """What a campaign did and found. ``visited`` (its distinct states and (state,
+    declared transition) pairs, see ``verification.visited``) is what the explorer
+    compares against."""
 
     policy: Policy
     profile: str
@@ -803,8 +797,7 @@ class CampaignResult:
     finding: Finding | None = None
     replayed: bool = True  # the finding reproduced when replayed by the harness
     saved: list[Path] = field(default_factory=list)
-    visited_snapshots: set[str] = field(default_factory=set)
-    visited_transitions: set[tuple[str, str]] = field(default_factory=set)
+    visited: Visited = field(default_factory=Visited)
     budget: tuple[int, int] = (0, 0)  # (examples, steps per example)
     #: the example (1-based, in the order Hypothesis ran them) that first failed: 1
     #: when the example database handed back a failure found before
@@ -832,20 +825,9 @@ class CampaignResult:
         ):
             mine.update(theirs)
         self.coverage.refused += other.coverage.refused
-        self.visited_snapshots |= other.visited_snapshots
-        self.visited_transitions |= other.visited_transitions
+        self.visited.merge(other.visited)
         if self.finding is None and other.finding is not None:
             self.finding, self.saved, self.replayed = other.finding, other.saved, other.replayed
-
-    def visited_states(self) -> list[dict[str, Any]]:
-        """The visited snapshots as ``snapshot()`` dicts (sorted by canonical form),
-        the shape the explorer's coverage comparison takes."""
-        return [json.loads(key) for key in sorted(self.visited_snapshots)]
-
-    def visited_state_transitions(self) -> list[tuple[dict[str, Any], str]]:
-        """The visited (snapshot before the call, declared transition label) pairs,
-        with the snapshot as a ``snapshot()`` dict."""
-        return [(json.loads(key), label) for key, label in sorted(self.visited_transitions)]
 
     @property
     def operations_per_second(self) -> float:
@@ -873,8 +855,8 @@ class CampaignResult:
             "operations_per_second": self.operations_per_second,
             "properties": list(REGISTRY),
             "operations_checked": self.invariants_checked,
-            "distinct_states_visited": len(self.visited_snapshots),
-            "distinct_state_transitions_visited": len(self.visited_transitions),
+            "distinct_states_visited": len(self.visited),
+            "distinct_state_transitions_visited": self.visited.transition_count,
             "coverage": self.coverage.to_json(),
             "seeded_from_explorer": self.seeded,
             "policy": policy_to_dict(self.policy),
@@ -905,8 +887,8 @@ class CampaignResult:
                 f"seeded: {len(self.seeded)} transitions the rules missed, "
                 f"{SEEDED_EXAMPLES} examples each from the explorer's witness"
             )
-        if self.visited_snapshots:
-            lines.append(f"distinct states visited: {len(self.visited_snapshots)}")
+        if len(self.visited):
+            lines.append(f"distinct states visited: {len(self.visited)}")
         lines += self.coverage.lines()
         return lines
 
@@ -962,6 +944,31 @@ def _database(location: str | Path | None) -> ExampleDatabase | None:
     return None if location is None else DirectoryBasedExampleDatabase(str(location))
 
 
+def _settings(examples: int, steps: int, database: str | Path | None) -> settings:
+    """One engine's Hypothesis settings: its share of the examples, the campaign's steps."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=_database(database),
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        derandomize=False,
+    )
+
+
+def _run_engine(machine: type[RuleBasedStateMachine], chosen: settings) -> PropertyFailure | None:
+    """Run one Hypothesis engine; the failure it shrank and replayed, if any."""
+    try:
+        run_state_machine_as_test(machine, settings=chosen)
+    except PropertyFailure as caught:  # Hypothesis replayed its minimal example
+        return caught
+    return None
+
+
 def run_campaign(
     policy: Policy | None = None,
     profile: str = "ci",
@@ -976,13 +983,17 @@ def run_campaign(
     progress: Callable[[Progress], None] | None = None,
     collect_visited: bool = True,
     prefix: Sequence[Operation] = (),
+    examples_per_engine: int | None = EXAMPLES_PER_ENGINE,
 ) -> CampaignResult:
     """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
     generated controller) against ``reference`` under ``policy`` with the profile's
     budget (``examples``/``steps`` override it). Deterministic for a ``seed``
     (a random one is chosen and reported when None). On a failure, the shrunk
     counterexample is replayed through the harness and, when ``out_dir`` is given,
-    saved there as JSON and as a pytest file. Every example starts with ``prefix``."""
+    saved there as JSON and as a pytest file. Every example starts with ``prefix``.
+    The budget runs as consecutive Hypothesis engines of at most
+    ``examples_per_engine`` examples (``verification.engine_memory``: memory stays
+    bounded; None: one engine)."""
     policy = policy or DEFAULT_POLICY
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
@@ -1005,32 +1016,22 @@ def run_campaign(
         Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
     )
     identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
-    machine = build_machine(
-        policy,
-        implementation_class,
-        recorder,
-        identity=identity,
-        reference=reference,
-        prefix=prefix,
-    )
-    machine = hypothesis_seed(seed)(machine)
-    hypothesis_settings = settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=_database(database),
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-        derandomize=False,
-    )
     failure: PropertyFailure | None = None
-    try:
-        run_state_machine_as_test(machine, settings=hypothesis_settings)
-    except PropertyFailure as caught:  # Hypothesis replayed its minimal example
-        failure = caught
+    for number, share in enumerate(engine_budgets(examples, examples_per_engine)):
+        machine = build_machine(
+            policy,
+            implementation_class,
+            recorder,
+            identity=identity,
+            reference=reference,
+            prefix=prefix,
+        )
+        failure = _run_engine(
+            hypothesis_seed(engine_seed(seed, number))(machine),
+            _settings(share, steps, database),
+        )
+        if failure is not None:
+            break
     seconds = time.perf_counter() - recorder.started
 
     result = CampaignResult(
@@ -1043,8 +1044,7 @@ def run_campaign(
         operations=recorder.operations,
         seconds=seconds,
         coverage=recorder.coverage,
-        visited_snapshots=recorder.visited_snapshots,
-        visited_transitions=recorder.visited_transitions,
+        visited=recorder.visited,
         budget=(examples, steps),
         found_at_example=recorder.first_failure_at,
         properties_checked=recorder.properties_checked,

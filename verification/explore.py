@@ -1750,13 +1750,15 @@ def coverage(
     visited_transitions: Iterable[tuple[Any, ...]] = (),
     *,
     examples: int = 3,
+    abstracted: bool = False,
 ) -> Coverage:
     """How much of ``result``'s reachable graph (explored with ``keep_graph=True``) a
     campaign visited, both mapped by ``abstract_state``. States are snapshots (dicts,
     or canonical JSON strings of them, or ``_export_state`` tuples); a transition is
     (state before the call, the trace record's "transition" field), the pair the
     campaign records, so the explorer's transitions are the distinct (abstract state,
-    fired transition) pairs of its graph."""
+    fired transition) pairs of its graph. ``abstracted``: the states given are
+    ``abstract_state`` values already (a campaign's ``Visited`` records)."""
     graph = result.graph
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
@@ -1769,6 +1771,8 @@ def coverage(
     pairs = {(abstract_of[source], number) for source, number, _ in graph.edges}
 
     def abstract(value: Any) -> tuple[Any, ...]:
+        if abstracted:
+            return tuple(value)
         if isinstance(value, str):
             value = json.loads(value)
         return abstract_state(_as_state(value))
@@ -1925,7 +1929,7 @@ def compare_campaign(
 ) -> CampaignComparison:
     """Explore ``policy`` (default report domains unless given) on the campaign's
     implementation, keeping the graph and every invariant's shortest counterexample,
-    then measure the campaign (``visited_snapshots``, ``visited_transitions`` and
+    then measure the campaign (``visited`` and
     ``finding`` of a ``verification.campaign.CampaignResult``) against it."""
     policy = DEFAULT_POLICY if policy is None else policy
     explored = explore(
@@ -1939,7 +1943,13 @@ def compare_campaign(
     )
     runs = explored.runs or [explored]
     measured = [
-        coverage(run, campaign.visited_snapshots, campaign.visited_transitions) for run in runs
+        coverage(
+            run,
+            campaign.visited.abstract_states(),
+            campaign.visited.abstract_transitions(),
+            abstracted=True,
+        )
+        for run in runs
     ]
     comparison = CampaignComparison(measured, explored)
     finding = getattr(campaign, "finding", None)

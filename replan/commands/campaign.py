@@ -13,6 +13,9 @@ transitions, ExecuteResults and StopReasons.
   replan campaign --junit out/campaign.xml  also write a JUnit XML report
   replan campaign --coverage-vs-explorer    also measure it against replan explore's
                                             reachable states and transitions
+  replan campaign --threads 8               concurrent mode: 8 threads on one shared
+                                            run (SerializedController), every property
+                                            checked on the history it serialized them into
 
 Profiles (--profile, default "ci", as for `replan verify`) set Hypothesis examples x
 steps per example; --examples/--steps override them. The same --seed gives the same operations and
@@ -23,8 +26,21 @@ Everything goes to -o DIR (default out/campaign/, in .gitignore): on a failure t
 shrunk operation sequence is printed, saved as counterexample JSON and as a pytest
 regression test there (re-run it with `replan replay FILE`); Hypothesis' directory
 is DIR/.hypothesis/ (its example database DIR/.hypothesis/examples, and its cache),
-not .hypothesis/ wherever you run it. Exit 0 all held, 1 a property failed (or coverage was
-incomplete with --require-full-coverage), 2 bad input.
+not .hypothesis/ wherever you run it.
+
+Concurrent mode (--threads N, at least 2): each trial starts N threads together on one
+run, each making --steps calls (default 20) chosen from the operations of the state it
+reads; --examples trials (default: the profile's examples). The run's trace must be a
+serialization of the calls (each record some thread's next call, with the answer that
+thread got; none lost, none twice), and that history, replayed serially beside the
+reference model, must keep every property, give every answer the threads got and end
+in the shared run's state. The default implementation is the thread-safe
+replan.controller.serialized:SerializedController; --implementation
+replan.controller:Controller (one caller at a time) shows a race being caught. A
+failure's history is saved as DIR/concurrent-<property>.json.
+
+Exit 0 all held, 1 a property failed (or coverage was incomplete with
+--require-full-coverage), 2 bad input.
 """
 
 from __future__ import annotations
@@ -46,6 +62,7 @@ from replan.common import (
     positive_int,
     print_json,
 )
+from replan.controller.policy import Policy
 from replan.spec.reference import ReferenceController
 from replan.spec.vocabulary import REGISTRY
 from replan.verification.campaign import (
@@ -114,6 +131,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when a live declared transition, ExecuteResult or StopReason was missed",
     )
     parser.add_argument(
+        "--threads",
+        type=positive_int,
+        metavar="N",
+        help="concurrent mode: N threads (at least 2) calling one run at once; the "
+        "properties are checked on the history the run serialized them into",
+    )
+    parser.add_argument(
         "--coverage-vs-explorer",
         action="store_true",
         help="also explore the policy exhaustively (replan explore's default domains) and "
@@ -151,6 +175,8 @@ def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
+    if args.threads is not None:
+        return run_concurrent(args, policy)
     check_writable(args.junit, "--junit")
     reference = ReferenceController
     try:
@@ -214,6 +240,77 @@ def run(args: argparse.Namespace) -> int:
         elif coverage_failed:
             print("coverage incomplete (--require-full-coverage): see MISSED above")
     return 1 if (result.finding is not None or coverage_failed) else 0
+
+
+#: Calls per thread in concurrent mode unless --steps says otherwise.
+CONCURRENT_STEPS = 20
+
+
+def run_concurrent(args: argparse.Namespace, policy: Policy) -> int:
+    """``--threads``: the concurrent mode (``verification.concurrent_campaign``)."""
+    from replan.verification.concurrent_campaign import (
+        DEFAULT_CONCURRENT_IMPLEMENTATION,
+        LINEARIZABLE,
+        run_concurrent_campaign,
+    )
+
+    if args.threads < 2:
+        raise CliError(f"--threads {args.threads}: the concurrent mode needs at least 2")
+    for given, name in (
+        (args.mutant, "--mutant"),
+        (args.junit, "--junit"),
+        (args.coverage_vs_explorer, "--coverage-vs-explorer"),
+        (args.require_full_coverage, "--require-full-coverage"),
+    ):
+        if given:
+            raise CliError(f"{name} is not offered with --threads (the sequential campaign's)")
+    implementation = args.implementation or DEFAULT_CONCURRENT_IMPLEMENTATION
+    try:
+        factory = resolve_implementation(implementation)
+    except ImplementationError as error:
+        raise CliError(str(error)) from None
+    trials = args.examples or PROFILES[args.profile].examples
+    steps = args.steps or CONCURRENT_STEPS
+    print(
+        f"replan campaign: {trials} trials x {args.threads} threads x {steps} calls on one "
+        f"run of {implementation} ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    quarters: set[int] = set()
+
+    def show(done: int, total: int) -> None:
+        quarter = done * 4 // total
+        if quarter > 0 and quarter not in quarters:
+            quarters.add(quarter)
+            print(f"  {done}/{total} trials", file=sys.stderr, flush=True)
+
+    result = run_concurrent_campaign(
+        policy,
+        factory=factory,
+        implementation=implementation,
+        threads=args.threads,
+        trials=trials,
+        steps=steps,
+        seed=args.seed,
+        out_dir=Path(args.output),
+        progress=show,
+    )
+    if args.json:
+        print_json({**result.to_json(), "exit_code": 0 if result.passed else 1})
+    else:
+        print("\n".join(result.summary_lines()))
+        finding = result.finding
+        if finding is not None:
+            print()
+            print(f"FAILED: {finding.property} - {finding.message}")
+            print(f"the serialized history ({len(finding.operations)} operation(s)):")
+            print(program(finding.operations, finding.results))
+            for path in result.saved:
+                print(f"saved: {path}")
+                if finding.property != LINEARIZABLE:
+                    print(f"replay: replan replay {path}")
+    return 0 if result.passed else 1
 
 
 def print_failure(result: CampaignResult) -> None:

@@ -486,7 +486,10 @@ class Pipeline:
                 if run.graph is None:
                     continue
                 against = explorer_coverage(
-                    run, result.visited_snapshots, result.visited_transitions
+                    run,
+                    result.visited.abstract_states(),
+                    result.visited.abstract_transitions(),
+                    abstracted=True,
                 )
                 name = str(run.domains.get("name", "explorer"))
                 measured[name] = against.to_json()
