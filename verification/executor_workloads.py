@@ -13,7 +13,10 @@ journal, one grant and one operation:
   in-memory figure;
 - ``authorized_episode_sqlite_open``: the same on one journal opened once (a fresh
   executor and a new plan id per episode), which separates the per-operation cost of
-  two synced commits from the cost of creating a file.
+  two synced commits from the cost of creating a file;
+- ``chain_one_record`` and ``open_journal_of_200_operations``: what the hash chain
+  costs, per record written (two per operation) and at open, where every record's
+  chain value is recomputed and compared.
 
 Every episode checks its own outcome and raises ``AssertionError`` if it is not the
 expected one: a fast wrong answer is not a result. Each takes no arguments and
@@ -30,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from replan.controller.executor import Executor, Grant, Operation, Outcome
-from replan.controller.journal import JSONValue
-from replan.controller.sqlite_journal import SqliteJournal
+from replan.controller.journal import JSONValue, Record
+from replan.controller.sqlite_journal import SqliteJournal, chain_after
 from replan.verification.executor_mutants import ReceiptsOnlyInWal
 
 GRANT = Grant(resources=["input-A"], steps=["inspect-parser", "inspect-access", "commit-import"])
@@ -135,6 +138,54 @@ def authorized_episode_sqlite_open_wal() -> None:
     _authorized(Executor(_open_wal_journal), f"{PLAN_ID}-{next(_numbers)}")
 
 
+#: Operations in the journal the open workload opens (two records each).
+OPERATIONS_AT_OPEN = 200
+_full_journal: Path | None = None
+
+
+def _journal_of_operations() -> Path:
+    """A closed journal holding ``OPERATIONS_AT_OPEN`` executed operations."""
+    global _full_journal
+    if _full_journal is None:
+        path = _scratch_directory() / "full-journal.db"
+        journal = SqliteJournal.create(path)
+        try:
+            for number in range(OPERATIONS_AT_OPEN):
+                _authorized(Executor(journal), f"{PLAN_ID}-{number}")
+        finally:
+            journal.close()
+        _full_journal = path
+    return _full_journal
+
+
+_two_records: tuple[Record, Record] | None = None
+
+
+def chain_one_record() -> None:
+    """The chain value of one record after its predecessor's: the hash a write adds
+    (the journal computes one per record, two per operation)."""
+    global _two_records
+    if _two_records is None:
+        journal = SqliteJournal(_journal_of_operations())
+        try:
+            first, second = journal.records()[-2:]
+        finally:
+            journal.close()
+        _two_records = (first, second)
+    first, second = _two_records
+    assert len(chain_after(chain_after("", first), second)) == 64
+
+
+def open_journal_of_200_operations() -> None:
+    """Open (and close) a journal of ``OPERATIONS_AT_OPEN`` operations: the integrity
+    check and every record's chain recomputed, the price of refusing damage at open."""
+    journal = SqliteJournal(_journal_of_operations())
+    try:
+        assert len(journal.records()) == 2 * OPERATIONS_AT_OPEN
+    finally:
+        journal.close()
+
+
 #: workload name -> episode, for the bench.
 WORKLOADS: dict[str, Callable[[], None]] = {
     "executor-authorized/memory": authorized_episode_memory,
@@ -142,4 +193,6 @@ WORKLOADS: dict[str, Callable[[], None]] = {
     "executor-authorized/sqlite": authorized_episode_sqlite,
     "executor-authorized/sqlite-open": authorized_episode_sqlite_open,
     "executor-authorized/sqlite-open-wal": authorized_episode_sqlite_open_wal,
+    "executor-journal/chain-one-record": chain_one_record,
+    "executor-journal/open-200-operations": open_journal_of_200_operations,
 }
