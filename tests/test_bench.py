@@ -75,9 +75,12 @@ def test_quick_run_writes_json_with_all_three_implementations(
         "executor",
         "middleware",
         "durable",
+        "explore",
     }
+    assert document["tools"]["explore"]["status"] == "skipped"  # opt-in: --explore
     for name, figures in document["tools"].items():
-        assert figures["status"] in {"measured", "absent"}, (name, figures)
+        if name != "explore":
+            assert figures["status"] in {"measured", "absent"}, (name, figures)
     executor = document["tools"]["executor"]
     if executor["status"] == "measured":
         for numbers in executor["workloads"].values():
@@ -244,3 +247,28 @@ def test_output_that_is_a_directory_exits_2(
     assert main(["bench", "--quick", "-o", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "is a directory" in error[0]
+
+
+def test_the_explore_figures_are_opt_in() -> None:
+    """`replan bench` without --explore never starts the quarter-hour explorer run."""
+    settings = dataclasses.replace(bench.QUICK, only_tools=("middleware",))
+    assert "explore" in bench.OPT_IN
+    figures = bench.tool_figures(dataclasses.replace(settings, only_tools=()))
+    assert figures["explore"]["status"] == "skipped"
+
+
+def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Path) -> None:
+    """Without SPIN's anchor the comparison says why, and the explorer's figures (one
+    worker, two) stand, with the same counts."""
+    from replan.verification.domains import product_domains
+    from replan.verification.explore_bench import explore_lines, spin_comparison
+
+    domains = product_domains(1, 1)
+    figures = spin_comparison(1, 1, 1, lambda _: None, anchor=tmp_path, domains=domains)
+    assert figures["spin"]["status"] == "absent" and "run_spin.sh" in figures["spin"]["why"]
+    one, two = figures["explore_1_workers"], figures["explore_2_workers"]
+    assert one["states"] == two["states"] > 1000 and one["held"] and two["held"]
+    assert figures["same_counts_across_workers"] and figures["two_workers_speedup"] > 0
+    lines = explore_lines({"spin": [figures], "first_policy": None})
+    assert any("2 workers against 1" in line for line in lines)
+    assert any("SPIN" in line and "absent" in line for line in lines)

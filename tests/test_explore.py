@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -422,6 +423,59 @@ def test_several_workers_find_the_same_states_and_counterexamples() -> None:
     one = explore(DEFAULT_POLICY, VARIED, mutant).findings[0]
     two = explore(DEFAULT_POLICY, VARIED, mutant, workers=2).findings[0]
     assert (one.property, one.operations) == (two.property, two.operations)
+
+
+def _labelled_edges(result: Any) -> set[tuple[Any, Any, Any]]:
+    graph = result.graph
+    assert graph is not None
+    return {
+        (graph.state(source), graph.edge_labels[number], graph.state(target))
+        for source, number, target in graph.edges
+    }
+
+
+@pytest.mark.parametrize("domains", [VARIED, PAIR], ids=["fixed-ids", "fresh-ids-symmetric"])
+def test_a_sharded_search_keeps_the_serial_graph_and_depths(domains: Domains) -> None:
+    """Shards number states differently, but the reachable graph (states, labelled
+    edges), every state's breadth-first depth and each label's witness length are
+    the serial search's."""
+    serial = explore(DEFAULT_POLICY, domains, keep_graph=True)
+    sharded = explore(DEFAULT_POLICY, domains, keep_graph=True, workers=2)
+    assert _labelled_edges(serial) == _labelled_edges(sharded)
+    assert serial.graph is not None and sharded.graph is not None
+    depths = {serial.graph.state(i): serial.graph.depth(i) for i in range(serial.states)}
+    assert depths == {sharded.graph.state(i): sharded.graph.depth(i) for i in range(sharded.states)}
+    for label in serial.fired:
+        one, two = serial.graph.witness(label), sharded.graph.witness(label)
+        assert one is not None and two is not None and len(one) == len(two), label
+    assert (serial.traps, serial.fired, serial.absorbed) == (
+        sharded.traps,
+        sharded.fired,
+        sharded.absorbed,
+    )
+
+
+def test_a_sharded_search_stops_at_the_same_depth_bound() -> None:
+    serial = explore(DEFAULT_POLICY, VARIED, max_depth=3)
+    sharded = explore(DEFAULT_POLICY, VARIED, max_depth=3, workers=3)
+    assert (serial.states, serial.depth, serial.stopped_by) == (
+        sharded.states,
+        sharded.depth,
+        sharded.stopped_by,
+    )
+
+
+def test_a_sharded_search_finds_a_state_invariant_broken_on_another_shard() -> None:
+    """A state one shard reaches and another stores is checked by its owner: the
+    broken state invariant is reported with a shortest counterexample."""
+    mutant = mutant_controller("replay-counts-a-step")
+    one = explore(DEFAULT_POLICY, VARIED, mutant, stop_at_first=False, max_depth=7)
+    assert "step-bound" in one.violation_summary  # a state invariant
+    many = explore(DEFAULT_POLICY, VARIED, mutant, stop_at_first=False, max_depth=7, workers=3)
+    assert {f.property: len(f.operations) for f in one.findings} == {
+        f.property: len(f.operations) for f in many.findings
+    }
+    assert one.violation_summary.keys() == many.violation_summary.keys()
 
 
 def test_progress_names_the_frontier_and_the_rates() -> None:

@@ -801,6 +801,13 @@ def _durable(settings: Settings, module: Any) -> dict[str, Any]:
     }
 
 
+def _explore_bench(settings: Settings, module: Any) -> dict[str, Any]:
+    """The explorer against SPIN, one worker against two, and the first policy through
+    ``replan verify`` (``verification.explore_bench``; ``replan bench --explore``)."""
+    figures: dict[str, Any] = module.explore_figures(settings.quick, module.stderr_progress)
+    return figures
+
+
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "explorer": ("replan.verification.explore", _explorer),
     "campaign": ("replan.verification.campaign", _campaign),
@@ -808,14 +815,21 @@ TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "executor": ("replan.verification.executor_workloads", _executor),
     "middleware": ("replan.verification.middleware_workloads", _middleware),
     "durable": ("replan.verification.durable_workloads", _durable),
+    "explore": ("replan.verification.explore_bench", _explore_bench),
 }
+#: Tools measured only when named (``--tool NAME``): they take many minutes.
+OPT_IN = frozenset({"explore"})
 
 
 def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, Any]:
     """Every other tool's figure: measured, ``absent``, ``skipped`` or ``error``."""
     figures: dict[str, Any] = {}
     for name, (module_name, measure) in TOOLS.items():
-        if not settings.tools or (settings.only_tools and name not in settings.only_tools):
+        if (
+            not settings.tools
+            or (settings.only_tools and name not in settings.only_tools)
+            or (name in OPT_IN and name not in settings.only_tools)
+        ):
             figures[name] = {"status": "skipped", "module": module_name}
             continue
         try:
@@ -994,7 +1008,16 @@ def render_table(document: dict[str, Any]) -> str:
         )
     lines += ["", "other tools:"]
     for name, figures in document["tools"].items():
-        hidden = ("status", "module", "workloads", "differences", "memory", *DURABLE_PARTS)
+        hidden = (
+            "status",
+            "module",
+            "workloads",
+            "differences",
+            "memory",
+            "spin",
+            "first_policy",
+            *DURABLE_PARTS,
+        )
         shown = {k: v for k, v in figures.items() if k not in hidden}
         detail = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
@@ -1015,6 +1038,10 @@ def render_table(document: dict[str, Any]) -> str:
             lines += durable_lines(figures)
         if "memory" in figures:
             lines += campaign_memory_lines(figures["memory"])
+        if name == "explore" and figures["status"] == "measured":
+            from replan.verification.explore_bench import explore_lines
+
+            lines += [f"    {line}" for line in explore_lines(figures)]
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)

@@ -40,9 +40,10 @@ exploration" and ``evidence/explore-*.json``):
   interchangeable (the contract only compares them for equality), so a state can be
   stored under a canonical renaming of its ids (ordered by accepted, completed,
   pending); ``--symmetry both`` reports both counts and whether the verdicts agree.
-- ``workers`` > 1: each breadth-first layer is cut into chunks that forked processes
-  expand; the parent owns the index and merges the chunks in order, so the states,
-  their parents and the counterexamples are exactly the serial search's.
+- ``workers`` > 1: the state space is sharded by state hash over forked processes,
+  shared-nothing, level by level (``verification/sharded.py``); the parent merges
+  the shards, so the states, transitions, verdicts and counterexample lengths are the
+  serial search's (a state's first-found parent may differ).
 
 What dominates (cProfile, the default report's observation domain): the properties,
 about half: each transition evaluates the properties of its event that take the
@@ -586,6 +587,7 @@ class _Engine:
         check_invariants: bool,
         keep_graph: bool,
         stop_at_first: bool,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.policy = policy
         self.space = space
@@ -601,10 +603,23 @@ class _Engine:
         self.slots = _container_slots(self.live)
         self.get_containers = operator.attrgetter(*self.slots)
         self.replaced = _replacement_check(self.slots)
-        #: In a worker process: indices of the states this worker saw first (reported to
-        #: the parent, which owns the real index); None in the parent or a lone search.
-        self.discovered: list[int] | None = None
-        #: In a worker: (source, operation index, invariants, concrete successor).
+        #: (this shard, shards): in a sharded search (``verification/sharded.py``) this
+        #: engine owns the states ``owner`` maps to it; a state's global id is its local
+        #: index * shards + shard. (0, 1): the whole search.
+        self.shard, self.shards = shard
+        #: per interned part, its hash (the same in every forked process)
+        self.part_hashes: list[int] = []
+        #: the breadth-first level new states get (kept by the sharded driver)
+        self.level = 0
+        self.levels = array("l")
+        #: successors another shard owns, met since the last exchange: key -> its
+        #: placeholder (a negative target), and per placeholder (shard, batch position)
+        self.foreign: dict[tuple[Any, ...], int] = {}
+        self.foreign_refs: list[tuple[int, int]] = []
+        self.outgoing: list[list[tuple[RunState, int, int]]] = [[] for _ in range(self.shards)]
+        self.unpatched_open: list[int] = []
+        self.unpatched_edges: list[tuple[int, int, int]] = []
+        #: In a shard: (source's global id, operation index, invariants, concrete successor).
         self.raw_violations: list[tuple[int, int, list[str], tuple[Any, ...]]] = []
         self.part_index: dict[Any, int] = {}
         self.parts: list[Any] = []
@@ -636,7 +651,8 @@ class _Engine:
         initial = self.key(self.live._export_state())
         if symmetry:
             initial = self.canonical(initial)
-        self.add_state(initial, -1, -1)
+        if self.owner(initial) == self.shard:
+            self.add_state(initial, -1, -1)
 
     # -- states ---------------------------------------------------------------------------
 
@@ -645,7 +661,16 @@ class _Engine:
         if number is None:
             number = self.part_index[part] = len(self.parts)
             self.parts.append(part)
+            self.part_hashes.append(hash(part))
         return number
+
+    def owner(self, key: tuple[Any, ...]) -> int:
+        """The shard that stores ``key``: its hash over the scalar fields and the
+        contents of its parts (never their per-process numbers), modulo the shards."""
+        if self.shards == 1:
+            return 0
+        hashes = self.part_hashes
+        return hash((key[:_SCALARS], *(hashes[n] for n in key[_SCALARS:]))) % self.shards
 
     def key(self, state: RunState) -> tuple[Any, ...]:
         """The search's key of a state tuple (its parts interned). The declared state
@@ -667,10 +692,9 @@ class _Engine:
         self.keys.append(key)
         self.parent.append(parent)
         self.via.append(via)
+        self.levels.append(self.level)
         if key[P_DECLARED] in _STOP_VALUES:
             self.stop_seen.add(str(key[P_DECLARED]))
-        if self.discovered is not None:
-            self.discovered.append(number)
         return number
 
     def depth_of(self, index: int) -> int:
@@ -802,6 +826,8 @@ class _Engine:
     def expand(self, source: int) -> None:
         key = self.keys[source]
         full = self.full(key)
+        shards, shard = self.shards, self.shard
+        source_id = source * shards + shard  # its global id (the same when unsharded)
         proto = self.proto
         proto._import_state(full)
         live = self.live
@@ -887,11 +913,13 @@ class _Engine:
                     if symmetry:
                         successor = canonical(successor)
                     found = index.get(successor)
-                    if found is None:
-                        target = self.add_state(successor, source, position)
-                        new_state = True
+                    if found is not None:
+                        target = found * shards + shard
+                    elif shards > 1 and (owner := self.owner(successor)) != shard:
+                        target = self.send(successor, owner, source_id, position)
                     else:
-                        target = found
+                        target = self.add_state(successor, source_id, position) * shards + shard
+                        new_state = True
                     last_successor, last_target = concrete, target
                 edge = (
                     group,
@@ -926,10 +954,23 @@ class _Engine:
                 if new_state:
                     failures += checker.state(live)
                 if failures:
-                    self._violation(failures, source, position, concrete)
+                    self._violation(failures, source_id, position, concrete)
         self.transitions += position + 1
         if not stopped_successor:
-            self.open_states[source] = sorted(successors)
+            self.open_states[source] = ordered = sorted(successors)
+            if ordered and ordered[0] < 0:  # a placeholder: patched after the exchange
+                self.unpatched_open.append(source)
+
+    def send(self, successor: tuple[Any, ...], owner: int, source_id: int, via: int) -> int:
+        """A successor shard ``owner`` stores: queued for it once per exchange, and
+        known here by a placeholder (a negative target) until its id comes back."""
+        placeholder = self.foreign.get(successor)
+        if placeholder is None:
+            batch = self.outgoing[owner]
+            placeholder = self.foreign[successor] = -2 - len(self.foreign_refs)
+            self.foreign_refs.append((owner, len(batch)))
+            batch.append((self.full(successor), source_id, via))
+        return placeholder
 
     def _record_edge(
         self,
@@ -957,12 +998,15 @@ class _Engine:
             if number is None:
                 number = self.edge_label_index[label] = len(self.edge_labels)
                 self.edge_labels.append(label)
-            self.edges.add((source, number, target))
+            if target < 0:
+                self.unpatched_edges.append((source, number, target))
+            else:
+                self.edges.add((source, number, target))
 
     def _violation(
         self, names: list[str], source: int, via: int, concrete: tuple[Any, ...]
     ) -> None:
-        if self.discovered is not None:  # a worker: the parent knows the depths
+        if self.shards > 1:  # a shard: the parent knows the depths
             self.raw_violations.append((source, via, names, concrete))
             return
         found = _Violation(
@@ -1059,148 +1103,6 @@ def _progress(
     )
 
 
-#: The worker process's engine (set up by ``_worker_start`` from ``_WORKER_SETUP``,
-#: which the parent fills before forking).
-_WORKER_SETUP: dict[str, Any] = {}
-_WORKER: dict[str, _Engine] = {}
-
-
-def _worker_start() -> None:
-    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the pool
-    engine = _Engine(**_WORKER_SETUP)
-    engine.discovered = []
-    _WORKER["engine"] = engine
-
-
-def _worker_expand(chunk: list[tuple[int, RunState]]) -> dict[str, Any]:
-    """Expand the states of ``chunk`` ((parent's index, state) pairs); report what the
-    parent needs, in process-independent form: every successor this worker had not
-    seen before (with the parent's index of its source and the operation), the
-    violations, the successor lists of states with no stopped successor (traps), and
-    the counters."""
-    engine = _WORKER["engine"]
-    discovered = engine.discovered
-    assert discovered is not None
-    counters = (engine.transitions, engine.distinct_edges, engine.evaluations)
-    engine.fired, engine.absorbed, engine.open_states = {}, {}, {}
-    engine.raw_violations = []
-    global_of: dict[int, int] = {}
-    for global_index, state in chunk:
-        key = engine.key(state)
-        local = engine.index.get(key)
-        if local is None:
-            local = engine.add_state(key, -1, -1)
-            discovered.pop()  # the parent knows it already
-        global_of[local] = global_index
-        engine.expand(local)
-    full = engine.full
-    keys = engine.keys
-    report = {
-        "discovered": [
-            (global_of[engine.parent[i]], engine.via[i], _normal(full(keys[i]))) for i in discovered
-        ],
-        "violations": [
-            (global_of[source], via, names, _normal(full(concrete)))
-            for source, via, names, concrete in engine.raw_violations
-        ],
-        "open": [
-            (global_of[source], [_normal(full(keys[t])) for t in targets])
-            for source, targets in engine.open_states.items()
-        ],
-        "transitions": engine.transitions - counters[0],
-        "distinct_edges": engine.distinct_edges - counters[1],
-        "evaluations": engine.evaluations - counters[2],
-        "fired": engine.fired,
-        "absorbed": engine.absorbed,
-    }
-    discovered.clear()
-    return report
-
-
-def _search_parallel(
-    engine: _Engine,
-    workers: int,
-    max_states: int | None,
-    max_depth: int | None,
-    stop_at_first: bool,
-    progress: Callable[[str], None] | None,
-    progress_every: float,
-    label: str,
-) -> tuple[int, str | None]:
-    """Breadth-first, one layer at a time: the layer is cut into chunks that forked
-    workers expand; the parent owns the index (so the states, their parents and the
-    counterexamples are the serial search's), merging the chunks in order."""
-    import multiprocessing
-
-    _WORKER_SETUP.clear()
-    _WORKER_SETUP.update(
-        policy=engine.policy,
-        space=engine.space,
-        implementation=engine.implementation,
-        symmetry=engine.symmetry,
-        check_invariants=engine.check_invariants,
-        keep_graph=False,
-        stop_at_first=engine.stop_at_first,
-    )
-    started = last_report = time.perf_counter()
-    depth = 0
-    start, end = 0, len(engine.keys)
-    context = multiprocessing.get_context("fork")
-    with context.Pool(workers, initializer=_worker_start) as pool:
-        while start < end:
-            if max_depth is not None and depth >= max_depth:
-                return depth, "max_depth"
-            size = max(16, min(1024, (end - start) // (workers * 8) or 1))
-
-            def chunks(first: int = start, last: int = end, step: int = size) -> Any:
-                for low in range(first, last, step):
-                    yield [
-                        (i, _normal(engine.full(engine.keys[i])))
-                        for i in range(low, min(low + step, last))
-                    ]
-
-            expanded = start
-            for report in pool.imap(_worker_expand, chunks()):
-                interrupt.check()
-                expanded += 1
-                _merge_report(engine, report)
-                if engine.violations and stop_at_first:
-                    pool.terminate()
-                    return depth, "violation"
-                if max_states is not None and len(engine.keys) >= max_states:
-                    pool.terminate()
-                    return depth, "max_states"
-                now = time.perf_counter()
-                if progress is not None and now - last_report >= progress_every:
-                    last_report = now
-                    # the layers before this one are expanded (the chunks' share of
-                    # this layer is not counted: the frontier is an upper bound)
-                    _progress(progress, label, depth, engine, start, now - started)
-            start, end = end, len(engine.keys)
-            if start < end:
-                depth += 1
-    return depth, None
-
-
-def _merge_report(engine: _Engine, report: dict[str, Any]) -> None:
-    index = engine.index
-    for source, via, state in report["discovered"]:
-        key = engine.key(state)
-        if key not in index:
-            engine.add_state(key, source, via)
-    for source, via, names, concrete in report["violations"]:
-        engine._violation(names, source, via, engine.key(concrete))
-    for source, targets in report["open"]:
-        engine.open_states[source] = sorted(index[engine.key(t)] for t in targets)
-    engine.transitions += report["transitions"]
-    engine.distinct_edges += report["distinct_edges"]
-    engine.evaluations += report["evaluations"]
-    for number, count in report["fired"].items():
-        engine.fired[number] = engine.fired.get(number, 0) + count
-    for shown, count in report["absorbed"].items():
-        engine.absorbed[shown] = engine.absorbed.get(shown, 0) + count
-
-
 # ---- the policy's switches: guards that read nothing but the policy ---------------------
 
 
@@ -1252,9 +1154,9 @@ def explore(
     ``max_depth`` leaves states at that depth unexpanded (bounded search).
     ``symmetry`` stores states under a canonical renaming of their plan ids; None:
     for fresh-id domains (designed for it) but not for fixed pools (SPIN's count
-    states unreduced). ``workers`` > 1 expands each breadth-first layer in that many
-    forked processes (same states, same verdicts, same shortest counterexamples; not
-    with ``keep_graph``)."""
+    states unreduced). ``workers`` > 1 shards the search over that many forked
+    processes (same states, transitions and verdicts; counterexamples of the same,
+    shortest, length)."""
     policy = DEFAULT_POLICY if policy is None else policy
     if domains is None:
         domains = default_report_domains(policy)
@@ -1325,8 +1227,10 @@ def _explore_one(
     )
     if initial_broken and stop_at_first:
         depth, stopped_by = 0, "violation"
-    elif workers > 1 and not keep_graph:
-        depth, stopped_by = _search_parallel(
+    elif workers > 1:
+        from replan.verification.sharded import search_sharded
+
+        depth, stopped_by = search_sharded(
             engine, workers, max_states, max_depth, stop_at_first, progress, progress_every, label
         )
     else:

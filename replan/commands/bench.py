@@ -19,6 +19,9 @@ those tools are installed.
   replan bench --samples 11 --episodes 5000 -o /tmp/bench.json
   replan bench --json                   the JSON document on stdout, no table
   replan bench --tool middleware        the controllers and one tool's figures only
+  replan bench --explore                the controllers, then the explorer against SPIN,
+                                        1 against 2 workers, and the first policy through
+                                        verify (about 15 minutes; never in a plain run)
 
 Goals are figures, not checks: the exit code is 0 when every episode completed,
 1 when any episode did not end Executed/Completed, 2 on bad arguments.
@@ -99,6 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "restore times for 10^4 and 10^5 logged calls, and the kill-and-restart matrix on "
         "SQLite and PostgreSQL (a few minutes)",
     )
+    parser.add_argument(
+        "--explore",
+        action="store_true",
+        help="the explorer's figures only (--tool explore; about 15 minutes): transitions/s "
+        "against SPIN at (V, K) = (1, 1) and (1, 2) with both counts, 1 against 2 workers, "
+        "and tests/policies/first-policy.toml through `replan verify --profile ci` "
+        "(wall time, peak RSS, coverage); SPIN from `apt-get install -y spin`",
+    )
     add_json_option(parser)
 
 
@@ -118,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         allocation_episodes=base.allocation_episodes,
         quick=args.quick,
         tools=not args.no_tools,
-        only_tools=tuple(args.tool) + (("durable",) if args.durable else ()),
+        only_tools=tuple(args.tool)
+        + (("durable",) if args.durable else ())
+        + (("explore",) if args.explore else ()),
     )
     output = Path(args.output) if args.output else (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
     if output.exists() and output.is_dir():

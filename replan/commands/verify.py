@@ -72,6 +72,7 @@ from replan.common import (
     check_directory,
     check_writable,
     non_negative_int,
+    positive_int,
     print_json,
     write_json,
 )
@@ -121,6 +122,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=0,
         help="the campaign's seed, an integer >= 0 (default: 0, reproducible)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="shard the explorer over N forked processes (same states, transitions and "
+        "verdicts; see `replan bench --explore` for what a second core buys; default 1)",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(
@@ -206,9 +215,12 @@ class Pipeline:
         seed: int,
         subject: Any = None,
         deterministic: bool = False,
+        workers: int = 1,
     ) -> None:
         from replan.verification.subject import PROJECT
 
+        #: the explorer's shards (``verification/sharded.py``); 1: one process
+        self.workers = workers
         #: the committed form (``replan evidence``): no timings, dates or versions
         self.deterministic = deterministic
         self.subject = PROJECT if subject is None else subject
@@ -410,6 +422,7 @@ class Pipeline:
             stop_at_first=True,
             progress=_progress,
             progress_every=2.0 if sys.stderr.isatty() else 30.0,
+            workers=self.workers,
         )
         self.explored = result
         document = result.to_json()
@@ -797,7 +810,9 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
     subject = _subject(args.mutant)
     check_directory(evidence, "-o")
 
-    pipeline = Pipeline(policy, evidence, args.profile, args.seed, subject, deterministic)
+    pipeline = Pipeline(
+        policy, evidence, args.profile, args.seed, subject, deterministic, workers=args.workers
+    )
     steps: list[tuple[str, Callable[[], CheckResult]]] = [
         ("drift", pipeline.drift),
         ("proofs", pipeline.proofs),

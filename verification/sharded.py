@@ -1,0 +1,326 @@
+"""The explorer's breadth-first search over forked worker processes, shared-nothing:
+the state space is sharded by the hash of each state, as distributed TLC splits its
+fingerprint set.
+
+Owns: the workers (one ``_Engine`` each, owning the states ``_Engine.owner`` maps to
+it), the level-by-level exchange between them, and the merge of their states, edges
+and counts into the parent's engine, so that the report, the graph, the traps and
+the shortest counterexamples are computed from it exactly as after a serial search.
+Leaves to ``verification/explore.py`` how one state is expanded and checked.
+
+Why this shape: the earlier design kept the one index in the parent and had workers
+expand chunks of each layer; every successor then went through the parent, which
+re-keyed it serially, and two workers were slower than one. Here a worker keeps the
+index of its own shard, so a successor crosses a process boundary only when another
+shard owns it, once per level and sender.
+
+One level is two rounds:
+
+1. **insert**: every worker adds the successors the others sent it (the first
+   sender's parent is kept, as a serial search keeps the first), checks the state
+   invariants of each new one, and answers with their local indices;
+2. **expand**: every worker replaces its placeholders for the successors it sent
+   with their global ids (local index * shards + shard), then expands its states of
+   this level, queueing the successors other shards own.
+
+The search is level-synchronous, so every state gets its breadth-first depth, and a
+counterexample (shortest by depth) has the serial search's length. A violation, a
+``max_depth`` or a ``max_states`` ends the search at the end of a level.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from array import array
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from replan.verification import interrupt
+
+#: What a worker sends back at the end: everything the parent's engine needs.
+Dump = dict[str, Any]
+
+
+def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]) -> None:
+    """A worker: one engine for one shard, answering the driver's rounds."""
+    from replan.verification.explore import _Engine
+
+    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
+    engine = _Engine(**setup, shard=shard)
+    while True:
+        command, payload = connection.recv()
+        if command == "insert":
+            engine.level = payload["level"]
+            indices = [_insert(engine, batch) for batch in payload["batches"]]
+            connection.send(
+                {
+                    "indices": indices,
+                    "frontier": len(engine.keys) - payload["start"],
+                    "states": len(engine.keys),
+                    "violations": len(engine.raw_violations),
+                }
+            )
+        elif command == "expand":
+            _patch(engine, payload["replies"])
+            start = payload["start"]
+            engine.level = payload["level"] + 1
+            end = len(engine.keys)
+            for source in range(start, end):
+                engine.expand(source)
+            outgoing, engine.outgoing = engine.outgoing, [[] for _ in range(engine.shards)]
+            connection.send({"outgoing": outgoing, "next": end})
+        elif command == "finish":
+            _patch(engine, payload)
+            connection.send(_dump(engine))
+            return
+
+
+def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
+    """Add the successors another shard sent (new ones checked against the state
+    invariants, as a serial search checks a new state); their local indices."""
+    from replan.verification.harness import CHECKER
+
+    indices: list[int] = []
+    index = engine.index
+    scratch: Any = None
+    for state, parent, via in batch:
+        key = engine.key(state)
+        found = index.get(key)
+        if found is None:
+            found = engine.add_state(key, parent, via)
+            if engine.check_invariants:
+                if scratch is None:
+                    scratch = engine.implementation(engine.policy)
+                scratch._import_state(engine.full(key))
+                failures = CHECKER.state(scratch)
+                if failures:
+                    engine._violation(failures, parent, via, key)
+        indices.append(found)
+    return indices
+
+
+def _patch(engine: Any, replies: dict[int, list[int]]) -> None:
+    """Replace the placeholders of the last exchange by the owners' global ids."""
+    if not engine.foreign_refs:
+        return
+    shards = engine.shards
+    resolved = [
+        replies[owner][position] * shards + owner for owner, position in engine.foreign_refs
+    ]
+
+    def real(target: int) -> int:
+        return resolved[-2 - target] if target < 0 else target
+
+    for source in engine.unpatched_open:
+        engine.open_states[source] = sorted(map(real, engine.open_states[source]))
+    for source, number, target in engine.unpatched_edges:
+        engine.edges.add((source, number, real(target)))
+    engine.unpatched_open.clear()
+    engine.unpatched_edges.clear()
+    engine.foreign.clear()
+    engine.foreign_refs.clear()
+
+
+def _dump(engine: Any) -> Dump:
+    """This shard's states (in local order, with their global parents and levels),
+    edges, counts and violations, with every id global."""
+    shards, shard = engine.shards, engine.shard
+    full = engine.full
+    labels = engine.edge_labels
+    return {
+        "states": [full(key) for key in engine.keys],
+        "parent": engine.parent,
+        "via": engine.via,
+        "levels": engine.levels,
+        "edges": [(s * shards + shard, labels[n], t) for s, n, t in engine.edges],
+        "open": {s * shards + shard: targets for s, targets in engine.open_states.items()},
+        "violations": [
+            (source, via, names, full(concrete))
+            for source, via, names, concrete in engine.raw_violations
+        ],
+        "transitions": engine.transitions,
+        "distinct_edges": engine.distinct_edges,
+        "evaluations": engine.evaluations,
+        "fired": engine.fired,
+        "absorbed": engine.absorbed,
+    }
+
+
+class _Workers:
+    """The forked workers and their pipes."""
+
+    def __init__(self, engine: Any, shards: int) -> None:
+        setup = dict(
+            policy=engine.policy,
+            space=engine.space,
+            implementation=engine.implementation,
+            symmetry=engine.symmetry,
+            check_invariants=engine.check_invariants,
+            keep_graph=engine.keep_graph,
+            stop_at_first=engine.stop_at_first,
+        )
+        context = multiprocessing.get_context("fork")
+        self.pipes: list[Connection] = []
+        self.processes: list[Any] = []
+        for shard in range(shards):
+            mine, theirs = context.Pipe()
+            process = context.Process(
+                target=_serve, args=(theirs, setup, (shard, shards)), daemon=True
+            )
+            process.start()
+            theirs.close()
+            self.pipes.append(mine)
+            self.processes.append(process)
+
+    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
+        """Send each worker its message, then collect every answer (they work at once)."""
+        for pipe, message in zip(self.pipes, messages, strict=True):
+            pipe.send(message)
+        answers = []
+        for pipe in self.pipes:
+            while not pipe.poll(0.2):
+                interrupt.check()
+            answers.append(pipe.recv())
+        return answers
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+
+
+def search_sharded(
+    engine: Any,
+    shards: int,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+) -> tuple[int, str | None]:
+    """The breadth-first search of ``engine`` over ``shards`` forked workers; on
+    return the engine holds the whole search's states, edges and counts. (depth, why
+    it stopped early or None), as ``_search_serial`` returns."""
+    workers = _Workers(engine, shards)
+    try:
+        depth, stopped_by, replies = _levels(
+            workers, max_states, max_depth, stop_at_first, progress, progress_every, label
+        )
+        dumps = workers.ask([("finish", replies[shard]) for shard in range(shards)])
+    finally:
+        workers.close()
+    _adopt(engine, dumps, shards)
+    return depth, stopped_by
+
+
+def _levels(
+    workers: _Workers,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+) -> tuple[int, str | None, list[dict[int, list[int]]]]:
+    """The rounds, level by level: (depth, why it stopped early, the replies the
+    workers still have to patch in)."""
+    shards = len(workers.pipes)
+    started = last_report = time.perf_counter()
+    starts = [0] * shards
+    incoming: list[list[list[Any]]] = [[] for _ in range(shards)]  # per owner, per sender
+    senders: list[list[int]] = [[] for _ in range(shards)]
+    level = 0
+    while True:
+        answers = workers.ask(
+            [
+                ("insert", {"level": level, "batches": incoming[s], "start": starts[s]})
+                for s in range(shards)
+            ]
+        )
+        replies: list[dict[int, list[int]]] = [{} for _ in range(shards)]
+        for owner, answer in enumerate(answers):
+            for sender, indices in zip(senders[owner], answer["indices"], strict=True):
+                replies[sender][owner] = indices
+        frontier = sum(a["frontier"] for a in answers)
+        states = sum(a["states"] for a in answers)
+        if stop_at_first and any(a["violations"] for a in answers):
+            return max(level - 1, 0), "violation", replies
+        if frontier == 0:
+            return max(level - 1, 0), None, replies
+        if max_depth is not None and level >= max_depth:
+            return level, "max_depth", replies
+        if max_states is not None and states >= max_states:
+            return level, "max_states", replies
+        answers = workers.ask(
+            [
+                ("expand", {"replies": replies[s], "start": starts[s], "level": level})
+                for s in range(shards)
+            ]
+        )
+        incoming = [[] for _ in range(shards)]
+        senders = [[] for _ in range(shards)]
+        for sender, answer in enumerate(answers):
+            starts[sender] = answer["next"]
+            for owner, batch in enumerate(answer["outgoing"]):
+                if batch:
+                    incoming[owner].append(batch)
+                    senders[owner].append(sender)
+        level += 1
+        now = time.perf_counter()
+        if progress is not None and now - last_report >= progress_every:
+            last_report = now
+            progress(
+                f"explore ({label}): depth {level}, {states:,} states, frontier "
+                f"{frontier:,}, {shards} shards, {states / max(now - started, 1e-9):,.0f} "
+                f"states/s, {now - started:.0f} s"
+            )
+
+
+def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
+    """Fill the parent's engine from the shards: states numbered breadth first
+    (by level, then shard, then local order), every id and count merged."""
+    order = sorted(
+        (level, shard, local)
+        for shard, dump in enumerate(dumps)
+        for local, level in enumerate(dump["levels"])
+    )
+    number_of = {local * shards + shard: n for n, (_, shard, local) in enumerate(order)}
+    engine.keys, engine.index = [], {}
+    engine.parent, engine.via, engine.levels = array("l"), array("l"), array("l")
+    engine.stop_seen = set()
+    for level, shard, local in order:
+        dump = dumps[shard]
+        parent = dump["parent"][local]
+        engine.level = level
+        engine.add_state(
+            engine.key(dump["states"][local]),
+            -1 if parent < 0 else number_of[parent],
+            dump["via"][local],
+        )
+    engine.open_states = {}
+    engine.edges = set()
+    found = []
+    for dump in dumps:
+        for source, targets in dump["open"].items():
+            engine.open_states[number_of[source]] = sorted(number_of[t] for t in targets)
+        for source, label, target in dump["edges"]:
+            number = engine.edge_label_index.get(label)
+            if number is None:
+                number = engine.edge_label_index[label] = len(engine.edge_labels)
+                engine.edge_labels.append(label)
+            engine.edges.add((number_of[source], number, number_of[target]))
+        for source, via, names, concrete in dump["violations"]:
+            found.append((number_of[source], via, names, concrete))
+        engine.transitions += dump["transitions"]
+        engine.distinct_edges += dump["distinct_edges"]
+        engine.evaluations += dump["evaluations"]
+        for fired, count in dump["fired"].items():
+            engine.fired[fired] = engine.fired.get(fired, 0) + count
+        for shown, count in dump["absorbed"].items():
+            engine.absorbed[shown] = engine.absorbed.get(shown, 0) + count
+    for source, via, names, concrete in sorted(found, key=lambda v: (v[0], v[1])):
+        engine._violation(names, source, via, engine.key(concrete))
