@@ -619,8 +619,14 @@ class _Engine:
         self.outgoing: list[list[tuple[RunState, int, int]]] = [[] for _ in range(self.shards)]
         self.unpatched_open: list[int] = []
         self.unpatched_edges: list[tuple[int, int, int]] = []
-        #: In a shard: (source's global id, operation index, invariants, concrete successor).
+        #: In a shard: (source's serial number, operation index, call properties broken,
+        #: concrete successor), and per local state the state invariants it breaks
+        #: (charged to its first discoverer, which a later exchange may still change).
         self.raw_violations: list[tuple[int, int, list[str], tuple[Any, ...]]] = []
+        self.state_failures: dict[int, list[str]] = {}
+        #: In a shard: each local state's serial number, the index a serial search would
+        #: give it (set by the driver once the state's level is complete).
+        self.ranks = array("l")
         self.part_index: dict[Any, int] = {}
         self.parts: list[Any] = []
         self.keys: list[tuple[Any, ...]] = []
@@ -827,7 +833,8 @@ class _Engine:
         key = self.keys[source]
         full = self.full(key)
         shards, shard = self.shards, self.shard
-        source_id = source * shards + shard  # its global id (the same when unsharded)
+        # its serial number: the parent and the violation a serial search would record
+        source_id = self.ranks[source] if shards > 1 else source
         proto = self.proto
         proto._import_state(full)
         live = self.live
@@ -952,7 +959,12 @@ class _Engine:
                     self.evaluations += dynamic_count[group]
                     failures += dynamic(op, proto, argument, result, live, appended)
                 if new_state:
-                    failures += checker.state(live)
+                    if shards > 1:  # charged to the first discoverer when merged
+                        broken = checker.state(live)
+                        if broken:
+                            self.state_failures[target // shards] = broken
+                    else:
+                        failures += checker.state(live)
                 if failures:
                     self._violation(failures, source_id, position, concrete)
         self.transitions += position + 1

@@ -20,11 +20,15 @@ One level is two rounds:
    sender's parent is kept, as a serial search keeps the first), checks the state
    invariants of each new one, and answers with their local indices;
 2. **expand**: every worker replaces its placeholders for the successors it sent
-   with their global ids (local index * shards + shard), then expands its states of
-   this level, queueing the successors other shards own.
+   with their global ids (local index * shards + shard), takes the serial numbers
+   the driver gave this level's states, then expands them in that order, queueing
+   the successors other shards own.
 
-The search is level-synchronous, so every state gets its breadth-first depth, and a
-counterexample (shortest by depth) has the serial search's length. A violation, a
+The search is level-synchronous, so every state gets its breadth-first depth. Between
+the rounds the driver numbers the level's states as a serial search would (by their
+first discoverer: the parent's serial number, then the operation index), so parents,
+state numbers and counterexamples are the serial search's, whatever shard a state's
+hash gave it. A violation, a
 ``max_depth`` or a ``max_states`` ends the search at the end of a level.
 """
 
@@ -54,36 +58,50 @@ def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]
         if command == "insert":
             engine.level = payload["level"]
             indices = [_insert(engine, batch) for batch in payload["batches"]]
+            start = payload["start"]
             connection.send(
                 {
                     "indices": indices,
-                    "frontier": len(engine.keys) - payload["start"],
+                    # this level's states, each by its first discoverer: the driver
+                    # orders them all as a serial search numbers them
+                    "discovered": [
+                        (engine.parent[local], engine.via[local])
+                        for local in range(start, len(engine.keys))
+                    ],
                     "states": len(engine.keys),
-                    "violations": len(engine.raw_violations),
+                    "violations": len(engine.raw_violations) + len(engine.state_failures),
                 }
             )
         elif command == "expand":
             _patch(engine, payload["replies"])
+            engine.ranks.extend(payload["ranks"])
             start = payload["start"]
             engine.level = payload["level"] + 1
             end = len(engine.keys)
-            for source in range(start, end):
+            ranks = engine.ranks
+            for source in sorted(range(start, end), key=ranks.__getitem__):
                 engine.expand(source)
             outgoing, engine.outgoing = engine.outgoing, [[] for _ in range(engine.shards)]
             connection.send({"outgoing": outgoing, "next": end})
         elif command == "finish":
-            _patch(engine, payload)
+            _patch(engine, payload["replies"])
+            engine.ranks.extend(payload["ranks"])
             connection.send(_dump(engine))
             return
 
 
 def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
     """Add the successors another shard sent (new ones checked against the state
-    invariants, as a serial search checks a new state); their local indices."""
+    invariants, as a serial search checks a new state); their local indices. A state
+    of this level keeps its first discoverer in serial order, the least (parent's
+    serial number, operation index): the state's parent and the transition a serial
+    search charges its invariants to."""
     from replan.verification.harness import CHECKER
 
     indices: list[int] = []
     index = engine.index
+    level = engine.level
+    parents, vias, levels = engine.parent, engine.via, engine.levels
     scratch: Any = None
     for state, parent, via in batch:
         key = engine.key(state)
@@ -96,7 +114,9 @@ def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
                 scratch._import_state(engine.full(key))
                 failures = CHECKER.state(scratch)
                 if failures:
-                    engine._violation(failures, parent, via, key)
+                    engine.state_failures[found] = failures
+        elif levels[found] == level and (parent, via) < (parents[found], vias[found]):
+            parents[found], vias[found] = parent, via
         indices.append(found)
     return indices
 
@@ -124,22 +144,28 @@ def _patch(engine: Any, replies: dict[int, list[int]]) -> None:
 
 
 def _dump(engine: Any) -> Dump:
-    """This shard's states (in local order, with their global parents and levels),
-    edges, counts and violations, with every id global."""
+    """This shard's states (in local order, with their serial numbers, parents and
+    levels), edges, counts and violations, with every id global."""
     shards, shard = engine.shards, engine.shard
     full = engine.full
     labels = engine.edge_labels
+    violations = [
+        (source, via, names, full(concrete))
+        for source, via, names, concrete in engine.raw_violations
+    ]
+    violations += [
+        (engine.parent[local], engine.via[local], names, full(engine.keys[local]))
+        for local, names in engine.state_failures.items()
+    ]
     return {
         "states": [full(key) for key in engine.keys],
+        "ranks": engine.ranks,
         "parent": engine.parent,
         "via": engine.via,
         "levels": engine.levels,
         "edges": [(s * shards + shard, labels[n], t) for s, n, t in engine.edges],
         "open": {s * shards + shard: targets for s, targets in engine.open_states.items()},
-        "violations": [
-            (source, via, names, full(concrete))
-            for source, via, names, concrete in engine.raw_violations
-        ],
+        "violations": violations,
         "transitions": engine.transitions,
         "distinct_edges": engine.distinct_edges,
         "evaluations": engine.evaluations,
@@ -207,14 +233,30 @@ def search_sharded(
     it stopped early or None), as ``_search_serial`` returns."""
     workers = _Workers(engine, shards)
     try:
-        depth, stopped_by, replies = _levels(
+        depth, stopped_by, last = _levels(
             workers, max_states, max_depth, stop_at_first, progress, progress_every, label
         )
-        dumps = workers.ask([("finish", replies[shard]) for shard in range(shards)])
+        dumps = workers.ask([("finish", last[shard]) for shard in range(shards)])
     finally:
         workers.close()
     _adopt(engine, dumps, shards)
     return depth, stopped_by
+
+
+def _serial_numbers(answers: list[dict[str, Any]], numbered: int) -> list[list[int]]:
+    """Per shard, the serial numbers of its states of the level just completed: a
+    serial search numbers a level's states in the order of their first discoverers
+    (parent's serial number, then operation index), after the ``numbered`` states of
+    the levels before."""
+    order = sorted(
+        (discoverer, shard, position)
+        for shard, answer in enumerate(answers)
+        for position, discoverer in enumerate(answer["discovered"])
+    )
+    ranks = [[0] * len(answer["discovered"]) for answer in answers]
+    for number, (_, shard, position) in enumerate(order, start=numbered):
+        ranks[shard][position] = number
+    return ranks
 
 
 def _levels(
@@ -225,14 +267,15 @@ def _levels(
     progress: Callable[[str], None] | None,
     progress_every: float,
     label: str,
-) -> tuple[int, str | None, list[dict[int, list[int]]]]:
-    """The rounds, level by level: (depth, why it stopped early, the replies the
-    workers still have to patch in)."""
+) -> tuple[int, str | None, list[dict[str, Any]]]:
+    """The rounds, level by level: (depth, why it stopped early, per shard the
+    replies it still has to patch in and the serial numbers of its last level)."""
     shards = len(workers.pipes)
     started = last_report = time.perf_counter()
     starts = [0] * shards
     incoming: list[list[list[Any]]] = [[] for _ in range(shards)]  # per owner, per sender
     senders: list[list[int]] = [[] for _ in range(shards)]
+    numbered = 0  # the states of the completed levels
     level = 0
     while True:
         answers = workers.ask(
@@ -245,21 +288,21 @@ def _levels(
         for owner, answer in enumerate(answers):
             for sender, indices in zip(senders[owner], answer["indices"], strict=True):
                 replies[sender][owner] = indices
-        frontier = sum(a["frontier"] for a in answers)
+        ranks = _serial_numbers(answers, numbered)
+        last = [{"replies": replies[s], "ranks": ranks[s]} for s in range(shards)]
+        frontier = sum(len(a["discovered"]) for a in answers)
+        numbered += frontier
         states = sum(a["states"] for a in answers)
         if stop_at_first and any(a["violations"] for a in answers):
-            return max(level - 1, 0), "violation", replies
+            return max(level - 1, 0), "violation", last
         if frontier == 0:
-            return max(level - 1, 0), None, replies
+            return max(level - 1, 0), None, last
         if max_depth is not None and level >= max_depth:
-            return level, "max_depth", replies
+            return level, "max_depth", last
         if max_states is not None and states >= max_states:
-            return level, "max_states", replies
+            return level, "max_states", last
         answers = workers.ask(
-            [
-                ("expand", {"replies": replies[s], "start": starts[s], "level": level})
-                for s in range(shards)
-            ]
+            [("expand", {**last[s], "start": starts[s], "level": level}) for s in range(shards)]
         )
         incoming = [[] for _ in range(shards)]
         senders = [[] for _ in range(shards)]
@@ -281,25 +324,22 @@ def _levels(
 
 
 def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
-    """Fill the parent's engine from the shards: states numbered breadth first
-    (by level, then shard, then local order), every id and count merged."""
+    """Fill the parent's engine from the shards: every state under the number a
+    serial search gives it, every id and count merged."""
     order = sorted(
-        (level, shard, local)
+        (rank, shard, local)
         for shard, dump in enumerate(dumps)
-        for local, level in enumerate(dump["levels"])
+        for local, rank in enumerate(dump["ranks"])
     )
-    number_of = {local * shards + shard: n for n, (_, shard, local) in enumerate(order)}
+    number_of = {local * shards + shard: rank for rank, shard, local in order}
     engine.keys, engine.index = [], {}
     engine.parent, engine.via, engine.levels = array("l"), array("l"), array("l")
     engine.stop_seen = set()
-    for level, shard, local in order:
+    for _, shard, local in order:
         dump = dumps[shard]
-        parent = dump["parent"][local]
-        engine.level = level
+        engine.level = dump["levels"][local]
         engine.add_state(
-            engine.key(dump["states"][local]),
-            -1 if parent < 0 else number_of[parent],
-            dump["via"][local],
+            engine.key(dump["states"][local]), dump["parent"][local], dump["via"][local]
         )
     engine.open_states = {}
     engine.edges = set()
@@ -313,8 +353,7 @@ def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
                 number = engine.edge_label_index[label] = len(engine.edge_labels)
                 engine.edge_labels.append(label)
             engine.edges.add((number_of[source], number, number_of[target]))
-        for source, via, names, concrete in dump["violations"]:
-            found.append((number_of[source], via, names, concrete))
+        found.extend(dump["violations"])
         engine.transitions += dump["transitions"]
         engine.distinct_edges += dump["distinct_edges"]
         engine.evaluations += dump["evaluations"]
@@ -322,5 +361,11 @@ def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
             engine.fired[fired] = engine.fired.get(fired, 0) + count
         for shown, count in dump["absorbed"].items():
             engine.absorbed[shown] = engine.absorbed.get(shown, 0) + count
-    for source, via, names, concrete in sorted(found, key=lambda v: (v[0], v[1])):
+    # One transition's violations are one finding, as in a serial search: the shard
+    # that expanded it reports the call properties and the shard that owns the new
+    # state its invariants. Sources are serial numbers already.
+    merged: dict[tuple[int, int], tuple[list[str], tuple[Any, ...]]] = {}
+    for source, via, names, concrete in found:
+        merged.setdefault((source, via), ([], concrete))[0].extend(names)
+    for (source, via), (names, concrete) in sorted(merged.items()):
         engine._violation(names, source, via, engine.key(concrete))
