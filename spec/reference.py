@@ -5,7 +5,9 @@ data, input checks, guard and action bodies (``controller.run.Run``), but every
 dispatch decision is python-statemachine's: the strict ``StateMachine`` semantics pick
 the first enabled transition of the current state in declaration order. The campaign
 runs both in lockstep, so a generator bug shows up as a divergence. It is slow by
-design (one machine instance per run); applications use ``Controller``.
+design (python-statemachine dispatches every event, and building its machine costs
+more than a whole run: the campaign builds one per engine and ``reset``s it for every
+run); applications use ``Controller``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from statemachine.engines.sync import SyncEngine
 from statemachine.transition import Transition
 
 from replan.controller.records import StopReason
@@ -48,6 +51,28 @@ class ReferenceController(Run):
         # The model is this object: guards and actions resolve on it by name, and the
         # library writes the declared state's value into ``_declared_state``.
         self._machine = Replanning(model=self, state_field="_declared_state")
+
+    def reset(self) -> None:
+        """Make this instance a fresh run under the same policy, as
+        ``ReferenceController(policy)`` would be, without building a new machine.
+
+        Why: building one resolves every guard and action of the declaration on the
+        model (python-statemachine's callback registry, about 8 ms), which cost the
+        campaign more than all its operations did when it built one per run. The
+        registry holds this object's own bound methods, so it stays valid: the run's
+        fields are re-initialised (the declared state back to the initial value,
+        which python-statemachine reads from the model on every event), and the
+        machine gets a new engine, as its own ``__setstate__`` gives a restored one
+        (entering a final state stops an engine for good, and an action that raised
+        leaves its queues cleared; a new one has neither). ``start`` then activates
+        nothing: the model's state is already set. (The engine is python-statemachine's
+        own attribute, of the version pyproject.toml pins; tests/test_campaign_throughput.py
+        checks a reset instance against a fresh one.)"""
+        Run.__init__(self, self.policy)
+        self._fired = None
+        machine = self._machine
+        machine._engine = SyncEngine(machine)  # what ``_get_engine`` gives a sync machine
+        machine._engine.start()
 
     def before_transition(self, transition: Transition, event: Any) -> None:
         """python-statemachine calls this on the model before the chosen transition's

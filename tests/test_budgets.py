@@ -137,8 +137,7 @@ def test_verify_strict_holds_on_the_budget_policy(tmp_path: Path) -> None:
     from replan.cli import main
 
     assert (
-        main(["verify", "--strict", "--policy", str(BUDGET_POLICY), "--output", str(tmp_path)])
-        == 0
+        main(["verify", "--strict", "--policy", str(BUDGET_POLICY), "--output", str(tmp_path)]) == 0
     )
     report = (tmp_path / "verify.json").read_text()
     assert "BudgetExhausted" in report

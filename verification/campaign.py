@@ -106,6 +106,8 @@ SOURCES = ("ci", "owner")
 #: Events whose parameter type no rule below spells out (drawn by ``derived_event``).
 DERIVED_EVENTS = tuple(e for e, kind in PARAMETER_TYPES.items() if kind not in HAND_WRITTEN)
 STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
+#: size -> the strategy of an index into that many options (``CampaignMachine._index``)
+_INDEXES: dict[int, st.SearchStrategy[int]] = {}
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ class CampaignMachine(RuleBasedStateMachine):
     derived_events: ClassVar[tuple[str, ...]] = ()
     #: operations every example starts with (an explorer witness: ``seed_missed``)
     prefix: ClassVar[tuple[Operation, ...]] = ()
+    #: (reference factory, policy, its instance) reset for every run (``_fresh_twin``)
+    _twin: ClassVar[tuple[Any, Policy, ReferenceController] | None] = None
 
     plan_ids = Bundle("plan_ids")
 
@@ -292,7 +296,6 @@ class CampaignMachine(RuleBasedStateMachine):
         super().__init__()
         self.recorder.example_started()
         self._fresh = 0
-        self._integers: dict[int, st.SearchStrategy[int]] = {}
         self._new_run()
         for operation in self.prefix:
             self._do(operation.op, operation.argument)
@@ -303,7 +306,7 @@ class CampaignMachine(RuleBasedStateMachine):
         self.subject = self.implementation(self.policy)
         # None: the properties alone judge the run (``replan mutate`` does this for a
         # changed declaration, which the reference model could not follow)
-        self.twin = None if self.reference is None else self.reference(self.policy)
+        self.twin = self._fresh_twin()
         self.operations: list[Operation] = []
         self.results: list[Any] = []
         #: per call: (canonical snapshot before, op, outcome, stop reason it caused);
@@ -321,6 +324,25 @@ class CampaignMachine(RuleBasedStateMachine):
             self._fail(broken[0], f"a fresh run breaks {', '.join(broken)}")
         if self.twin is not None and self.last != self.twin.snapshot():
             self._fail(DIVERGENCE, "a fresh run's snapshot differs from the reference model's")
+
+    def _fresh_twin(self) -> Any:
+        """The reference model for a new run: this machine class's one
+        ``ReferenceController``, ``reset`` (building one costs more than a whole run
+        of operations: ``spec.reference``), or a new instance of any other reference.
+        Only one run is live at a time in an engine, and a class is built per engine
+        (``build_machine``), so its instance is never shared by two live runs."""
+        factory = self.reference
+        if factory is None:
+            return None
+        machine = type(self)
+        kept = machine._twin
+        if kept is not None and kept[0] is factory and kept[1] is self.policy:
+            kept[2].reset()
+            return kept[2]
+        twin = factory(self.policy)
+        if isinstance(twin, ReferenceController):
+            machine._twin = (factory, self.policy, twin)
+        return twin
 
     def _tally(self) -> None:
         """Count what the run's calls fired, by the transition label each trace record
@@ -404,10 +426,18 @@ class CampaignMachine(RuleBasedStateMachine):
     # ---- drawing relative to the current state -----------------------------------------
 
     def _index(self, data: st.DataObject, size: int) -> int:
-        strategy = self._integers.get(size)
+        """An index into ``size`` options, drawn through the test case's own
+        ``ConjectureData``: the same choice and the same span as ``data.draw`` makes,
+        so the same examples and the same shrinking, without what ``DataObject.draw``
+        adds around each draw for a run the campaign never makes (the explain phase's
+        argument comments, a printed line per draw, a check that the strategy left
+        the global random state alone: together more than the draw itself, and the
+        rules draw two to four times per operation). ``conjecture_data`` is the
+        semi-stable attribute Hypothesis keeps for this; pyproject.toml pins it."""
+        strategy = _INDEXES.get(size)
         if strategy is None:
-            strategy = self._integers[size] = st.integers(0, size - 1)
-        return data.draw(strategy)
+            strategy = _INDEXES[size] = st.integers(0, size - 1)
+        return data.conjecture_data.draw(strategy)
 
     def _pick(self, data: st.DataObject, options: Sequence[Any]) -> Any:
         """One of ``options``; shrinks toward the first."""

@@ -287,9 +287,7 @@ def build_body_mutant(
     filename = f"<{name}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     module = types.ModuleType(name)
-    module.__dict__.update(
-        {k: v for k, v in vars(_run_module).items() if not k.startswith("__")}
-    )
+    module.__dict__.update({k: v for k, v in vars(_run_module).items() if not k.startswith("__")})
     module.__dict__.update({"__name__": name, "__file__": filename, "Base": model_class})
     sys.modules[name] = module
     exec(compile(text, filename, "exec"), module.__dict__)

@@ -443,6 +443,7 @@ def _property_places(
         return _commit_places(report, sources, [s for s in steps if isinstance(s, str)])
     if name == "policy-defaults":
         import replan.controller.policy_schema as _policy_schema_module
+
         found = assignment_location(_policy_schema_module, "DEFAULTS", "the loader's defaults")
         return [found] if found is not None else []
     places: list[Location] = []

@@ -114,9 +114,7 @@ RECORD_TYPES: dict[str, type] = {name: getattr(_records_module, name) for name i
 
 #: The policy's limits, from the policy file's [limits] table: left symbolic for the
 #: inductive proofs. A budget may be 0 (no limit); every other number is at least 1.
-LIMITS = tuple(
-    f.name for f in DOCUMENT.table("limits").fields if f.kind in ("positive", "boolean")
-)
+LIMITS = tuple(f.name for f in DOCUMENT.table("limits").fields if f.kind in ("positive", "boolean"))
 
 _ERRORS = ("InvalidInput", "ObservationConflict")
 
@@ -776,6 +774,13 @@ class Translator:
             if isinstance(item, Const):
                 return z3.BoolVal(item.value in collection)
             return any_of(*(self.equal(frame, item, Const(element)) for element in collection))
+        if isinstance(container, FSet | FMap) and isinstance(item, Const):
+            # a policy key, known: its own member (what the loop below gives, every
+            # other case being False), not a disjunction over every key: a quantifier
+            # over the keys, ``all(k in run._passed for k in ...)``, stays linear
+            found = _entry_of(container, item.value)
+            if found is not _NO_ENTRY:
+                return found.some if isinstance(found, Opt) else found
         if isinstance(container, FSet):
             return any_of(
                 *(
@@ -1700,6 +1705,23 @@ def _nary(make: Any, parts: tuple[z3.BoolRef, ...], empty: bool) -> z3.BoolRef:
     context = parts[0].ctx
     array = (z3.Ast * len(parts))(*(p.as_ast() for p in parts))
     return z3.BoolRef(make(context.ref(), len(parts), array), context)
+
+
+_NO_ENTRY = object()
+
+
+def _entry_of(container: FSet | FMap, key: object) -> Any:
+    """The member (``FSet``) or entry (``FMap``) of a concrete ``key``, False when the
+    container has none, ``_NO_ENTRY`` for a key a dict cannot look up (unhashable):
+    the disjunction over every key then decides."""
+    members: Mapping[str, Any] = (
+        container.members if isinstance(container, FSet) else container.entries
+    )
+    try:
+        found = members.get(key)  # type: ignore[call-overload]
+    except TypeError:
+        return _NO_ENTRY
+    return z3.BoolVal(False) if found is None else found
 
 
 def _self_field(node: ast.AST) -> str | None:

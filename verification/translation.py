@@ -34,16 +34,20 @@ from replan.verification.prove import (
     properties,
 )
 from replan.verification.symbolic import (
+    FIELD_KINDS,
     SELF,
     Const,
+    FMap,
+    FSet,
+    Opt,
     StepEncoding,
     TraceLog,
     TranslationError,
     Translator,
     Universe,
     _Frame,
+    _same,
     encode_event,
-    same_state,
 )
 
 
@@ -165,6 +169,46 @@ def _same_label(
     return z3.Or(*cases)
 
 
+def _sameness(
+    labels: tuple[str, ...],
+    generated_labels: tuple[str, ...],
+    declared: StepEncoding,
+    generated: StepEncoding,
+) -> list[z3.BoolRef]:
+    """The conjuncts of "the generated method does what the declaration does": the
+    same transition, the same answer, then each field of the state after it, a map
+    or a set field key by key. Proved one by one (their conjunction is the
+    statement): one query over every key of a policy with hundreds of them makes z3
+    search cases over all of them at once (at 300 keys, 25 s for ``observe``'s
+    ``_latest_version`` alone, 4 s key by key). A conjunct whose two sides are the
+    same term is true as it stands and left out."""
+    parts = [
+        _same_label(labels, generated_labels, declared.fired, generated.fired),
+        declared.answer == generated.answer,
+    ]
+    for name in FIELD_KINDS:
+        a, b = declared.post[name], generated.post[name]
+        if isinstance(a, FMap) and isinstance(b, FMap):
+            pairs = [(a.entries[k], b.entries[k]) for k in a.entries]
+        elif isinstance(a, FSet) and isinstance(b, FSet):
+            pairs = [(a.members[k], b.members[k]) for k in a.members]
+        else:
+            pairs = [(a, b)]
+        parts.extend(_same(x, y) for x, y in pairs if not _identical(x, y))
+    return parts
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """The same value, term for term (so equal whatever the state)."""
+    if a is b:
+        return True
+    if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef):
+        return bool(a.eq(b))
+    if isinstance(a, Opt) and isinstance(b, Opt):
+        return _identical(a.some, b.some) and _identical(a.value, b.value)
+    return False
+
+
 def _equal(
     u: Universe,
     model: MachineModel,
@@ -183,13 +227,14 @@ def _equal(
         interrupt.check()
         solver = z3.Solver()
         solver.add(*declared.assumptions)
-        same = z3.And(
-            same_state(declared.post, generated.post),
-            declared.answer == generated.answer,
-            _same_label(labels, generated_labels, declared.fired, generated.fired),
-        )
-        solver.add(z3.Not(same))
-        verdict = solver.check()
+        verdict = z3.unsat
+        for part in _sameness(labels, generated_labels, declared, generated):
+            solver.push()
+            solver.add(z3.Not(part))
+            verdict = solver.check()
+            if verdict != z3.unsat:
+                break  # the solver keeps the model (and the reason) until the next call
+            solver.pop()
         if verdict == z3.unsat:
             continue
         if verdict == z3.unknown:
