@@ -249,12 +249,27 @@ def test_output_that_is_a_directory_exits_2(
     assert len(error) == 1 and "is a directory" in error[0]
 
 
-def test_the_explore_figures_are_opt_in() -> None:
-    """`replan bench` without --explore never starts the quarter-hour explorer run."""
-    settings = dataclasses.replace(bench.QUICK, only_tools=("middleware",))
+def test_the_explore_figures_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`replan bench` without --explore never starts the quarter-hour explorer run;
+    every other tool is measured, and naming the opt-in tool measures it."""
+    measured: list[str] = []
+
+    def measure(name: str) -> Any:
+        def figure(settings: Settings, module: Any) -> dict[str, Any]:
+            measured.append(name)
+            return {}
+
+        return figure
+
+    tools = {name: (module, measure(name)) for name, (module, _) in bench.TOOLS.items()}
+    monkeypatch.setattr(bench, "TOOLS", tools)
     assert "explore" in bench.OPT_IN
-    figures = bench.tool_figures(dataclasses.replace(settings, only_tools=()))
+    figures = bench.tool_figures(bench.QUICK)
     assert figures["explore"]["status"] == "skipped"
+    assert "explore" not in measured and set(measured) == set(tools) - bench.OPT_IN
+    measured.clear()
+    named = bench.tool_figures(dataclasses.replace(bench.QUICK, only_tools=("explore",)))
+    assert measured == ["explore"] and named["explore"]["status"] == "measured"
 
 
 def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Path) -> None:
