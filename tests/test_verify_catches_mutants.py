@@ -59,8 +59,11 @@ def test_every_mutant_has_an_expected_rule() -> None:
 def verified(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, tuple[int, dict[str, object], Path]]:
-    """`replan verify --mutant NAME --json` for every mutant, as a user runs it (a
-    process each, two at a time on two cores): exit code, report, evidence dir."""
+    """`replan verify --mutant NAME --fail-fast --json` for every mutant, as a user
+    runs it (a process each, two at a time on two cores): exit code, report, evidence
+    dir. ``--fail-fast`` stops at the first check that fails, so the property named is
+    the first engine's (``test_every_engine_names_the_rule_in_a_whole_run`` runs every
+    check on one mutant)."""
 
     directories = {name: tmp_path_factory.mktemp(name) for name in EXPECTED}
 
@@ -74,6 +77,7 @@ def verified(
                 "verify",
                 "--mutant",
                 name,
+                "--fail-fast",
                 "--json",
                 "--output",
                 str(evidence),
@@ -97,9 +101,46 @@ def test_verify_fails_on_the_broken_controller_naming_its_rule(
     assert code == 1, document["failed"]
     assert document["ok"] is False
     checks = {check["name"]: check for check in document["checks"]}  # type: ignore[attr-defined]
-    assert checks["drift"]["status"] == "passed"  # the engines found it, not stale files
+    # the engines found it, not stale files (a broken policy default stops before drift)
+    assert "drift" not in document["failed"]
+    assert "drift" in checks or document["failed"] == ["policy"]
     broken = document["broken_properties"]
     assert isinstance(broken, dict)
     assert EXPECTED[name] in broken, broken
     report = (evidence / "verify-report.md").read_text(encoding="utf-8")
     assert f"`{EXPECTED[name]}`" in report  # the Markdown names the property too
+
+
+def test_every_engine_names_the_rule_in_a_whole_run(tmp_path: Path) -> None:
+    """Without ``--fail-fast`` every check runs: the proofs, the explorer and the
+    campaign each name the broken property, and the episode shows the damage."""
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "replan", "verify", "--mutant", "step-not-counted"),
+            *("--json", "--output", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 1, completed.stderr
+    document = json.loads(completed.stdout)
+    assert document["not_run"] == []
+    checks = {check["name"]: check for check in document["checks"]}
+    for engine in ("proofs", "explorer", "campaign"):
+        assert "execute-counts-one-step" in checks[engine]["properties"], engine
+    assert set(document["failed"]) >= {"proofs", "explorer", "campaign"}
+
+
+def test_fail_fast_stops_at_the_first_failing_check_and_says_what_did_not_run(
+    verified: dict[str, tuple[int, dict[str, object], Path]],
+) -> None:
+    code, document, evidence = verified["step-not-counted"]
+    assert code == 1
+    names = [check["name"] for check in document["checks"]]  # type: ignore[attr-defined]
+    assert names == ["policy", "drift", "proofs"]
+    assert document["not_run"] == ["explorer", "campaign", "diagram", "workflow", "episode"]
+    assert document["gaps"] == []
+    report = (evidence / "verify-report.md").read_text(encoding="utf-8")
+    assert "| explorer | not run (`--fail-fast`) |" in report

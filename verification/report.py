@@ -100,6 +100,8 @@ class VerifyReport:
     gaps: list[str] = field(default_factory=list)
     #: declared transitions z3 shows cannot fire under the policy: not gaps
     not_live: dict[str, str] = field(default_factory=dict)
+    #: checks ``--fail-fast`` left unrun after the first one that did not pass
+    not_run: list[str] = field(default_factory=list)
     #: The ``run`` section of a report read back (``from_json``): when and with what
     #: it was written, kept rather than restamped with the reader's time.
     recorded_run: dict[str, Any] | None = None
@@ -126,6 +128,7 @@ class VerifyReport:
             "broken_properties": self.broken_properties,
             "gaps": self.gaps,
             "not_live": self.not_live,
+            "not_run": self.not_run,
             "against": self.against_lines,
             "run": run,
         }
@@ -147,6 +150,7 @@ class VerifyReport:
                 against_lines=[str(line) for line in document.get("against", [])],
                 gaps=[str(gap) for gap in document.get("gaps", [])],
                 not_live={str(k): str(v) for k, v in (document.get("not_live") or {}).items()},
+                not_run=[str(name) for name in document.get("not_run", [])],
                 recorded_run=dict(document["run"])
                 if isinstance(document.get("run"), dict)
                 else None,
@@ -187,6 +191,8 @@ class VerifyReport:
                 lines += [f"       {line}" for line in check.failure_text.splitlines()[:12]]
             for command in check.replay:
                 lines.append(f"       replay: {command}")
+        if self.not_run:
+            lines.append(f"--   not run (--fail-fast): {', '.join(self.not_run)}")
         lines += [f"     change: {line}" for line in self.against_lines]
         took = f" ({self.seconds:.0f} s)" if self.timed else ""
         lines.append(
@@ -245,6 +251,8 @@ def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None
             status += f", {len(check.warnings)} finding{'s' if len(check.warnings) > 1 else ''}"
         row = f"| {check.name} | {status} | {check.summary.replace('|', '/')} |"
         lines.append(row + (f" {check.seconds:.1f} s |" if timings else ""))
+    for name in report.not_run:
+        lines.append(f"| {name} | not run (`--fail-fast`) | |" + (" |" if timings else ""))
     broken = report.broken_properties
     if broken:
         lines += ["", "## Broken properties", "", "| property | found by |", "|---|---|"]

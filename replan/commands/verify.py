@@ -33,6 +33,8 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
   replan verify --mutant step-not-counted         every engine on a deliberately
                                                   broken controller: exit 1, naming
                                                   the rule it breaks
+  replan verify -x                                stop at the first check that fails
+                                                  (--fail-fast; the rest: not run)
 
 Profiles set the campaign's budget: ci (the default here: 200 examples x 60 steps),
 default (600 x 80), thorough (3000 x 100). The campaign seed is
@@ -144,6 +146,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 on gaps too: a live declared transition or a stop reason no engine "
         "exercised, or one the explorer reaches that the campaign missed",
+    )
+    parser.add_argument(
+        "-x",
+        "--fail-fast",
+        action="store_true",
+        help="stop at the first check that does not pass and list the rest as not run "
+        "(the exit code is the same; a broken proof answers in seconds instead of after "
+        "the explorer and the campaign: for pre-commit hooks and quick loops)",
     )
     parser.add_argument(
         "--mutate",
@@ -832,9 +842,14 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
     pipeline.report.checks.append(_policy_check(args.policy, subject))
     _progress(f"[1/{pipeline.total}] policy: {pipeline.report.checks[0].status}")
     for number, (name, check) in enumerate(steps, start=2):
+        if args.fail_fast and not pipeline.report.ok:
+            pipeline.report.not_run = [later for later, _ in steps[number - 2 :]]
+            _progress(f"--fail-fast: not running {', '.join(pipeline.report.not_run)}")
+            break
         pipeline.run(number, name, check)
     pipeline.label_unreachable_counterexamples()
-    pipeline.find_gaps()
+    if not pipeline.report.not_run:  # gaps are judged on a whole run only
+        pipeline.find_gaps()
 
     report = pipeline.report
     report.seconds = time.perf_counter() - started
