@@ -287,3 +287,16 @@ def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Pa
     lines = explore_lines({"spin": [figures], "first_policy": None})
     assert any("2 workers against 1" in line for line in lines)
     assert any("SPIN" in line and "absent" in line for line in lines)
+
+
+def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:
+    from replan.verification.explore_bench import campaign_throughput, explore_lines
+
+    figures = campaign_throughput(2, lambda _: None, examples=3)
+    assert figures["examples"] >= 3 and len(figures["samples"]["campaign"]) == 2
+    ours = figures["campaign_operations_per_second"]
+    bare = figures["bare_lockstep_operations_per_second"]
+    assert ours > 0 and bare > 0
+    assert figures["campaign_to_bare"] == pytest.approx(ours / bare, rel=0.05)
+    lines = explore_lines({"spin": [], "campaign": figures, "first_policy": None})
+    assert any("bare Hypothesis lockstep machine" in line for line in lines)

@@ -5,7 +5,8 @@ explorer's transitions per second against SPIN's on the same model and domains
 ((V, K) = (1, 1) and (1, 2), with SPIN's counts beside ours), one worker against two,
 and a new user's first policy (``tests/policies/first-policy.toml``: three keys, a
 completing step requiring two) through ``replan verify --profile ci`` as a user runs
-it, with its wall time and peak memory. Leaves the searches to
+it, with its wall time and peak memory, and the campaign's operations per second at
+``ci`` against a bare Hypothesis lockstep machine. Leaves the searches to
 ``verification/explore.py`` and ``verification/sharded.py``, SPIN to
 ``verification/spin.py``.
 
@@ -39,6 +40,8 @@ FIRST_POLICY = Path(__file__).resolve().parents[1] / "tests" / "policies" / "fir
 DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
 QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)
 WORKERS = (1, 2)
+#: ``replan verify``'s campaign seed: the campaign measured is the one verify runs
+VERIFY_SEED = 0
 
 Progress = Callable[[str], None]
 
@@ -180,11 +183,45 @@ def first_policy_verify(progress: Progress) -> dict[str, Any]:
     }
 
 
+def campaign_throughput(
+    rounds: int, progress: Progress, examples: int | None = None
+) -> dict[str, Any]:
+    """The campaign at ``ci`` on the default policy (every property after every
+    operation, the reference model in lockstep, coverage and visited states) against
+    the bare Hypothesis lockstep machine (``verification/bare_lockstep.py``) with the
+    same examples and steps, interleaved ``rounds`` times: operations per second,
+    medians, and their ratio (``examples``: fewer than the profile's, for a smoke run)."""
+    from replan.verification.bare_lockstep import bare_lockstep_rate
+    from replan.verification.campaign import run_campaign
+
+    campaign: list[float] = []
+    bare: list[float] = []
+    made = 0
+    for round_number in range(rounds):
+        progress(f"explore bench: campaign throughput, round {round_number + 1}/{rounds}")
+        result = run_campaign(
+            DEFAULT_POLICY, "ci", seed=VERIFY_SEED, examples=examples, out_dir=None, database=None
+        )
+        made = result.examples
+        campaign.append(result.operations / max(result.seconds, 1e-9))
+        bare.append(float(bare_lockstep_rate(VERIFY_SEED, made)["operations_per_second"]))
+    ours, baseline = statistics.median(campaign), statistics.median(bare)
+    return {
+        "rounds": rounds,
+        "examples": made,
+        "campaign_operations_per_second": round(ours),
+        "bare_lockstep_operations_per_second": round(baseline),
+        "campaign_to_bare": round(ours / max(baseline, 1e-9), 2),
+        "samples": {"campaign": [round(x) for x in campaign], "bare": [round(x) for x in bare]},
+    }
+
+
 def explore_figures(quick: bool, progress: Progress) -> dict[str, Any]:
     """Every figure of ``replan bench --explore``."""
     domains = QUICK_DOMAINS if quick else DOMAINS
     return {
         "spin": [spin_comparison(v, k, rounds, progress) for v, k, rounds in domains],
+        "campaign": campaign_throughput(1 if quick else 3, progress),
         "first_policy": None if quick else first_policy_verify(progress),
     }
 
@@ -217,6 +254,15 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
                 if "same_states_as_spin" not in each
                 else f"; same states as SPIN: {'yes' if each['same_states_as_spin'] else 'NO'}"
             )
+        )
+    throughput = figures.get("campaign")
+    if throughput:
+        lines.append(
+            f"campaign at ci (default policy, {throughput['examples']} examples; medians of "
+            f"{throughput['rounds']} interleaved rounds): "
+            f"{throughput['campaign_operations_per_second']:,} operations/s against "
+            f"{throughput['bare_lockstep_operations_per_second']:,} for a bare Hypothesis "
+            f"lockstep machine ({throughput['campaign_to_bare']}x)"
         )
     first = figures.get("first_policy")
     if first:
