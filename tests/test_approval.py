@@ -260,3 +260,11 @@ def test_verify_strict_holds_on_the_approval_policy(tmp_path: Path) -> None:
         "approval-is-for-the-exact-plan",
     } <= proved
     assert set(report["not_live"]) == {"approved --execute--> idle"}
+    # the explorer alone, with its default domains, reaches every live declared
+    # transition (the approval states' included), not only the campaign
+    explorer = next(c for c in report["checks"] if c["name"] == "explorer")["details"]
+    coverage = explorer["transition_coverage"]
+    unreached = {label for label, status in coverage.items() if status != "reached"}
+    assert unreached, "a policy switches some transitions off"
+    assert unreached <= set(explorer["disabled_by_policy"]) | set(report["not_live"])
+    assert any("awaiting_approval" in label for label in explorer["fired_on_distinct_edges"])

@@ -289,8 +289,11 @@ class Pipeline:
                 gaps.append(f"the campaign never fired {label} (the explorer reaches it)")
             elif label in not_live:
                 self.report.not_live[label] = not_live[label]
-            elif explored.complete:
-                gaps.append(f"no engine reached {label}")
+            else:  # within the explorer's bounds or not, nothing exercised it
+                gaps.append(
+                    f"no engine reached {label}"
+                    + ("" if explored.complete else " (the explorer stopped at its bounds)")
+                )
         for reason, explorer_reached in explored.stop_reasons.items():
             if coverage.stop_reasons[reason]:
                 continue
