@@ -276,6 +276,9 @@ def test_a_step_that_completes_the_run_under_one_policy_only_is_a_change_not_a_w
 
 
 def test_a_witness_names_only_keys_both_policies_declare() -> None:
+    """A key of one policy only is never observed in that policy's run (Unknown, as
+    the contract reads a key never observed): the witness assigns only shared keys
+    and names the others apart."""
     document = policy_to_dict(DEFAULT_POLICY)
     document["evidence"]["keys"] = ["parser", "owner"]
     document["steps"][2]["requires"] = ["parser"]
@@ -284,17 +287,22 @@ def test_a_witness_names_only_keys_both_policies_declare() -> None:
     changes = policy_changes(DEFAULT_POLICY, new)
     assert (changes["keys_added"], changes["keys_removed"]) == (["owner"], ["access"])
     difference = decision_difference(DEFAULT_POLICY, new)
-    # access is Passed on the old side: the two gates agree on every parser state
-    assert difference is None
+    # access, never observed, keeps the old gate shut; the new one opens on parser
+    assert difference is not None and difference.assignment == {"parser": "Passed"}
+    assert (difference.old_commits, difference.new_commits) == (False, True)
+    assert difference.unobserved == ("access", "owner")
+    assert "(access, owner, of one policy only: never observed)" in difference.text()
     document["steps"][2]["requires"] = ["parser", "owner"]
     document["workflow"]["ready_when_passed"] = ["parser", "owner"]
     stricter = policy_from_dict(document)
-    assert decision_difference(DEFAULT_POLICY, stricter) is None  # owner Passed too
+    # each gate waits on a key of its own policy that is never observed: both shut
+    assert decision_difference(DEFAULT_POLICY, stricter) is None
     document["steps"][2]["requires"] = []
     document["workflow"]["ready_when_passed"] = []
     looser = policy_from_dict(document)
     witness = decision_difference(DEFAULT_POLICY, looser)
     assert witness is not None and set(witness.assignment) == {"parser"}
+    assert witness.new_commits and not witness.old_commits
 
 
 # ---- the command line ----------------------------------------------------------------

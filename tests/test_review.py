@@ -27,7 +27,6 @@ from replan.verification.harness import Finding, Operation, apply
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "evidence"
 THREE_KEYS = ROOT / "tests" / "policies" / "three-keys.toml"
-PARSER_ONLY = ROOT / "tests" / "policies" / "commit-requires-parser-only.toml"
 MODEL = extract(Replanning)
 DATA = re.compile(r'<script type="application/json" id="review-data">(.*?)</script>', re.DOTALL)
 
@@ -175,17 +174,22 @@ def test_a_failed_report_exits_1_and_the_page_shows_the_failure(tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def against_page(tmp_path_factory: pytest.TempPathFactory) -> str:
-    code, page = review(tmp_path_factory.mktemp("against"), "--against", str(PARSER_ONLY))
+    code, page = review(tmp_path_factory.mktemp("against"), "--against", str(THREE_KEYS))
     assert code == 0
     return page
 
 
 @pytest.mark.graphviz
-def test_against_a_weaker_gate_shows_the_diff_and_its_witness(against_page: str) -> None:
+def test_against_a_policy_with_another_key_shows_the_diff_and_its_witness(
+    against_page: str,
+) -> None:
+    """The README's example: against the three-key policy (a third prerequisite,
+    `schema`), the page shows the removed key, the changed gate and z3's witness over
+    the shared keys."""
     from replan.verification.prove import decision_difference
 
-    witness = decision_difference(load_policy(PARSER_ONLY), DEFAULT_POLICY)
-    assert witness is not None
+    witness = decision_difference(load_policy(THREE_KEYS), DEFAULT_POLICY)
+    assert witness is not None and witness.unobserved == ("schema",)
     check = page_data(against_page)["against"]
     assert check["name"] == "against"
     assert check["details"]["commit_decision"] == witness.to_json()
@@ -195,10 +199,19 @@ def test_against_a_weaker_gate_shows_the_diff_and_its_witness(against_page: str)
     ) in against_page
     for key, state in witness.assignment.items():
         assert f"<tr><th scope='row'>{key}</th><td>{state}</td></tr>" in against_page
+    assert (
+        "<tr><th scope='row'>schema</th><td>never observed (one policy only)</td></tr>"
+    ) in against_page
     assert 'id="changes"' in against_page and against_page.count("<svg ") == 4
+    assert "keys removed: schema" in against_page
     # the guard whose policy-given meaning changed is named in the diff
-    assert "prerequisites_passed (commit-import: parser → parser, access)" in against_page
-    assert "prerequisites changed: commit-import: parser -&gt; parser, access" in against_page
+    assert "prerequisites_passed (commit-import: parser, access, schema → parser, access)" in (
+        against_page
+    )
+    assert (
+        "prerequisites changed: commit-import: parser, access, schema -&gt; parser, access"
+        in against_page
+    )
 
 
 def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:

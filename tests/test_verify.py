@@ -92,7 +92,8 @@ def test_against_a_policy_with_other_keys_reports_them_and_witnesses_over_the_sh
     tmp_path: Path,
 ) -> None:
     """A key one policy has and the other lacks is reported, not mixed into the
-    witness: the witness names only keys and steps both policies declare."""
+    witness: the witness assigns only keys both policies declare (the other is never
+    observed in the run of the policy that has it) and names only shared steps."""
     pipeline = Pipeline(load_policy(THREE_KEYS), tmp_path, "ci", 0)
     result = pipeline.against(str(ROOT / "spec" / "policy.toml"))
     changes = result.details["policy_changes"]
@@ -100,10 +101,16 @@ def test_against_a_policy_with_other_keys_reports_them_and_witnesses_over_the_sh
     lines = pipeline.report.against_lines
     assert "keys added: schema" in lines
     assert "prerequisites changed: commit-import: parser, access -> parser, access, schema" in lines
+    # the new key is never observed in the old run: requiring it is a stricter gate,
+    # shown as the decision it changes, with a witness over the shared keys only
     assert (
-        "commit decisions: identical for every evidence assignment over the shared keys "
-        "and completing steps (z3)"
+        "commit decisions differ over the shared keys and completing steps: parser=Passed, "
+        "access=Passed (schema, of one policy only: never observed): commit-import: old "
+        "policy commits, new policy refuses"
     ) in lines
+    witness = result.details["commit_decision"]
+    assert set(witness["assignment"]) == {"parser", "access"}
+    assert witness["unobserved"] == ["schema"]
     assert "schema" in pipeline.report.diff_mermaid
 
 

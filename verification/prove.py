@@ -471,19 +471,33 @@ class DecisionDifference:
     assignment: dict[str, str]
     old_commits: bool
     new_commits: bool
+    #: keys one policy declares and the other does not: never observed (Unknown) in
+    #: the run of the policy that has them, absent from the other
+    unobserved: tuple[str, ...] = ()
 
     def text(self) -> str:
         old = "commits" if self.old_commits else "refuses"
         new = "commits" if self.new_commits else "refuses"
-        return f"{_render(self.assignment)}: {self.step}: old policy {old}, new policy {new}"
+        unobserved = (
+            f" ({', '.join(self.unobserved)}, of one policy only: never observed)"
+            if self.unobserved
+            else ""
+        )
+        return (
+            f"{_render(self.assignment)}{unobserved}: {self.step}: old policy {old}, "
+            f"new policy {new}"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "step": self.step,
             "assignment": self.assignment,
             "old": "commits" if self.old_commits else "refuses",
             "new": "commits" if self.new_commits else "refuses",
         }
+        if self.unobserved:
+            document["unobserved"] = list(self.unobserved)
+        return document
 
 
 def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
@@ -528,8 +542,11 @@ def decision_difference(
 ) -> DecisionDifference | None:
     """A (minimal) evidence assignment on which the old and the new policy's controller
     decide a commit plan differently, or None when z3 proves they never do, over what
-    both share: the keys both declare (a key of one policy only is Passed) and the
-    steps that complete the run under both (``policy_changes`` names the others).
+    both share: the keys both declare, and the steps that complete the run under both
+    (``policy_changes`` names the others). A key one policy declares and the other
+    does not is never observed in that policy's run (Unknown, as the contract reads a
+    key never observed): a prerequisite added or removed with its key then shows as
+    the decision it changes, while the witness assigns only shared keys.
     ``model``/``model_class`` build the new controller's gate, ``old_model``/
     ``old_model_class`` the old one's (default: the same), so an older declaration or
     older bodies can be compared too."""
@@ -539,10 +556,14 @@ def decision_difference(
         "new": (model, model_class),
     }
     # Over what both policies share (``policy_changes`` reports the rest first): the
-    # shared keys, each policy's own keys Passed, the steps both let complete the run.
+    # shared keys, each policy's own keys never observed, the steps both let complete
+    # the run.
     keys = [k for k in new.keys if k in old.keys]
     shared = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in keys}
-    passed = EVIDENCE.const(EvidenceState.PASSED)
+    unknown = EVIDENCE.const(EvidenceState.UNKNOWN)
+    unobserved = tuple(
+        [k for k in old.keys if k not in new.keys] + [k for k in new.keys if k not in old.keys]
+    )
     steps = [s.name for s in new.steps if s.completes_run and s.name in old.terminal_steps]
     for step in steps:
         constraints: list[z3.BoolRef] = []
@@ -551,7 +572,7 @@ def decision_difference(
             declaration, bodies = builds[label]
             gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
             constraints.append(gate.premise)
-            constraints += [gate.evidence[k] == shared.get(k, passed) for k in policy.keys]
+            constraints += [gate.evidence[k] == shared.get(k, unknown) for k in policy.keys]
             decisions.append(gate.opens)
         constraints.append(decisions[0] != decisions[1])
         witness = _minimal_model(constraints, shared)
@@ -563,6 +584,7 @@ def decision_difference(
             assignment,
             z3.is_true(witness.eval(decisions[0], model_completion=True)),
             z3.is_true(witness.eval(decisions[1], model_completion=True)),
+            unobserved,
         )
     return None
 

@@ -344,6 +344,10 @@ def _witness(details: dict[str, Any]) -> str:
         f"<tr><th scope='row'>{_e(key)}</th><td>{_e(value)}</td></tr>"
         for key, value in assignment.items()
     ]
+    rows += [
+        f"<tr><th scope='row'>{_e(key)}</th><td>never observed (one policy only)</td></tr>"
+        for key in witness.get("unobserved") or []
+    ]
     return (
         "<p><strong>Commit decisions differ</strong> (a witness found by z3): with the "
         f"evidence below, on a plan for <code>{_e(witness.get('step'))}</code> the old policy "
