@@ -18,7 +18,7 @@ from replan.controller import DEFAULT_POLICY
 from replan.spec import vocabulary
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification.adequacy import Judge, run_matrix
+from replan.verification.adequacy import Judge, Matrix, run_matrix
 from replan.verification.mutation import OPERATORS, all_mutants, body_names
 
 DECLARATION = extract(Replanning)
@@ -41,16 +41,23 @@ def test_every_operator_makes_mutants_with_unique_ids() -> None:
     assert "__init__" not in body_names(DECLARATION)  # the field table: field-initial
 
 
-def test_swapped_transitions_are_killed_or_proved_equivalent() -> None:
-    code, matrix = mutate("--operator", "swap-transitions")
-    assert code == 0
-    assert matrix["survived"] == 0
-    assert matrix["killed"] + matrix["equivalent"] == matrix["generated"] > 30
-    equivalent = [m for m in matrix["mutants"] if m["status"] == "equivalent"]  # type: ignore[attr-defined]
+@pytest.fixture(scope="module")
+def full_matrix() -> Matrix:
+    """`replan mutate`'s whole matrix on the default declaration and policy, judged
+    once for this module (two processes)."""
+    return run_matrix(DEFAULT_POLICY, workers=2)
+
+
+def test_swapped_transitions_are_killed_or_proved_equivalent(full_matrix: Matrix) -> None:
+    swapped = [v.to_json() for v in full_matrix.verdicts if v.mutant.operator == "swap-transitions"]
+    statuses = Counter(m["status"] for m in swapped)
+    assert statuses["survived"] == 0
+    assert statuses["killed"] + statuses["equivalent"] == len(swapped) > 30
+    equivalent = [m for m in swapped if m["status"] == "equivalent"]
     assert equivalent and all("z3" in m["reason"] for m in equivalent)
     # two rejections of a plan in either order reject it: equivalent; a rejection moved
     # before the malformed check reads a field that may not be there: killed
-    names = {m["id"]: m["status"] for m in matrix["mutants"]}  # type: ignore[attr-defined]
+    names = {m["id"]: m["status"] for m in swapped}
     assert names["swap-transitions:11-12"] == "equivalent"
     assert names["swap-transitions:10-11"] == "killed"
 
@@ -118,8 +125,8 @@ def test_the_committed_matrix_kills_every_non_equivalent_mutant() -> None:
     assert matrix["killed"] + matrix["equivalent"] == matrix["generated"]
 
 
-def test_the_full_matrix_runs_and_kills_every_non_equivalent_mutant() -> None:
-    matrix = run_matrix(DEFAULT_POLICY, workers=2)
+def test_the_full_matrix_runs_and_kills_every_non_equivalent_mutant(full_matrix: Matrix) -> None:
+    matrix = full_matrix
     assert matrix.count("survived") == 0, "\n".join(matrix.lines())
     committed = json.loads(EVIDENCE.read_text(encoding="utf-8"))
     assert matrix.count("killed") == committed["killed"]

@@ -175,6 +175,26 @@ class Judge:
             witness = "the initial state differs"
         return changed, initial_changed, witness
 
+    def equivalence_reason(self, mutant: Mutant) -> str:
+        """Why an equivalent mutant is one: which events z3 compared, and which run no
+        changed body (their relation is the original's as it stands)."""
+        compared = [e for e in self.original if not self.unchanged(mutant, e)]
+        untouched = [e for e in self.original if e not in compared]
+        parts = []
+        if compared:
+            one = len(compared) == 1
+            parts.append(
+                f"z3: from every state satisfying the invariants, {', '.join(compared)} "
+                f"{'leaves' if one else 'leave'} the same state and {'gives' if one else 'give'} "
+                "the same answer as the original for every argument (unsat)"
+            )
+        if untouched:
+            parts.append(
+                f"{', '.join(untouched)}: the same declared transitions and no changed body"
+            )
+        parts.append("the initial state is the same (z3, unsat)")
+        return "; ".join(parts)
+
     def _may_fail(self, event: str, encoding: Any) -> Any:
         """sat when a condition the mutant's bodies take for granted (no None, a key
         present, a field of the argument there) can fail from a reachable state."""
@@ -266,13 +286,7 @@ class Judge:
                 return Verdict(
                     mutant, "killed", "generate", [], f"the generator refuses it: {error}"
                 )
-            return Verdict(
-                mutant,
-                "equivalent",
-                reason="z3: from every state satisfying the invariants, every event leaves "
-                "the same state and gives the same answer, and the initial state is the same "
-                "(unsat)",
-            )
+            return Verdict(mutant, "equivalent", reason=self.equivalence_reason(mutant))
         found: dict[str, list[str]] = {}
         runs: list[tuple[str, Callable[[], list[str]]]] = [
             ("proofs", lambda: self.proofs(mutant, events, initial)),

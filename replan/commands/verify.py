@@ -158,8 +158,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutate",
         action="store_true",
-        help="also run `replan mutate` and put the mutation score in the report (about 90 s "
-        "more on the default declaration: not part of the ci budget)",
+        help="also run `replan mutate` and put the mutation score in the report (about 80 s "
+        "more on two cores for the default declaration: not part of the ci budget)",
     )
     parser.add_argument(
         "--mutant",
