@@ -20,11 +20,17 @@ from replan.verification.diagram import machine_diagram, render
 from replan.verification.diagram.graph import build
 from replan.verification.diagram.guard_policy import condition_expression, guard_expression
 from replan.verification.diagram.overview import wrap_guard
+from replan.verification.liveness import liveness
 
 #: Every test here draws with Graphviz (skipped, with the reason, without it).
 pytestmark = pytest.mark.graphviz
 
 MODEL = extract(Replanning)
+#: label -> why, for what the default policy switches off (the overview leaves it out)
+SWITCHED_OFF = liveness(Run, DEFAULT_POLICY, [t.label for t in MODEL.transitions]).switched_off
+#: the states the default policy never enters
+NOT_ENTERED = {"awaiting_approval", "approved", "budget_exhausted"}
+APPROVAL = Path(__file__).resolve().parent / "policies" / "approval.toml"
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK = "{http://www.w3.org/1999/xlink}"
 
@@ -56,7 +62,11 @@ def test_every_transition_that_changes_the_state_is_a_row_with_its_arrow(
     overview_svg: str,
 ) -> None:
     found = groups(overview_svg)
-    external = [t for t in MODEL.transitions if not (t.internal and t.source == t.target)]
+    external = [
+        t
+        for t in MODEL.transitions
+        if not (t.internal and t.source == t.target) and t.label not in SWITCHED_OFF
+    ]
     assert external
     for t in external:
         row = found[f"a_t{t.index}-row"]
@@ -69,6 +79,32 @@ def test_every_transition_that_changes_the_state_is_a_row_with_its_arrow(
             assert f"a_t{t.index}-row" not in found and f"t{t.index}" not in found
 
 
+def test_what_the_policy_switches_off_is_left_out_and_named(overview_svg: str) -> None:
+    """No step of the default policy needs approval and it sets no budget: the
+    approval states, the budget stop and every row leading there are left out, and
+    the caption says so and why; under the approval policy they are drawn."""
+    found = groups(overview_svg)
+    assert SWITCHED_OFF
+    for t in MODEL.transitions:
+        if t.label in SWITCHED_OFF:
+            assert f"a_t{t.index}-row" not in found and f"t{t.index}" not in found, t.label
+    for state in NOT_ENTERED:
+        assert f"state-{state}" not in found
+    caption = text_of(found["graph0"]) if "graph0" in found else overview_svg
+    assert (
+        f"Left out, as this policy switches them off (the full view draws them): "
+        f"{len(SWITCHED_OFF)} transitions"
+    ) in " ".join(caption.split())
+    assert "the states awaiting_approval, approved, budget_exhausted" in caption
+    assert "sets_a_budget is always False under this policy" in caption
+    from replan.controller.policy import load_policy
+
+    approval = render(build(MODEL, load_policy(APPROVAL)), "svg", view="overview").decode()
+    shown = groups(approval)
+    assert {"state-awaiting_approval", "state-approved"} <= set(shown)
+    assert "state-budget_exhausted" not in shown  # the approval policy sets no budget
+
+
 def test_internal_transitions_are_folded_into_one_counted_line_per_event(
     overview_svg: str,
 ) -> None:
@@ -77,7 +113,9 @@ def test_internal_transitions_are_folded_into_one_counted_line_per_event(
     for state in MODEL.active_states:
         for event in MODEL.events:
             inside = [
-                t for t in MODEL.leaving(state.id, event) if t.internal and t.source == t.target
+                t
+                for t in MODEL.leaving(state.id, event)
+                if t.internal and t.source == t.target and t.label not in SWITCHED_OFF
             ]
             group = found.get(f"a_fold-{state.id}-{event}")
             if not inside:
@@ -97,8 +135,9 @@ def test_internal_transitions_are_folded_into_one_counted_line_per_event(
             ]
             assert [line.split(" [")[0].split(" /")[0] for line in listed] == expected
             folded += len(inside)
-    assert folded == sum(1 for t in MODEL.transitions if t.internal)
-    assert "observe: 5 rejections / bookkeeping" in text_of(found["a_fold-idle-observe"])
+    assert folded == sum(1 for t in MODEL.transitions if t.internal and t.label not in SWITCHED_OFF)
+    # the uncounted duplicate row is switched off under count_duplicate_deliveries
+    assert "observe: 4 rejections / bookkeeping" in text_of(found["a_fold-idle-observe"])
 
 
 def test_guards_read_as_what_they_test_against_the_policy_named_in_their_title(
@@ -110,7 +149,7 @@ def test_guards_read_as_what_they_test_against_the_policy_named_in_their_title(
     assert text_of(guard) == "[steps >= max_steps (4)]"
     assert title_of(guard) == "steps_exhausted"
     for t in MODEL.transitions:
-        if t.cond and not (t.internal and t.source == t.target):
+        if t.cond and not (t.internal and t.source == t.target) and t.label not in SWITCHED_OFF:
             cell = found[f"a_t{t.index}-guard"]
             assert title_of(cell) == t.cond
             assert (

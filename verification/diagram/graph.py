@@ -81,6 +81,11 @@ class Edge:
     #: The guard as what it tests under the diagram's policy (``steps >= max_steps
     #: (4)``), from ``guard_policy.condition_expression``; ``""`` for no guard.
     guard_expression: str = ""
+    #: Why the diagram's policy rules the transition out (a guard reading only the
+    #: policy is constant under it, or it leaves a state the policy never enters:
+    #: ``verification.liveness``); ``""`` when the policy lets it fire. The overview
+    #: leaves these out; the full view draws every transition.
+    switched_off: str = ""
 
     @property
     def trigger(self) -> str:
@@ -151,8 +156,14 @@ def build(model: MachineModel, policy: Policy, model_class: type[Run] = Run) -> 
         )
         for s in model.states
     )
+    from replan.verification.liveness import liveness
+
+    switched_off = liveness(model_class, policy, [t.label for t in model.transitions]).switched_off
     edges = tuple(
-        _edge(model, t, condition_expression(model_class, t.cond, policy))
+        dataclasses.replace(
+            _edge(model, t, condition_expression(model_class, t.cond, policy)),
+            switched_off=switched_off.get(t.label, ""),
+        )
         for t in model.transitions
     )
     internal = sum(1 for t in model.transitions if t.internal)

@@ -13,7 +13,12 @@ state, and folds the rest:
   was) are folded into one line per event that counts them (``observe: 5 rejections /
   bookkeeping ↺``), whose ``<title>`` lists them in priority order;
 - the final states show their stop reason, and one note says what a stopped run
-  answers.
+  answers;
+- what the policy switches off is left out, and the caption says what and why: the
+  transitions it rules out (``Edge.switched_off``: an approval row under a policy with
+  no approval step, a budget row with no budget set) and the states only they enter
+  (``awaiting_approval``, ``budget_exhausted``). An overlay's mark (a fired count, a
+  trace step, a diff's change) keeps a transition drawn.
 
 Element ids are the full diagram's where the element is the same (``t<index>`` for an
 arrow, ``state-<id>`` for a state) and ``fold-<state>-<event>`` for a folded line, so
@@ -51,6 +56,35 @@ FONT_SIZE = 12
 def folded(edge: Edge) -> bool:
     """An internal self-transition: counted in its state's folded line, no arrow."""
     return edge.internal and edge.source == edge.target
+
+
+def left_out(edge: Edge) -> bool:
+    """A transition the policy switches off that no overlay marks: not drawn."""
+    return bool(edge.switched_off) and not (
+        edge.fired or edge.steps or edge.change not in (None, Change.UNCHANGED)
+    )
+
+
+def drawn(diagram: Diagram) -> tuple[list[Node], list[Edge]]:
+    """The states and transitions the overview draws: every transition but those it
+    leaves out, and the states the initial one reaches through them (a state an
+    overlay marks stays too)."""
+    edges = [e for e in diagram.edges if not left_out(e)]
+    entered = {n.id for n in diagram.nodes if n.initial}
+    grown = True
+    while grown:
+        grown = False
+        for edge in edges:
+            if edge.source in entered and edge.target not in entered:
+                entered.add(edge.target)
+                grown = True
+    nodes = [
+        n
+        for n in diagram.nodes
+        if n.id in entered or n.change not in (None, Change.UNCHANGED) or n.notes
+    ]
+    kept = {n.id for n in nodes}
+    return nodes, [e for e in edges if e.source in kept and e.target in kept]
 
 
 def fold_id(state: str, event: str) -> str:
@@ -251,21 +285,49 @@ def _answers_note(diagram: Diagram) -> str:
 
 
 def caption(diagram: Diagram) -> str:
-    arrows = sum(1 for e in diagram.edges if not folded(e))
-    inside = len(diagram.edges) - arrows
-    return (
-        f"{diagram.title}: {len(diagram.nodes)} states; {arrows} transitions change the "
+    nodes, edges = drawn(diagram)
+    arrows = sum(1 for e in edges if not folded(e))
+    inside = len(edges) - arrows
+    text = (
+        f"{diagram.title}: {len(nodes)} states; {arrows} transitions change the "
         f"state, {inside} internal ones are folded (every row: the full view)"
     )
+    return text + "".join(f"\n{line}" for line in left_out_lines(diagram))
+
+
+def left_out_lines(diagram: Diagram) -> list[str]:
+    """What this policy switches off and the overview leaves out, with why."""
+    nodes, edges = drawn(diagram)
+    shown = {n.id for n in nodes}
+    states = [n.id for n in diagram.nodes if n.id not in shown]
+    count = len(diagram.edges) - len(edges)
+    if not count and not states:
+        return []
+    reasons = sorted(
+        {
+            reason
+            for e in diagram.edges
+            if e not in edges
+            for reason in [e.switched_off]
+            if reason and not reason.startswith("nothing that can fire")
+        }
+    )
+    lines = [
+        f"Left out, as this policy switches them off (the full view draws them): {count} "
+        "transitions" + (f",\n  the states {', '.join(states)}" if states else ""),
+    ]
+    lines += [f"  {reason}" for reason in reasons]
+    return lines
 
 
 def to_dot(diagram: Diagram) -> str:
     """The overview as DOT source (deterministic: same diagram, same bytes)."""
-    events = list(dict.fromkeys(e.event for e in diagram.edges))
-    active = [n for n in diagram.nodes if not n.final]
-    final = [n for n in diagram.nodes if n.final]
+    nodes, edges = drawn(diagram)
+    events = list(dict.fromkeys(e.event for e in edges))
+    active = [n for n in nodes if not n.final]
+    final = [n for n in nodes if n.final]
     order = [n.id for n in active]
-    label = _escape(caption(diagram))
+    label = '<BR ALIGN="LEFT"/>'.join(_escape(line) for line in caption(diagram).split("\n"))
     for overlay, key in diagram.overlays:
         label += f'<BR ALIGN="LEFT"/><B>{_escape(overlay)}</B>: {_escape(key)}'
     lines = [
@@ -278,7 +340,7 @@ def to_dot(diagram: Diagram) -> str:
         '    __start [shape=point, width=0.15, label="", id="initial"];',
     ]
     for node in active:
-        mine = [e for e in diagram.edges if e.source == node.id]
+        mine = [e for e in edges if e.source == node.id]
         attributes = {
             "id": _quote(f"state-{node.id}"),
             "shape": "plaintext",
@@ -312,10 +374,10 @@ def to_dot(diagram: Diagram) -> str:
             f'fillcolor="#fff8c5", color="#d4a72c", fontsize=11, label={_answers_note(diagram)}];'
         )
         lines.append("    { rank=same; " + "; ".join(n.id for n in final) + "; final_answers; }")
-    for node in diagram.nodes:
+    for node in nodes:
         if node.initial:
             lines.append(f"    __start -> {node.id} [arrowsize=0.8];")
-    for edge in diagram.edges:
+    for edge in edges:
         if folded(edge):
             continue
         attributes = _edge_attributes(edge, diagram.max_fired)
