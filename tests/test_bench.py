@@ -76,10 +76,12 @@ def test_quick_run_writes_json_with_all_three_implementations(
         "middleware",
         "durable",
         "explore",
+        "scale",
     }
-    assert document["tools"]["explore"]["status"] == "skipped"  # opt-in: --explore
+    for opt_in in ("explore", "scale"):  # --explore, --scale
+        assert document["tools"][opt_in]["status"] == "skipped"
     for name, figures in document["tools"].items():
-        if name != "explore":
+        if name not in ("explore", "scale"):
             assert figures["status"] in {"measured", "absent"}, (name, figures)
     executor = document["tools"]["executor"]
     if executor["status"] == "measured":
@@ -300,3 +302,24 @@ def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:
     assert figures["campaign_to_bare"] == pytest.approx(ours / bare, rel=0.05)
     lines = explore_lines({"spin": [], "campaign": figures, "first_policy": None})
     assert any("bare Hypothesis lockstep machine" in line for line in lines)
+
+
+def test_the_scale_figures_compare_workers_and_ray(tmp_path: Path) -> None:
+    """`replan bench --scale --quick`: the campaign on 1, 2, 4 local workers and 2 Ray
+    tasks, a first failure found on each, the explorer's counts equal everywhere."""
+    pytest.importorskip("ray", reason="the scale extra (ray) is not installed")
+    from replan.verification.scale_bench import scale_figures, scale_lines
+
+    figures = scale_figures(True, lambda _: None)
+    assert [(c["workers"], c["ray"]) for c in figures["campaign"]] == [
+        (1, False),
+        (2, False),
+        (4, False),
+        (2, True),
+    ]
+    assert all(c["operations"] > 0 for c in figures["campaign"])
+    assert {f["found"] for f in figures["first_failure"]} == {"execute-step-limit-stops"}
+    assert figures["explorer_same_counts"] and len(figures["explorer"]) == 3
+    lines = scale_lines(figures)
+    assert any("Ray tasks" in line for line in lines)
+    assert any("same counts everywhere: yes" in line for line in lines)

@@ -11,26 +11,14 @@ import pytest
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification import visited as visited_module
 from replan.verification.campaign import PROFILES, run_campaign
-from replan.verification.domains import Domains
+from replan.verification.domains import smoke_domains
 from replan.verification.engine_memory import EXAMPLES_PER_ENGINE, engine_budgets, engine_seed
 from replan.verification.explore import coverage, explore
 from replan.verification.visited import Visited, canonical_snapshot, fingerprint
 
-#: Both keys, one version each: small enough to enumerate in a second (7,233 states),
-#: large enough that the campaign's visits fall both inside and outside it.
-SMALL = Domains(
-    "small",
-    versions=1,
-    keys=("parser", "access"),
-    evidence_states=("Unknown", "Passed", "Failed"),
-    ids=1,
-    revision_offsets=(1,),
-    evidence_offsets=(0,),
-    undeclared_steps=0,
-    disallowed_resources=0,
-    malformed_plan=False,
-    malformed_observation=False,
-)
+#: Both keys at one version (7,233 states, about a second): the campaign's visits fall
+#: both inside and outside it.
+SMALL = smoke_domains()
 
 
 def test_fingerprinted_visits_give_the_explorer_comparison_the_same_figures(

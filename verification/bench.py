@@ -808,6 +808,13 @@ def _explore_bench(settings: Settings, module: Any) -> dict[str, Any]:
     return figures
 
 
+def _scale_bench(settings: Settings, module: Any) -> dict[str, Any]:
+    """The campaign on 1, 2 and 4 workers and on Ray, the explorer's shards in
+    processes and as Ray actors (``verification.scale_bench``; ``replan bench --scale``)."""
+    figures: dict[str, Any] = module.scale_figures(settings.quick, module.stderr_progress)
+    return figures
+
+
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "explorer": ("replan.verification.explore", _explorer),
     "campaign": ("replan.verification.campaign", _campaign),
@@ -816,9 +823,10 @@ TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "middleware": ("replan.verification.middleware_workloads", _middleware),
     "durable": ("replan.verification.durable_workloads", _durable),
     "explore": ("replan.verification.explore_bench", _explore_bench),
+    "scale": ("replan.verification.scale_bench", _scale_bench),
 }
 #: Tools measured only when named (``--tool NAME``): they take many minutes.
-OPT_IN = frozenset({"explore"})
+OPT_IN = frozenset({"explore", "scale"})
 
 
 def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, Any]:
@@ -1042,6 +1050,10 @@ def render_table(document: dict[str, Any]) -> str:
             from replan.verification.explore_bench import explore_lines
 
             lines += [f"    {line}" for line in explore_lines(figures)]
+        if name == "scale" and figures["status"] == "measured":
+            from replan.verification.scale_bench import scale_lines
+
+            lines += [f"    {line}" for line in scale_lines(figures)]
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)

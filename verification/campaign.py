@@ -51,7 +51,7 @@ from typing import Any, ClassVar, NoReturn
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -70,6 +70,7 @@ from replan.verification import interrupt, mutants
 from replan.verification.coverage import Coverage, declared_model, targets_for
 from replan.verification.domains import HAND_WRITTEN, PARAMETER_TYPES
 from replan.verification.engine_memory import EXAMPLES_PER_ENGINE, engine_budgets, engine_seed
+from replan.verification.example_database import example_database
 from replan.verification.files import write_atomically
 from replan.verification.harness import (
     CHECKER,
@@ -971,7 +972,8 @@ def hypothesis_home(directory: str | Path) -> Iterator[None]:
 
 
 def _database(location: str | Path | None) -> ExampleDatabase | None:
-    return None if location is None else DirectoryBasedExampleDatabase(str(location))
+    """A directory, or a Redis URL every worker shares (``verification.example_database``)."""
+    return example_database(location)
 
 
 def _settings(examples: int, steps: int, database: str | Path | None) -> settings:
@@ -1112,17 +1114,25 @@ def _record_failure(
         extra={"implementation": result.implementation, "seed": result.seed},
     )
     if out_dir is not None:
-        directory = Path(out_dir)
-        stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(property_name)}"
-        json_path = result.finding.save(directory / f"campaign_{stem}.json")
-        test_path = write_atomically(
-            directory / f"test_campaign_{stem}.py",
-            pytest_source(
-                result.policy,
-                property_name,
-                operations,
-                name=f"campaign_{stem}",
-                implementation=result.implementation,
-            ),
-        )
-        result.saved = [json_path, test_path]
+        save_finding(result, out_dir)
+
+
+def save_finding(result: CampaignResult, out_dir: str | Path) -> None:
+    """Keep ``result``'s finding in ``out_dir`` as counterexample JSON and a pytest file
+    (``replan replay FILE`` runs either)."""
+    finding = result.finding
+    assert finding is not None
+    directory = Path(out_dir)
+    stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(finding.property)}"
+    json_path = finding.save(directory / f"campaign_{stem}.json")
+    test_path = write_atomically(
+        directory / f"test_campaign_{stem}.py",
+        pytest_source(
+            result.policy,
+            finding.property,
+            finding.operations,
+            name=f"campaign_{stem}",
+            implementation=result.implementation,
+        ),
+    )
+    result.saved = [json_path, test_path]

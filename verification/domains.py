@@ -154,6 +154,26 @@ def product_domains(versions: int = 1, ids: int | None = None) -> Domains:
     return Domains("product", versions=versions, ids=ids)
 
 
+def smoke_domains() -> Domains:
+    """Both keys at one version in every state, one plan id, only current and allowed
+    plans: 7,233 states under the default policy, explored in about a second (a smoke
+    run of the explorer's ways of running, and a small reachable set to compare a
+    campaign's visits with)."""
+    return Domains(
+        "smoke",
+        versions=1,
+        keys=("parser", "access"),
+        evidence_states=("Unknown", "Passed", "Failed"),
+        ids=1,
+        revision_offsets=(1,),
+        evidence_offsets=(0,),
+        undeclared_steps=0,
+        disallowed_resources=0,
+        malformed_plan=False,
+        malformed_observation=False,
+    )
+
+
 def spin_domains(versions: int = 1, ids: int = 1) -> Domains:
     """Exactly the SPIN model's domains for (V, K) = (versions, ids)."""
     return Domains(

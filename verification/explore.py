@@ -59,9 +59,11 @@ import json
 import operator
 import sys
 import time
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -533,6 +535,24 @@ def _normal(state: RunState) -> RunState:
 # ---- the search engine --------------------------------------------------------------------
 
 
+def stable_hash(value: Any) -> int:
+    """A hash of a state's part that is the same in every process and run: CRC-32 of
+    its canonical text (sets sorted, enum members by value)."""
+    return zlib.crc32(repr(_canonical(value)).encode())
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, frozenset | set):
+        return sorted((_canonical(item) for item in value), key=repr)
+    if isinstance(value, tuple | list):
+        return tuple(_canonical(item) for item in value)
+    if isinstance(value, dict):
+        return sorted(((_canonical(k), _canonical(v)) for k, v in value.items()), key=repr)
+    return value
+
+
 def _split_properties() -> tuple[list[Any], list[Any], list[int]]:
     """Per operation group: the compiled check of the properties whose verdict
     cannot depend on the argument, that of the others, and how many those are."""
@@ -607,7 +627,8 @@ class _Engine:
         #: engine owns the states ``owner`` maps to it; a state's global id is its local
         #: index * shards + shard. (0, 1): the whole search.
         self.shard, self.shards = shard
-        #: per interned part, its hash (the same in every forked process)
+        #: per interned part, its stable hash (``stable_hash``: the same in every
+        #: process, forked or not, and in every run)
         self.part_hashes: list[int] = []
         #: the breadth-first level new states get (kept by the sharded driver)
         self.level = 0
@@ -667,16 +688,22 @@ class _Engine:
         if number is None:
             number = self.part_index[part] = len(self.parts)
             self.parts.append(part)
-            self.part_hashes.append(hash(part))
+            if self.shards > 1:
+                self.part_hashes.append(stable_hash(part))
         return number
 
     def owner(self, key: tuple[Any, ...]) -> int:
-        """The shard that stores ``key``: its hash over the scalar fields and the
-        contents of its parts (never their per-process numbers), modulo the shards."""
+        """The shard that stores ``key``: a stable hash of its scalar fields and the
+        contents of its parts (never their per-process numbers), modulo the shards.
+        Stable, not Python's ``hash``: a Ray actor is not forked from this process, and
+        string hashes differ from one process to the next."""
         if self.shards == 1:
             return 0
         hashes = self.part_hashes
-        return hash((key[:_SCALARS], *(hashes[n] for n in key[_SCALARS:]))) % self.shards
+        scalars = stable_hash(key[:_SCALARS])
+        return zlib.crc32(repr((scalars, *(hashes[n] for n in key[_SCALARS:]))).encode()) % (
+            self.shards
+        )
 
     def key(self, state: RunState) -> tuple[Any, ...]:
         """The search's key of a state tuple (its parts interned). The declared state
@@ -1152,6 +1179,7 @@ def explore(
     progress_every: float = 2.0,
     implementation_name: str | None = None,
     workers: int = 1,
+    ray: bool = False,
 ) -> ExploreResult:
     """Breadth-first search of every state ``implementation`` reaches under ``policy``
     with the operations of ``domains`` (default: ``default_report_domains(policy)``;
@@ -1167,8 +1195,9 @@ def explore(
     ``symmetry`` stores states under a canonical renaming of their plan ids; None:
     for fresh-id domains (designed for it) but not for fixed pools (SPIN's count
     states unreduced). ``workers`` > 1 shards the search over that many forked
-    processes (same states, transitions and verdicts; counterexamples of the same,
-    shortest, length)."""
+    processes, or with ``ray`` over that many Ray actors on the cluster this process
+    joined (``verification.ray_cluster.connect``): the same states, transitions,
+    verdicts and counterexamples as one process."""
     policy = DEFAULT_POLICY if policy is None else policy
     if domains is None:
         domains = default_report_domains(policy)
@@ -1189,6 +1218,7 @@ def explore(
             progress=progress,
             progress_every=progress_every,
             workers=workers,
+            ray=ray,
         )
 
     if isinstance(domains, Domains):
@@ -1216,6 +1246,7 @@ def _explore_one(
     progress: Callable[[str], None] | None,
     progress_every: float,
     workers: int,
+    ray: bool = False,
 ) -> ExploreResult:
     space = InputSpace(policy, domains)
     if symmetry is None:
@@ -1239,11 +1270,19 @@ def _explore_one(
     )
     if initial_broken and stop_at_first:
         depth, stopped_by = 0, "violation"
-    elif workers > 1:
+    elif workers > 1 or ray:
         from replan.verification.sharded import search_sharded
 
         depth, stopped_by = search_sharded(
-            engine, workers, max_states, max_depth, stop_at_first, progress, progress_every, label
+            engine,
+            max(workers, 1),
+            max_states,
+            max_depth,
+            stop_at_first,
+            progress,
+            progress_every,
+            label,
+            ray=ray,
         )
     else:
         depth, stopped_by = _search_serial(

@@ -2,10 +2,12 @@
 the state space is sharded by the hash of each state, as distributed TLC splits its
 fingerprint set.
 
-Owns: the workers (one ``_Engine`` each, owning the states ``_Engine.owner`` maps to
-it), the level-by-level exchange between them, and the merge of their states, edges
-and counts into the parent's engine, so that the report, the graph, the traps and
-the shortest counterexamples are computed from it exactly as after a serial search.
+Owns: the workers (one ``Shard`` each, whose ``_Engine`` owns the states
+``_Engine.owner`` maps to it: forked processes on this machine, or Ray actors on a
+cluster, ``replan explore --ray``), the level-by-level exchange between them, and the
+merge of their states, edges and counts into the parent's engine, so that the
+report, the graph, the traps and the shortest counterexamples are computed from it
+exactly as after a serial search.
 Leaves to ``verification/explore.py`` how one state is expanded and checked.
 
 Why this shape: the earlier design kept the one index in the parent and had workers
@@ -47,32 +49,37 @@ from replan.verification import interrupt
 Dump = dict[str, Any]
 
 
-def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]) -> None:
-    """A worker: one engine for one shard, answering the driver's rounds."""
-    from replan.verification.explore import _Engine
+class Shard:
+    """One shard's engine, answering the driver's rounds: in a forked process
+    (``_serve``) or as a Ray actor (``_RayWorkers``), the same code either way."""
 
-    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
-    engine = _Engine(**setup, shard=shard)
-    while True:
-        command, payload = connection.recv()
+    def __init__(self, setup: dict[str, Any], shard: tuple[int, int]) -> None:
+        from replan.verification.campaign import resolve_implementation
+        from replan.verification.explore import _Engine
+
+        implementation = setup["implementation"]
+        if isinstance(implementation, str):  # sent by name to another process
+            setup = {**setup, "implementation": resolve_implementation(implementation)}
+        self.engine = _Engine(**setup, shard=shard)
+
+    def handle(self, command: str, payload: Any) -> Any:
+        engine = self.engine
         if command == "insert":
             engine.level = payload["level"]
             indices = [_insert(engine, batch) for batch in payload["batches"]]
             start = payload["start"]
-            connection.send(
-                {
-                    "indices": indices,
-                    # this level's states, each by its first discoverer: the driver
-                    # orders them all as a serial search numbers them
-                    "discovered": [
-                        (engine.parent[local], engine.via[local])
-                        for local in range(start, len(engine.keys))
-                    ],
-                    "states": len(engine.keys),
-                    "violations": len(engine.raw_violations) + len(engine.state_failures),
-                }
-            )
-        elif command == "expand":
+            return {
+                "indices": indices,
+                # this level's states, each by its first discoverer: the driver
+                # orders them all as a serial search numbers them
+                "discovered": [
+                    (engine.parent[local], engine.via[local])
+                    for local in range(start, len(engine.keys))
+                ],
+                "states": len(engine.keys),
+                "violations": len(engine.raw_violations) + len(engine.state_failures),
+            }
+        if command == "expand":
             _patch(engine, payload["replies"])
             engine.ranks.extend(payload["ranks"])
             start = payload["start"]
@@ -82,11 +89,22 @@ def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]
             for source in sorted(range(start, end), key=ranks.__getitem__):
                 engine.expand(source)
             outgoing, engine.outgoing = engine.outgoing, [[] for _ in range(engine.shards)]
-            connection.send({"outgoing": outgoing, "next": end})
-        elif command == "finish":
+            return {"outgoing": outgoing, "next": end}
+        if command == "finish":
             _patch(engine, payload["replies"])
             engine.ranks.extend(payload["ranks"])
-            connection.send(_dump(engine))
+            return _dump(engine)
+        raise ValueError(f"unknown round {command!r}")
+
+
+def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]) -> None:
+    """A forked worker: one shard, answering the driver's rounds until "finish"."""
+    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
+    worker = Shard(setup, shard)
+    while True:
+        command, payload = connection.recv()
+        connection.send(worker.handle(command, payload))
+        if command == "finish":
             return
 
 
@@ -174,19 +192,53 @@ def _dump(engine: Any) -> Dump:
     }
 
 
+#: The module a broken controller of ``verification.mutants`` is generated into is
+#: this prefix and its importable name (``spec.generator.load_controller``).
+GENERATED_PREFIX = "replan_generated_"
+
+
+def importable_name(implementation: type) -> str:
+    """The ``module:Class`` another process resolves to this very class: its own
+    module's, or a deliberately broken controller's name in ``verification.mutants``.
+    ``ValueError`` for a class no other process can import."""
+    from replan.verification import mutants
+    from replan.verification.campaign import ImplementationError, resolve_implementation
+
+    module = implementation.__module__
+    candidates = [f"{module}:{implementation.__qualname__}"]
+    if module.startswith(GENERATED_PREFIX):  # a mutant's generated module, by its name
+        candidates.append(f"{mutants.__name__}:{module.removeprefix(GENERATED_PREFIX)}")
+    for candidate in candidates:
+        try:
+            if resolve_implementation(candidate) is implementation:
+                return candidate
+        except ImplementationError:
+            continue
+    raise ValueError(
+        f"{implementation.__module__}.{implementation.__qualname__}: another process "
+        "cannot import this implementation by name, so Ray workers cannot run it "
+        "(give a module:Class, or a mutant of verification/mutants.py)"
+    )
+
+
+def _setup(engine: Any) -> dict[str, Any]:
+    """What a shard's engine is built from (the parent engine's own settings)."""
+    return dict(
+        policy=engine.policy,
+        space=engine.space,
+        implementation=engine.implementation,
+        symmetry=engine.symmetry,
+        check_invariants=engine.check_invariants,
+        keep_graph=engine.keep_graph,
+        stop_at_first=engine.stop_at_first,
+    )
+
+
 class _Workers:
     """The forked workers and their pipes."""
 
     def __init__(self, engine: Any, shards: int) -> None:
-        setup = dict(
-            policy=engine.policy,
-            space=engine.space,
-            implementation=engine.implementation,
-            symmetry=engine.symmetry,
-            check_invariants=engine.check_invariants,
-            keep_graph=engine.keep_graph,
-            stop_at_first=engine.stop_at_first,
-        )
+        setup = _setup(engine)
         context = multiprocessing.get_context("fork")
         self.pipes: list[Connection] = []
         self.processes: list[Any] = []
@@ -199,6 +251,10 @@ class _Workers:
             theirs.close()
             self.pipes.append(mine)
             self.processes.append(process)
+
+    @property
+    def shards(self) -> int:
+        return len(self.pipes)
 
     def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
         """Send each worker its message, then collect every answer (they work at once)."""
@@ -218,6 +274,39 @@ class _Workers:
             process.join()
 
 
+class _RayWorkers:
+    """The shards as Ray actors (``verification/ray_cluster.py``): the same rounds,
+    each a method call, on whatever nodes the cluster places them."""
+
+    def __init__(self, engine: Any, shards: int) -> None:
+        from replan.verification import ray_cluster
+
+        self._ray = ray_cluster
+        actor = ray_cluster.remote_class(Shard)
+        # by name: a class Ray would copy by value (a mutant built in this process)
+        # could arrive as something else
+        setup = {**_setup(engine), "implementation": importable_name(engine.implementation)}
+        self.actors = [actor.remote(setup, (shard, shards)) for shard in range(shards)]
+
+    @property
+    def shards(self) -> int:
+        return len(self.actors)
+
+    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
+        pending = [
+            actor.handle.remote(command, payload)
+            for actor, (command, payload) in zip(self.actors, messages, strict=True)
+        ]
+        remaining = list(pending)
+        while remaining:  # every shard works at once; Ctrl-C is checked meanwhile
+            interrupt.check()
+            _, remaining = self._ray.wait_one(remaining, timeout=0.2)
+        return self._ray.get(pending)
+
+    def close(self) -> None:
+        self._ray.kill(self.actors)
+
+
 def search_sharded(
     engine: Any,
     shards: int,
@@ -227,11 +316,15 @@ def search_sharded(
     progress: Callable[[str], None] | None,
     progress_every: float,
     label: str,
+    ray: bool = False,
 ) -> tuple[int, str | None]:
-    """The breadth-first search of ``engine`` over ``shards`` forked workers; on
-    return the engine holds the whole search's states, edges and counts. (depth, why
-    it stopped early or None), as ``_search_serial`` returns."""
-    workers = _Workers(engine, shards)
+    """The breadth-first search of ``engine`` over ``shards`` forked workers (Ray
+    actors with ``ray``, on the cluster this process joined); on return the engine
+    holds the whole search's states, edges and counts. (depth, why it stopped early
+    or None), as ``_search_serial`` returns."""
+    workers: _Workers | _RayWorkers = (
+        _RayWorkers(engine, shards) if ray else _Workers(engine, shards)
+    )
     try:
         depth, stopped_by, last = _levels(
             workers, max_states, max_depth, stop_at_first, progress, progress_every, label
@@ -260,7 +353,7 @@ def _serial_numbers(answers: list[dict[str, Any]], numbered: int) -> list[list[i
 
 
 def _levels(
-    workers: _Workers,
+    workers: _Workers | _RayWorkers,
     max_states: int | None,
     max_depth: int | None,
     stop_at_first: bool,
@@ -270,7 +363,7 @@ def _levels(
 ) -> tuple[int, str | None, list[dict[str, Any]]]:
     """The rounds, level by level: (depth, why it stopped early, per shard the
     replies it still has to patch in and the serial numbers of its last level)."""
-    shards = len(workers.pipes)
+    shards = workers.shards
     started = last_report = time.perf_counter()
     starts = [0] * shards
     incoming: list[list[list[Any]]] = [[] for _ in range(shards)]  # per owner, per sender

@@ -110,6 +110,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and tests/policies/first-policy.toml through `replan verify --profile ci` "
         "(wall time, peak RSS, coverage); SPIN from `apt-get install -y spin`",
     )
+    parser.add_argument(
+        "--scale",
+        action="store_true",
+        help="the scale-out figures only (--tool scale; a few minutes): the campaign on 1, "
+        "2 and 4 local workers and as 2 Ray tasks (operations/s, time to a first failure), "
+        "the explorer at (V, K) = (1, 2) in one process, 2 shards and 2 Ray actors; Ray "
+        "from the scale extra",
+    )
     add_json_option(parser)
 
 
@@ -131,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         tools=not args.no_tools,
         only_tools=tuple(args.tool)
         + (("durable",) if args.durable else ())
-        + (("explore",) if args.explore else ()),
+        + (("explore",) if args.explore else ())
+        + (("scale",) if args.scale else ()),
     )
     output = Path(args.output) if args.output else (QUICK_OUTPUT if args.quick else DEFAULT_OUTPUT)
     if output.exists() and output.is_dir():

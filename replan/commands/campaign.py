@@ -16,6 +16,11 @@ transitions, ExecuteResults and StopReasons.
   replan campaign --threads 8               concurrent mode: 8 threads on one shared
                                             run (SerializedController), every property
                                             checked on the history it serialized them into
+  replan campaign --workers 4               the budget as 4 shares in 4 processes, each
+                                            on its own seed; coverage merged
+  replan campaign --workers 8 --ray auto --database redis://db:6379/0
+                                            the shares as Ray tasks on a cluster, one
+                                            example database shared through Redis
 
 Profiles (--profile, default "ci", as for `replan verify`) set Hypothesis examples x
 steps per example; --examples/--steps override them. The same --seed gives the same operations and
@@ -79,6 +84,7 @@ from replan.verification.campaign import (
     resolve_implementation,
     run_campaign,
 )
+from replan.verification.example_database import DatabaseError, check_database
 from replan.verification.files import write_atomically
 from replan.verification.mutants import MUTANTS
 
@@ -124,6 +130,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-database",
         action="store_true",
         help="do not read or write Hypothesis' example database (-o DIR/.hypothesis/examples)",
+    )
+    parser.add_argument(
+        "--database",
+        metavar="LOCATION",
+        help="Hypothesis' example database: a directory, or a Redis server every worker "
+        "shares (redis://HOST:PORT/DB; the scale extra); default DIR/.hypothesis/examples",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        default=1,
+        help="run the budget as N shares on N workers (local processes, or Ray tasks "
+        "with --ray), each on its own seed, sharing the example database; coverage "
+        "merged, the first failure stops the others, a dead worker's share runs again",
+    )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the shares as Ray tasks on the cluster at ADDRESS ('local': start one "
+        "here; 'auto': the cluster this machine belongs to; ray://HOST:10001); needs "
+        "the scale extra and replan on every node",
     )
     parser.add_argument(
         "--require-full-coverage",
@@ -176,6 +204,8 @@ def _progress_printer() -> tuple[Callable[[Progress], None], list[bool]]:
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     if args.threads is not None:
+        if args.workers > 1 or args.ray:
+            raise CliError("--threads (one shared run) and --workers/--ray: choose one")
         return run_concurrent(args, policy)
     check_writable(args.junit, "--junit")
     reference = ReferenceController
@@ -193,26 +223,47 @@ def run(args: argparse.Namespace) -> int:
     show, drawn = _progress_printer()
     out = Path(args.output)
     budget = PROFILES[args.profile]
+    if args.no_database and args.database is not None:
+        raise CliError("--database and --no-database: choose one")
+    database: str | Path | None = (
+        None
+        if args.no_database
+        else args.database
+        if args.database is not None
+        else out / ".hypothesis" / "examples"
+    )
+    try:
+        check_database(database)
+    except DatabaseError as error:
+        raise CliError(str(error)) from None
+    shares = (
+        f" as {args.workers} shares" + (f" on Ray ({args.ray})" if args.ray else "")
+        if args.workers > 1 or args.ray
+        else ""
+    )
     print(
         f"replan campaign: {args.examples or budget.examples} examples x "
-        f"{args.steps or budget.steps} steps against {implementation} ...",
+        f"{args.steps or budget.steps} steps against {implementation}{shares} ...",
         file=sys.stderr,
         flush=True,
     )
     with hypothesis_home(out / ".hypothesis"):
-        result = run_campaign(
-            policy,
-            args.profile,
-            seed=args.seed,
-            examples=args.examples,
-            steps=args.steps,
-            implementation=implementation,
-            reference=reference,
-            out_dir=out,
-            database=None if args.no_database else out / ".hypothesis" / "examples",
-            progress=show,
-            collect_visited=True,
-        )
+        if args.workers > 1 or args.ray:
+            result = _run_shares(args, policy, implementation, reference, database, out)
+        else:
+            result = run_campaign(
+                policy,
+                args.profile,
+                seed=args.seed,
+                examples=args.examples,
+                steps=args.steps,
+                implementation=implementation,
+                reference=reference,
+                out_dir=out,
+                database=database,
+                progress=show,
+                collect_visited=True,
+            )
     if drawn[0]:
         sys.stderr.write("\n")
     coverage_failed = args.require_full_coverage and not result.coverage.complete
@@ -240,6 +291,41 @@ def run(args: argparse.Namespace) -> int:
         elif coverage_failed:
             print("coverage incomplete (--require-full-coverage): see MISSED above")
     return 1 if (result.finding is not None or coverage_failed) else 0
+
+
+def _run_shares(
+    args: argparse.Namespace,
+    policy: Policy,
+    implementation: str,
+    reference: object,
+    database: str | Path | None,
+    out: Path,
+) -> CampaignResult:
+    """``--workers``/``--ray``: the budget as shares (``verification.campaign_workers``)."""
+    from replan.verification.campaign_workers import run_workers
+    from replan.verification.ray_cluster import RayError
+
+    def say(text: str) -> None:
+        print(f"replan campaign: {text}", file=sys.stderr, flush=True)
+
+    try:
+        return run_workers(
+            policy,
+            args.profile,
+            workers=args.workers,
+            seed=args.seed,
+            examples=args.examples,
+            steps=args.steps,
+            implementation=implementation,
+            mutant=args.mutant,
+            with_reference=reference is not None,
+            database=database,
+            out_dir=out,
+            ray_address=args.ray,
+            report=say,
+        )
+    except RayError as error:
+        raise CliError(str(error)) from None
 
 
 #: Calls per thread in concurrent mode unless --steps says otherwise.
