@@ -271,3 +271,34 @@ def test_examples_seeded_from_a_witness_check_the_prefix_too() -> None:
     )
     assert seeded == [label]
     assert result.finding is not None and result.finding.property == "execute-counts-one-step"
+
+
+def test_the_same_seed_gives_the_same_campaign_whatever_else_is_imported() -> None:
+    """Hypothesis mixes the literals of every local module a process loaded into its
+    draws; the campaign keeps them out, so a seed names one campaign in `replan
+    verify`, in `replan campaign` and in a worker process that imported less."""
+    import subprocess
+    import sys
+
+    program = (
+        "{extra}\n"
+        "from replan.controller.policy import DEFAULT_POLICY\n"
+        "from replan.verification.campaign import run_campaign\n"
+        "r = run_campaign(DEFAULT_POLICY, 'ci', seed=11, examples=40, steps=30,"
+        " out_dir=None, database=None)\n"
+        "print(r.examples, r.operations, sorted(r.coverage.transitions.items()))\n"
+    )
+    extra = (
+        "import replan.verification.review.page, replan.verification.sarif, "
+        "replan.verification.bench, replan.controller.durable.dbos"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", program.format(extra=imports)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for imports in ("", extra)
+    }
+    assert len(outputs) == 1, outputs

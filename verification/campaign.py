@@ -995,10 +995,36 @@ def _settings(examples: int, steps: int, database: str | Path | None) -> setting
 def _run_engine(machine: type[RuleBasedStateMachine], chosen: settings) -> PropertyFailure | None:
     """Run one Hypothesis engine; the failure it shrank and replayed, if any."""
     try:
-        run_state_machine_as_test(machine, settings=chosen)
+        with _seed_alone():
+            run_state_machine_as_test(machine, settings=chosen)
     except PropertyFailure as caught:  # Hypothesis replayed its minimal example
         return caught
     return None
+
+
+@contextmanager
+def _seed_alone() -> Iterator[None]:
+    """The engine's draws depend on its seed alone, not on which modules this process
+    happened to import. Why: Hypothesis mixes into its draws the literals of every
+    *local* module loaded (for an editable install or a checkout, every replan module
+    imported so far), so the same seed gave other examples in ``replan verify``, in
+    ``replan campaign`` and in a worker process that imported less (a Ray task of
+    ``verification.campaign_workers``, whose share must be the same share when it runs
+    again). Here the local pool is empty; Hypothesis's global constants stay. (A
+    module-level function of ``hypothesis.internal.conjecture.providers``, of the
+    version pyproject.toml pins; ``tests/test_campaign.py`` checks the independence.)"""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    empty = Constants()
+    original = providers._get_local_constants
+    providers._get_local_constants = lambda: empty
+    providers.CONSTANTS_CACHE.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def run_campaign(

@@ -1,0 +1,36 @@
+"""A new user's first policy verifies as written (#20): three evidence keys, a
+completing step requiring two of them, two resources, six steps and no [workflow]
+table. `replan verify` on it, as a user runs it, holds every check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRST_POLICY = ROOT / "tests" / "policies" / "first-policy.toml"
+
+
+def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "replan", "verify", "--policy", str(FIRST_POLICY)),
+            *("--profile", "ci", "--json", "-o", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    assert report["ok"] is True and report["failed"] == []
+    assert [check["name"] for check in report["checks"]] == [
+        *("policy", "drift", "proofs", "explorer", "campaign", "diagram", "workflow"),
+    ]
+    # the workflow baseline defaulted to the completing step's requires
+    assert report["policy"]["workflow"]["ready_when_passed"] == ["schema", "tests"]
+    # a large policy is announced before the explorer starts
+    assert "keys 3 (default 2)" in completed.stderr
