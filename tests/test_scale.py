@@ -180,23 +180,24 @@ def test_a_dead_local_process_has_its_share_run_again(monkeypatch: pytest.Monkey
 
 
 def test_a_counterexample_is_replayed_from_redis_alone(fresh_redis: str) -> None:
-    """One worker finds and shrinks a failure; a fresh campaign, on another seed and
-    given no file, replays it first from the shared database."""
+    """One worker process finds and shrinks a failure; a fresh worker process, on
+    another seed and given no file, replays it first from the shared database."""
     arguments = {
-        "profile": "ci",
+        "workers": 1,
         "examples": 150,
         "steps": 12,
         "implementation": mutant_implementation(MUTANT),
-        "out_dir": None,
+        "mutant": MUTANT,
         "database": fresh_redis,
     }
-    first = run_campaign(DEFAULT_POLICY, seed=1, **arguments)  # type: ignore[arg-type]
-    assert first.finding is not None
+    first = run_workers(DEFAULT_POLICY, seed=1, **arguments)  # type: ignore[arg-type]
+    assert first.finding is not None and first.found_at_example is not None
+    assert first.found_at_example > 1
     import redis
 
     keys = list(redis.Redis.from_url(fresh_redis).scan_iter(match="replan-example:*"))
     assert keys, "the shrunk failure is in Redis"
-    again = run_campaign(DEFAULT_POLICY, seed=987, **arguments)  # type: ignore[arg-type]
+    again = run_workers(DEFAULT_POLICY, seed=987, **arguments)  # type: ignore[arg-type]
     assert again.finding is not None and again.found_at_example == 1
     assert again.finding.operations == first.finding.operations
 
