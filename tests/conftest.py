@@ -61,9 +61,33 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: The files that take a minute or more (each runs whole engines: verify, the mutation
+#: matrix, the kill-and-restart matrix, a Ray cluster), longest first. pytest-xdist
+#: (`--dist loadfile`) hands out files in collection order, so starting these first
+#: keeps the last minutes from running one long file on one core.
+LONG_FILES = (
+    "test_first_policy.py",
+    "test_verify.py",
+    "test_bench.py",
+    "test_mutate.py",
+    "test_durable_crash.py",
+    "test_campaign_mutants.py",
+    "test_durable_crash_postgres.py",
+    "test_scale.py",
+    "test_review.py",
+    "test_verify_catches_mutants.py",
+    "test_explore.py",
+    "test_approval.py",
+    "test_budgets.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Graphviz is optional (README): without `dot` its tests are skipped, each with
-    the reason, and everything else runs."""
+    """The long files first (``LONG_FILES``; the order within a file is kept). Graphviz
+    is optional (README): without `dot` its tests are skipped, each with the reason,
+    and everything else runs."""
+    rank = {name: number for number, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
     if shutil.which("dot") is not None:
         return
     missing = pytest.mark.skip(
