@@ -1519,6 +1519,12 @@ def render_controller(model: MachineModel, model_class: type = Run) -> str:
     return _Generator(model, model_class).render()
 
 
+#: The module a controller loaded from another declaration or bodies is generated
+#: into is this prefix and its name, dashes as underscores (a broken controller of
+#: ``verification.mutants`` is importable there under that name too).
+GENERATED_PREFIX = "replan_generated_"
+
+
 def load_controller(model: MachineModel, model_class: type = Run, name: str = "") -> type[Run]:
     """Generate and load a controller class in memory (never written to disk)."""
     return load_source(render_controller(model, model_class), name or model.name)
@@ -1530,7 +1536,7 @@ def load_source(source: str, name: str) -> type[Run]:
     (the translation validation translates exactly what runs) and tracebacks show it."""
     filename = f"<generated {name} {hashlib.sha256(source.encode()).hexdigest()[:12]}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, object] = {"__name__": f"replan_generated_{name.replace('-', '_')}"}
+    namespace: dict[str, object] = {"__name__": GENERATED_PREFIX + name.replace("-", "_")}
     exec(compile(source, filename, "exec"), namespace)
     controller = namespace["Controller"]
     assert isinstance(controller, type) and issubclass(controller, Run)

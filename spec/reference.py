@@ -68,7 +68,7 @@ class ReferenceController(Run):
         nothing: the model's state is already set. (The engine is python-statemachine's
         own attribute, of the version pyproject.toml pins; tests/test_campaign_throughput.py
         checks a reset instance against a fresh one.)"""
-        Run.__init__(self, self.policy)
+        super().__init__(self.policy)  # the bodies' class's (a subject's own, if any)
         self._fired = None
         machine = self._machine
         machine._engine = SyncEngine(machine)  # what ``_get_engine`` gives a sync machine

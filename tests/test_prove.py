@@ -276,9 +276,9 @@ def test_a_step_that_completes_the_run_under_one_policy_only_is_a_change_not_a_w
 
 
 def test_a_witness_names_only_keys_both_policies_declare() -> None:
-    """A key of one policy only is never observed in that policy's run (Unknown, as
-    the contract reads a key never observed): the witness assigns only shared keys
-    and names the others apart."""
+    """A key of one policy only is first taken as never observed in that policy's run
+    (Unknown, as the contract reads a key never observed), then in any state: the
+    witness assigns the shared keys and names the others apart, with their state."""
     document = policy_to_dict(DEFAULT_POLICY)
     document["evidence"]["keys"] = ["parser", "owner"]
     document["steps"][2]["requires"] = ["parser"]
@@ -290,13 +290,19 @@ def test_a_witness_names_only_keys_both_policies_declare() -> None:
     # access, never observed, keeps the old gate shut; the new one opens on parser
     assert difference is not None and difference.assignment == {"parser": "Passed"}
     assert (difference.old_commits, difference.new_commits) == (False, True)
-    assert difference.unobserved == ("access", "owner")
-    assert "(access, owner, of one policy only: never observed)" in difference.text()
+    assert difference.own == {"access": "Unknown", "owner": "Unknown"}
+    assert "(of one policy only: access=Unknown, owner=Unknown)" in difference.text()
     document["steps"][2]["requires"] = ["parser", "owner"]
     document["workflow"]["ready_when_passed"] = ["parser", "owner"]
     stricter = policy_from_dict(document)
-    # each gate waits on a key of its own policy that is never observed: both shut
-    assert decision_difference(DEFAULT_POLICY, stricter) is None
+    # each gate waits on a key of its own policy: never observed, both stay shut; in
+    # some state of those keys they differ (one Passed, the other not)
+    other = decision_difference(DEFAULT_POLICY, stricter)
+    assert other is not None and other.assignment == {"parser": "Passed"}
+    assert other.old_commits != other.new_commits
+    passed = {key for key, state in other.own.items() if state == "Passed"}
+    assert passed == ({"access"} if other.old_commits else {"owner"})
+    assert decision_difference(stricter, stricter) is None
     document["steps"][2]["requires"] = []
     document["workflow"]["ready_when_passed"] = []
     looser = policy_from_dict(document)

@@ -189,7 +189,7 @@ def test_against_a_policy_with_another_key_shows_the_diff_and_its_witness(
     from replan.verification.prove import decision_difference
 
     witness = decision_difference(load_policy(THREE_KEYS), DEFAULT_POLICY)
-    assert witness is not None and witness.unobserved == ("schema",)
+    assert witness is not None and witness.own == {"schema": "Unknown"}
     check = page_data(against_page)["against"]
     assert check["name"] == "against"
     assert check["details"]["commit_decision"] == witness.to_json()
@@ -200,7 +200,7 @@ def test_against_a_policy_with_another_key_shows_the_diff_and_its_witness(
     for key, state in witness.assignment.items():
         assert f"<tr><th scope='row'>{key}</th><td>{state}</td></tr>" in against_page
     assert (
-        "<tr><th scope='row'>schema</th><td>never observed (one policy only)</td></tr>"
+        "<tr><th scope='row'>schema</th><td>Unknown (one policy only)</td></tr>"
     ) in against_page
     assert 'id="changes"' in against_page and against_page.count("<svg ") == 4
     assert "keys removed: schema" in against_page

@@ -105,12 +105,12 @@ def test_against_a_policy_with_other_keys_reports_them_and_witnesses_over_the_sh
     # shown as the decision it changes, with a witness over the shared keys only
     assert (
         "commit decisions differ over the shared keys and completing steps: parser=Passed, "
-        "access=Passed (schema, of one policy only: never observed): commit-import: old "
+        "access=Passed (of one policy only: schema=Unknown): commit-import: old "
         "policy commits, new policy refuses"
     ) in lines
     witness = result.details["commit_decision"]
     assert set(witness["assignment"]) == {"parser", "access"}
-    assert witness["unobserved"] == ["schema"]
+    assert witness["own_keys"] == {"schema": "Unknown"}
     assert "schema" in pipeline.report.diff_mermaid
 
 

@@ -41,6 +41,7 @@ import importlib
 import json
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,7 +52,6 @@ from typing import Any, ClassVar, NoReturn
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.database import ExampleDatabase
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -971,18 +971,13 @@ def hypothesis_home(directory: str | Path) -> Iterator[None]:
         configuration.set_hypothesis_home_dir(previous)
 
 
-def _database(location: str | Path | None) -> ExampleDatabase | None:
-    """A directory, or a Redis URL every worker shares (``verification.example_database``)."""
-    return example_database(location)
-
-
 def _settings(examples: int, steps: int, database: str | Path | None) -> settings:
     """One engine's Hypothesis settings: its share of the examples, the campaign's steps."""
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
         deadline=None,
-        database=_database(database),
+        database=example_database(database),
         suppress_health_check=list(HealthCheck),
         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
         report_multiple_bugs=False,
@@ -1002,6 +997,11 @@ def _run_engine(machine: type[RuleBasedStateMachine], chosen: settings) -> Prope
     return None
 
 
+_SEED_ALONE = threading.Lock()
+#: (engines running under ``_seed_alone``, the function it replaced)
+_seed_alone_state: list[Any] = [0, None]
+
+
 @contextmanager
 def _seed_alone() -> Iterator[None]:
     """The engine's draws depend on its seed alone, not on which modules this process
@@ -1016,15 +1016,21 @@ def _seed_alone() -> Iterator[None]:
     from hypothesis.internal.conjecture import providers
     from hypothesis.internal.constants_ast import Constants
 
-    empty = Constants()
-    original = providers._get_local_constants
-    providers._get_local_constants = lambda: empty
-    providers.CONSTANTS_CACHE.cache.clear()
+    with _SEED_ALONE:  # engines in several threads: the first in installs, the last out restores
+        if _seed_alone_state[0] == 0:
+            empty = Constants()
+            _seed_alone_state[1] = providers._get_local_constants
+            providers._get_local_constants = lambda: empty
+            providers.CONSTANTS_CACHE.cache.clear()
+        _seed_alone_state[0] += 1
     try:
         yield
     finally:
-        providers._get_local_constants = original
-        providers.CONSTANTS_CACHE.cache.clear()
+        with _SEED_ALONE:
+            _seed_alone_state[0] -= 1
+            if _seed_alone_state[0] == 0:
+                providers._get_local_constants = _seed_alone_state[1]
+                providers.CONSTANTS_CACHE.cache.clear()
 
 
 def run_campaign(

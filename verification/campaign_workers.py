@@ -44,11 +44,17 @@ from replan.verification.campaign import (
     run_campaign,
     save_finding,
 )
+from replan.verification.example_database import is_shared
 
 #: How many times a share whose process died runs again.
 RETRIES = 3
 
 Report = Callable[[str], None]
+
+
+class WorkerError(RuntimeError):
+    """A share could not be run: it raised (a bad implementation, a database gone), or
+    its process died more often than ``RETRIES``. One line, naming the share."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ def run_workers(
             implementation,
             mutant,
             with_reference,
-            None if database is None else str(database),
+            _location(database),
         )
         for number, count in enumerate(split(examples, workers))
     ]
@@ -158,6 +164,14 @@ def run_workers(
     if merged.finding is not None and out_dir is not None:
         save_finding(merged, out_dir)
     return merged
+
+
+def _location(database: str | Path | None) -> str | None:
+    """The database as every worker names it: a Redis URL as given, a directory as an
+    absolute path (a worker's working directory is its own)."""
+    if database is None or is_shared(database):
+        return None if database is None else str(database)
+    return str(Path(database).resolve())
 
 
 def merge(results: Sequence[CampaignResult], seed: int, budget: tuple[int, int]) -> CampaignResult:
@@ -190,8 +204,14 @@ def _done(report: Report | None, share: Share, result: CampaignResult) -> None:
 
 
 def _child(connection: Connection, share: Share) -> None:
+    """Run one share and send back its result, or the error it raised (an error is
+    not a death: running the share again would raise it again)."""
     interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
-    connection.send(run_share(share))
+    try:
+        answer: CampaignResult | str = run_share(share)
+    except Exception as error:
+        answer = f"{type(error).__name__}: {error}"
+    connection.send(answer)
     connection.close()
 
 
@@ -216,27 +236,33 @@ def _in_processes(shares: list[Share], report: Report | None) -> list[CampaignRe
             for connection in wait(list(running), timeout=0.2):
                 process, share, attempt = running.pop(connection)  # type: ignore[index]
                 try:
-                    result: CampaignResult = connection.recv()  # type: ignore[union-attr]
+                    answer = connection.recv()  # type: ignore[union-attr]
                 except EOFError:  # the process died before it answered
                     process.join()
                     if attempt > RETRIES:
-                        raise RuntimeError(
-                            f"campaign share {share.number} died {attempt} times "
+                        raise WorkerError(
+                            f"campaign share {share.number}: its process died {attempt} times "
                             f"(exit code {process.exitcode})"
                         ) from None
                     _say(report, f"share {share.number}: its process died; running it again")
                     start(share, attempt + 1)
                     continue
+                finally:
+                    connection.close()  # type: ignore[union-attr]
                 process.join()
+                if isinstance(answer, str):
+                    raise WorkerError(f"campaign share {share.number}: {answer}")
+                result: CampaignResult = answer
                 _done(report, share, result)
                 results.append(result)
                 if result.finding is not None:
                     return results  # the first failure stops the others
         return results
     finally:
-        for process, _, _ in running.values():
+        for connection, (process, _, _) in running.items():
             process.terminate()
             process.join()
+            connection.close()
 
 
 # ---- Ray ---------------------------------------------------------------------------------------
@@ -253,7 +279,10 @@ def _on_ray(shares: list[Share], report: Report | None) -> list[CampaignResult]:
             done, _ = ray_cluster.wait_one(list(pending), timeout=0.2)
             for reference in done:
                 share = pending.pop(reference)
-                [result] = ray_cluster.get([reference])
+                try:
+                    [result] = ray_cluster.get([reference])
+                except ray_cluster.RayError as error:
+                    raise WorkerError(f"campaign share {share.number}: {error}") from None
                 _done(report, share, result)
                 results.append(result)
                 if result.finding is not None:
@@ -263,4 +292,13 @@ def _on_ray(shares: list[Share], report: Report | None) -> list[CampaignResult]:
         ray_cluster.cancel(list(pending))
 
 
-__all__ = ["RETRIES", "Share", "merge", "run_share", "run_workers", "share_seed", "split"]
+__all__ = [
+    "RETRIES",
+    "Share",
+    "WorkerError",
+    "merge",
+    "run_share",
+    "run_workers",
+    "share_seed",
+    "split",
+]

@@ -16,7 +16,9 @@ here and nowhere else, and only for a ``redis://`` location.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
@@ -40,9 +42,10 @@ def example_database(location: str | Path | None) -> ExampleDatabase | None:
     if location is None:
         return None
     if is_shared(location):
+        client = _client(str(location))  # first: a missing extra is a DatabaseError
         from hypothesis.extra.redis import RedisExampleDatabase
 
-        return RedisExampleDatabase(_client(str(location)), key_prefix=KEY_PREFIX)
+        return RedisExampleDatabase(client, key_prefix=KEY_PREFIX)
     return DirectoryBasedExampleDatabase(str(location))
 
 
@@ -51,15 +54,19 @@ def check_database(location: str | Path | None) -> None:
     answer (a directory is created on first use: nothing to check)."""
     if not is_shared(location):
         return
+    client = _client(str(location))
     import redis
 
     try:
-        _client(str(location)).ping()
+        client.ping()
     except redis.RedisError as error:
         raise DatabaseError(f"{location}: the Redis server does not answer ({error})") from None
 
 
-def _client(url: str) -> object:
+@functools.cache
+def _client(url: str) -> Any:
+    """One client (a connection pool) per URL and process, however many engines and
+    checks use it."""
     try:
         import redis
     except ImportError:

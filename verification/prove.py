@@ -471,22 +471,15 @@ class DecisionDifference:
     assignment: dict[str, str]
     old_commits: bool
     new_commits: bool
-    #: keys one policy declares and the other does not: never observed (Unknown) in
-    #: the run of the policy that has them, absent from the other
-    unobserved: tuple[str, ...] = ()
+    #: keys one policy declares and the other does not, with their state in the
+    #: witness (Unknown: never observed in the run of the policy that has them)
+    own: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         old = "commits" if self.old_commits else "refuses"
         new = "commits" if self.new_commits else "refuses"
-        unobserved = (
-            f" ({', '.join(self.unobserved)}, of one policy only: never observed)"
-            if self.unobserved
-            else ""
-        )
-        return (
-            f"{_render(self.assignment)}{unobserved}: {self.step}: old policy {old}, "
-            f"new policy {new}"
-        )
+        own = f" (of one policy only: {_render(self.own)})" if self.own else ""
+        return f"{_render(self.assignment)}{own}: {self.step}: old policy {old}, new policy {new}"
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -495,8 +488,8 @@ class DecisionDifference:
             "old": "commits" if self.old_commits else "refuses",
             "new": "commits" if self.new_commits else "refuses",
         }
-        if self.unobserved:
-            document["unobserved"] = list(self.unobserved)
+        if self.own:
+            document["own_keys"] = self.own
         return document
 
 
@@ -544,9 +537,11 @@ def decision_difference(
     decide a commit plan differently, or None when z3 proves they never do, over what
     both share: the keys both declare, and the steps that complete the run under both
     (``policy_changes`` names the others). A key one policy declares and the other
-    does not is never observed in that policy's run (Unknown, as the contract reads a
-    key never observed): a prerequisite added or removed with its key then shows as
-    the decision it changes, while the witness assigns only shared keys.
+    does not is first taken as never observed in that policy's run (Unknown, as the
+    contract reads a key never observed), so a prerequisite added or removed with its
+    key shows as the decision it changes; when no difference shows that way, in any
+    state (one gate waiting on ``access``, the other on ``owner``: they differ when
+    one is Passed). The witness gives the shared keys and, apart, those keys.
     ``model``/``model_class`` build the new controller's gate, ``old_model``/
     ``old_model_class`` the old one's (default: the same), so an older declaration or
     older bodies can be compared too."""
@@ -556,36 +551,39 @@ def decision_difference(
         "new": (model, model_class),
     }
     # Over what both policies share (``policy_changes`` reports the rest first): the
-    # shared keys, each policy's own keys never observed, the steps both let complete
-    # the run.
+    # shared keys, the steps both let complete the run. A key of one policy only is
+    # first asked never observed; when that shows no difference, any state.
     keys = [k for k in new.keys if k in old.keys]
     shared = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in keys}
+    own_keys = [k for k in old.keys if k not in new.keys] + [
+        k for k in new.keys if k not in old.keys
+    ]
+    own = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in own_keys}
     unknown = EVIDENCE.const(EvidenceState.UNKNOWN)
-    unobserved = tuple(
-        [k for k in old.keys if k not in new.keys] + [k for k in new.keys if k not in old.keys]
-    )
     steps = [s.name for s in new.steps if s.completes_run and s.name in old.terminal_steps]
-    for step in steps:
-        constraints: list[z3.BoolRef] = []
-        decisions: list[z3.BoolRef] = []
-        for label, policy in (("old", old), ("new", new)):
-            declaration, bodies = builds[label]
-            gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
-            constraints.append(gate.premise)
-            constraints += [gate.evidence[k] == shared.get(k, unknown) for k in policy.keys]
-            decisions.append(gate.opens)
-        constraints.append(decisions[0] != decisions[1])
-        witness = _minimal_model(constraints, shared)
-        if witness is None:
-            continue
-        assignment = _assignment(witness, shared)
-        return DecisionDifference(
-            step,
-            assignment,
-            z3.is_true(witness.eval(decisions[0], model_completion=True)),
-            z3.is_true(witness.eval(decisions[1], model_completion=True)),
-            unobserved,
-        )
+    for never_observed in (True, False) if own else (True,):
+        for step in steps:
+            constraints: list[z3.BoolRef] = []
+            decisions: list[z3.BoolRef] = []
+            for label, policy in (("old", old), ("new", new)):
+                declaration, bodies = builds[label]
+                gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
+                constraints.append(gate.premise)
+                constraints += [gate.evidence[k] == {**shared, **own}[k] for k in policy.keys]
+                decisions.append(gate.opens)
+            if never_observed:
+                constraints += [term == unknown for term in own.values()]
+            constraints.append(decisions[0] != decisions[1])
+            witness = _minimal_model(constraints, {**shared, **own})
+            if witness is None:
+                continue
+            return DecisionDifference(
+                step,
+                _assignment(witness, shared),
+                z3.is_true(witness.eval(decisions[0], model_completion=True)),
+                z3.is_true(witness.eval(decisions[1], model_completion=True)),
+                _assignment(witness, own),
+            )
     return None
 
 

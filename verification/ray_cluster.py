@@ -46,7 +46,8 @@ def available() -> bool:
 
 def connect(address: str, cpus: int | None = None) -> None:
     """Join the cluster at ``address`` (``local``: start one here with ``cpus`` CPUs,
-    default all of this machine's), unless this process already has."""
+    default all of this machine's), unless this process already joined one (the one
+    it joined first stays: Ray has one cluster per process)."""
     ray = _ray()
     if ray.is_initialized():
         return
@@ -82,7 +83,15 @@ def remote_class(cls: type) -> Any:
 
 
 def get(references: Sequence[Any]) -> list[Any]:
-    return list(_ray().get(list(references)))
+    """The results; a task or actor that raised or whose process died past its retries
+    is a ``RayError`` in one line (Ray's own error carries the remote traceback)."""
+    ray = _ray()
+    try:
+        return list(ray.get(list(references)))
+    except ray.exceptions.RayError as error:
+        cause = getattr(error, "cause", None)
+        shown = f"{type(cause).__name__}: {cause}" if cause is not None else type(error).__name__
+        raise RayError(f"a Ray worker failed ({shown.splitlines()[0]})") from None
 
 
 def wait_one(references: Sequence[Any], timeout: float) -> tuple[list[Any], list[Any]]:

@@ -98,28 +98,30 @@ def scale_figures(quick: bool, progress: Progress) -> dict[str, Any]:
         progress(f"scale bench: campaign, {workers} local workers")
         figures["campaign"].append(_campaign(workers, None, examples))
         figures["first_failure"].append(_first_failure(workers, None))
-    if ray_cluster.available():
-        started = time.perf_counter()
-        ray_cluster.connect(ray_cluster.LOCAL)
-        figures["ray_start_seconds"] = round(time.perf_counter() - started, 2)
-        progress("scale bench: campaign, 2 Ray tasks")
-        figures["campaign"].append(_campaign(2, ray_cluster.LOCAL, examples))
-        figures["first_failure"].append(_first_failure(2, ray_cluster.LOCAL))
-    else:
-        figures["ray"] = "absent: pip install 'replan[scale]'"
     from replan.verification.domains import smoke_domains, spin_domains
 
     domains = smoke_domains() if quick else spin_domains(1, 2)
     figures["explorer_domains"] = "quick (smoke run)" if quick else "SPIN's (V, K) = (1, 2)"
-    for workers, ray in ((1, False), (2, False), (2, True)):
-        if ray and not ray_cluster.available():
-            continue
-        progress(f"scale bench: explorer, {workers} {'Ray actors' if ray else 'processes'}")
-        figures["explorer"].append(_explorer(workers, ray, domains))
+    ways = [(1, False), (2, False)]
+    try:
+        if ray_cluster.available():
+            started = time.perf_counter()
+            ray_cluster.connect(ray_cluster.LOCAL)
+            figures["ray_start_seconds"] = round(time.perf_counter() - started, 2)
+            progress("scale bench: campaign, 2 Ray tasks")
+            figures["campaign"].append(_campaign(2, ray_cluster.LOCAL, examples))
+            figures["first_failure"].append(_first_failure(2, ray_cluster.LOCAL))
+            ways.append((2, True))
+        else:
+            figures["ray"] = "absent: pip install 'replan[scale]'"
+        for workers, ray in ways:
+            progress(f"scale bench: explorer, {workers} {'Ray actors' if ray else 'processes'}")
+            figures["explorer"].append(_explorer(workers, ray, domains))
+    finally:
+        if ray_cluster.available():
+            ray_cluster.shutdown()
     counts = {(e["states"], e["transitions"]) for e in figures["explorer"]}
     figures["explorer_same_counts"] = len(counts) == 1
-    if ray_cluster.available():
-        ray_cluster.shutdown()
     return figures
 
 

@@ -192,15 +192,15 @@ def _dump(engine: Any) -> Dump:
     }
 
 
-#: The module a broken controller of ``verification.mutants`` is generated into is
-#: this prefix and its importable name (``spec.generator.load_controller``).
-GENERATED_PREFIX = "replan_generated_"
+class NotImportable(ValueError):
+    """An implementation no other process can import by name."""
 
 
-def importable_name(implementation: type) -> str:
+def implementation_path(implementation: type) -> str:
     """The ``module:Class`` another process resolves to this very class: its own
     module's, or a deliberately broken controller's name in ``verification.mutants``.
-    ``ValueError`` for a class no other process can import."""
+    ``NotImportable`` for a class no other process can import."""
+    from replan.spec.generator import GENERATED_PREFIX
     from replan.verification import mutants
     from replan.verification.campaign import ImplementationError, resolve_implementation
 
@@ -214,7 +214,7 @@ def importable_name(implementation: type) -> str:
                 return candidate
         except ImplementationError:
             continue
-    raise ValueError(
+    raise NotImportable(
         f"{implementation.__module__}.{implementation.__qualname__}: another process "
         "cannot import this implementation by name, so Ray workers cannot run it "
         "(give a module:Class, or a mutant of verification/mutants.py)"
@@ -285,7 +285,7 @@ class _RayWorkers:
         actor = ray_cluster.remote_class(Shard)
         # by name: a class Ray would copy by value (a mutant built in this process)
         # could arrive as something else
-        setup = {**_setup(engine), "implementation": importable_name(engine.implementation)}
+        setup = {**_setup(engine), "implementation": implementation_path(engine.implementation)}
         self.actors = [actor.remote(setup, (shard, shards)) for shard in range(shards)]
 
     @property

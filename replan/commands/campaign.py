@@ -302,12 +302,18 @@ def _run_shares(
     out: Path,
 ) -> CampaignResult:
     """``--workers``/``--ray``: the budget as shares (``verification.campaign_workers``)."""
-    from replan.verification.campaign_workers import run_workers
-    from replan.verification.ray_cluster import RayError
+    from replan.verification.campaign_workers import WorkerError, run_workers
+    from replan.verification.example_database import is_shared
+    from replan.verification.ray_cluster import LOCAL, RayError
 
     def say(text: str) -> None:
         print(f"replan campaign: {text}", file=sys.stderr, flush=True)
 
+    if args.ray not in (None, LOCAL) and database is not None and not is_shared(database):
+        say(
+            f"warning: the example database {database} is a directory on this machine; "
+            "workers on other nodes neither read nor write it (--database redis://...)"
+        )
     try:
         return run_workers(
             policy,
@@ -324,7 +330,7 @@ def _run_shares(
             ray_address=args.ray,
             report=say,
         )
-    except RayError as error:
+    except (RayError, WorkerError) as error:
         raise CliError(str(error)) from None
 
 

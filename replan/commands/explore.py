@@ -190,10 +190,12 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.ray is not None:
         from replan.verification import ray_cluster
+        from replan.verification.sharded import NotImportable, implementation_path
 
         try:
+            implementation_path(implementation)  # Ray's workers import it by name
             ray_cluster.connect(args.ray)
-        except ray_cluster.RayError as error:
+        except (NotImportable, ray_cluster.RayError) as error:
             raise CliError(str(error)) from None
         settings["ray"] = True
         settings["workers"] = max(args.workers, 2)
@@ -203,8 +205,10 @@ def run(args: argparse.Namespace) -> int:
         reduced = None
         if args.symmetry == "both":
             reduced = explore(policy, domains, implementation, symmetry=True, **settings)
-    except ValueError as error:  # an implementation Ray workers cannot import
-        if args.ray is None:
+    except Exception as error:  # a Ray actor that failed: one line, not a traceback
+        from replan.verification.ray_cluster import RayError
+
+        if not isinstance(error, RayError):
             raise
         raise CliError(str(error)) from None
 

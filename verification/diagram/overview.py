@@ -67,10 +67,14 @@ def left_out(edge: Edge) -> bool:
 
 def drawn(diagram: Diagram) -> tuple[list[Node], list[Edge]]:
     """The states and transitions the overview draws: every transition but those it
-    leaves out, and the states the initial one reaches through them (a state an
-    overlay marks stays too)."""
+    leaves out, and the states the initial one reaches through them. A state an
+    overlay marks stays, and so do both ends of a transition an overlay marks."""
     edges = [e for e in diagram.edges if not left_out(e)]
     entered = {n.id for n in diagram.nodes if n.initial}
+    entered |= {n.id for n in diagram.nodes if n.change not in (None, Change.UNCHANGED) or n.notes}
+    for edge in edges:
+        if edge.switched_off:  # kept for its overlay mark
+            entered |= {edge.source, edge.target}
     grown = True
     while grown:
         grown = False
@@ -78,13 +82,8 @@ def drawn(diagram: Diagram) -> tuple[list[Node], list[Edge]]:
             if edge.source in entered and edge.target not in entered:
                 entered.add(edge.target)
                 grown = True
-    nodes = [
-        n
-        for n in diagram.nodes
-        if n.id in entered or n.change not in (None, Change.UNCHANGED) or n.notes
-    ]
-    kept = {n.id for n in nodes}
-    return nodes, [e for e in edges if e.source in kept and e.target in kept]
+    nodes = [n for n in diagram.nodes if n.id in entered]
+    return nodes, [e for e in edges if e.source in entered and e.target in entered]
 
 
 def fold_id(state: str, event: str) -> str:

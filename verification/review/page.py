@@ -345,8 +345,8 @@ def _witness(details: dict[str, Any]) -> str:
         for key, value in assignment.items()
     ]
     rows += [
-        f"<tr><th scope='row'>{_e(key)}</th><td>never observed (one policy only)</td></tr>"
-        for key in witness.get("unobserved") or []
+        f"<tr><th scope='row'>{_e(key)}</th><td>{_e(value)} (one policy only)</td></tr>"
+        for key, value in (witness.get("own_keys") or {}).items()
     ]
     return (
         "<p><strong>Commit decisions differ</strong> (a witness found by z3): with the "
