@@ -127,6 +127,18 @@ class Property:
         fixed = {"before", "after", "answer", "event", "appended", "run"}
         return any(p not in fixed for p in self.parameters) or "appended" in self.parameters
 
+    def reads_argument_on(self, event: str) -> bool:
+        """``reads_argument`` for calls of ``event`` alone: the body's tests of
+        ``event`` against constants are decided first, so a property that reads the
+        argument only on another event's branch (``event == "observe" and
+        meaningful(before, argument)``) is argument-free on this one, and the explorer
+        evaluates it once per distinct edge instead of once per call."""
+        if not self.reads_argument:
+            return False
+        if "appended" in self.parameters:
+            return True
+        return _reads_argument_on(self.function, event)
+
 
 #: Every property, in declaration order (``spec/properties.py`` fills it on import).
 REGISTRY: dict[str, Property] = {}
@@ -187,6 +199,124 @@ def function_tree(function: Callable[..., Any]) -> ast.FunctionDef:
     if not isinstance(definition, ast.FunctionDef):
         raise ValueError(f"{function.__name__}: not a plain function")
     return definition
+
+
+@functools.cache
+def _reads_argument_on(function: Callable[..., bool], event: str) -> bool:
+    """Whether ``function``'s body, with ``event`` fixed, may still read a parameter
+    that is the call's argument. Conservative: what the folding does not decide
+    counts as read."""
+    definition = function_tree(function)
+    argument_names = {
+        a.arg for a in definition.args.args if a.arg not in CALL_PARAMETERS - {"argument"}
+    }
+    folded = _EventFolder(event).visit(definition)
+    assert isinstance(folded, ast.FunctionDef)
+    folded.body = _reachable(folded.body)
+    return any(
+        isinstance(node, ast.Name) and node.id in argument_names
+        for statement in folded.body
+        for node in ast.walk(statement)
+    )
+
+
+class _EventFolder(ast.NodeTransformer):
+    """Replaces ``event == "x"``, ``!=``, ``in`` and ``not in`` a tuple of constants by
+    its value for one event, then folds ``not``, ``and``, ``or`` and ``if`` over the
+    results, keeping every operand that may still be evaluated."""
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if not (isinstance(node.left, ast.Name) and node.left.id == "event" and len(node.ops) == 1):
+            return node
+        right = node.comparators[0]
+        if isinstance(right, ast.Constant):
+            constants: tuple[Any, ...] = (right.value,)
+        elif isinstance(right, ast.Tuple | ast.Set | ast.List) and all(
+            isinstance(element, ast.Constant) for element in right.elts
+        ):
+            constants = tuple(element.value for element in right.elts)  # type: ignore[attr-defined]
+        else:
+            return node
+        operator = node.ops[0]
+        if isinstance(operator, ast.Eq | ast.In):
+            return ast.Constant(self.event in constants)
+        if isinstance(operator, ast.NotEq | ast.NotIn):
+            return ast.Constant(self.event not in constants)
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        known = _truth(node.operand)
+        if isinstance(node.op, ast.Not) and known is not None:
+            return ast.Constant(not known)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        deciding = isinstance(node.op, ast.Or)  # the truth value that ends the chain
+        kept: list[ast.expr] = []
+        for value in node.values:
+            known = _truth(value)
+            if known is not None and known != deciding and value is not node.values[-1]:
+                continue  # a constant that lets the chain go on: it reads nothing
+            kept.append(value)
+            if known == deciding:
+                break  # what follows is never evaluated
+        if len(kept) == 1:
+            return kept[0]
+        if any(_truth(value) == deciding for value in kept):
+            # The chain's truth is decided (what it reads before is kept apart).
+            return ast.BoolOp(op=node.op, values=[*kept[:-1], ast.Constant(deciding)])
+        return ast.BoolOp(op=node.op, values=kept)
+
+    def visit_If(self, node: ast.If) -> Any:
+        self.generic_visit(node)
+        known = _truth(node.test)
+        if known is None:
+            return node
+        taken = node.body if known else node.orelse
+        return [ast.Expr(node.test), *taken]
+
+
+def _truth(node: ast.AST) -> bool | None:
+    """The truth value of a folded expression, when it is decided."""
+    if isinstance(node, ast.Constant):
+        return bool(node.value)
+    if isinstance(node, ast.BoolOp):
+        deciding = isinstance(node.op, ast.Or)
+        if any(_truth(value) == deciding for value in node.values):
+            return deciding
+        if all(_truth(value) == (not deciding) for value in node.values):
+            return not deciding
+    return None
+
+
+def _reachable(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` up to its first statement that always returns."""
+    kept: list[ast.stmt] = []
+    for statement in body:
+        if isinstance(statement, ast.If):
+            statement.body = _reachable(statement.body)
+            statement.orelse = _reachable(statement.orelse)
+        kept.append(statement)
+        if isinstance(statement, ast.Return) or (
+            isinstance(statement, ast.If)
+            and _returns(statement.body)
+            and _returns(statement.orelse)
+        ):
+            break
+    return kept
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return bool(body) and (
+        isinstance(body[-1], ast.Return)
+        or (isinstance(body[-1], ast.If) and _returns(body[-1].body) and _returns(body[-1].orelse))
+    )
 
 
 # ---- evaluating them -----------------------------------------------------------------

@@ -14,7 +14,7 @@ from replan.controller import DEFAULT_POLICY, Controller, EvidenceState, Observa
 from replan.controller.policy import DEFAULTS, policy_from_dict
 from replan.controller.records import ExecuteResult, InvalidInput
 from replan.controller.run import Run
-from replan.spec.vocabulary import REGISTRY, Checker, unchanged
+from replan.spec.vocabulary import REGISTRY, Checker, Property, unchanged
 from replan.verification.harness import CHECKER, Operation, observe_call, violated
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,3 +141,50 @@ def test_a_malformed_observation_must_raise_and_change_nothing() -> None:
     assert "observe-malformed-raises" not in CHECKER.call(
         "observe", before, bad, InvalidInput, after
     )
+
+
+# ---- which properties read the call's argument, per event (the explorer's split) ------
+
+
+def _reads_only_on_observe(
+    event: str, before: Run, argument: object, answer: object, after: Run
+) -> bool:
+    if event == "observe":
+        return argument is not None
+    return True
+
+
+def _reads_after_an_undecided_test(
+    event: str, before: Run, argument: object, answer: object, after: Run
+) -> bool:
+    if before.steps > 0 or event not in ("propose", "execute"):
+        return True
+    return argument is not None and event != "cancel"
+
+
+def _property(function: object) -> Property:
+    parameters = ("event", "before", "argument", "answer", "after")
+    return Property(function.__name__, "call", "", None, function, parameters)  # type: ignore[attr-defined]
+
+
+def test_a_property_reading_the_argument_on_one_event_is_argument_free_on_the_others() -> None:
+    prop = _property(_reads_only_on_observe)
+    assert prop.reads_argument
+    assert prop.reads_argument_on("observe")
+    assert not prop.reads_argument_on("propose")
+
+
+def test_the_argument_counts_as_read_when_a_test_before_it_is_undecided() -> None:
+    prop = _property(_reads_after_an_undecided_test)
+    assert prop.reads_argument_on("propose")  # before.steps decides, not the event
+    assert not prop.reads_argument_on("approve")  # the first test always returns
+
+
+def test_the_contracts_rank_and_revision_properties_read_an_observation_only() -> None:
+    for name in ("calls-lower-the-rank", "revision-honest"):
+        assert REGISTRY[name].reads_argument_on("observe")
+        assert not REGISTRY[name].reads_argument_on("propose")
+    # a parameter named for the event's argument but never read is not a read
+    assert not REGISTRY["propose-uses-a-slot"].reads_argument_on("propose")
+    assert REGISTRY["propose-revision-must-increase"].reads_argument_on("propose")
+    assert REGISTRY["trace-one-record-per-call"].reads_argument_on("cancel")

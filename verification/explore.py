@@ -561,8 +561,10 @@ def _split_properties() -> tuple[list[Any], list[Any], list[int]]:
     counts: list[int] = []
     for event in GROUPS:
         chosen = CHECKER.for_event(event)
-        static.append(CHECKER.compiled_for(tuple(p for p in chosen if not p.reads_argument)))
-        reading = tuple(p for p in chosen if p.reads_argument)
+        static.append(
+            CHECKER.compiled_for(tuple(p for p in chosen if not p.reads_argument_on(event)))
+        )
+        reading = tuple(p for p in chosen if p.reads_argument_on(event))
         dynamic.append(CHECKER.compiled_for(reading))
         counts.append(len(reading))
     return static, dynamic, counts
@@ -1718,12 +1720,15 @@ def coverage(
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
     engine = graph._engine
-    abstract_of = [abstract_state(graph.state(index)) for index in range(graph.states)]
+    # Each abstract state is hashed once, here: the graph's millions of edges are then
+    # pairs of small ints (an abstract state is a nested tuple whose hash Python
+    # recomputes on every lookup).
     first_index: dict[tuple[Any, ...], int] = {}
-    for index, mapped_state in enumerate(abstract_of):
-        first_index.setdefault(mapped_state, index)
+    number_of = array("l")
+    for index in range(graph.states):
+        number_of.append(first_index.setdefault(abstract_state(graph.state(index)), index))
     label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
-    pairs = {(abstract_of[source], number) for source, number, _ in graph.edges}
+    pairs = {(number_of[source], number) for source, number, _ in graph.edges}
 
     def abstract(value: Any) -> tuple[Any, ...]:
         if abstracted:
@@ -1732,31 +1737,31 @@ def coverage(
             value = json.loads(value)
         return abstract_state(_as_state(value))
 
-    state_hits: set[tuple[Any, ...]] = set()
+    state_hits: set[int] = set()
     outside_states = 0
     for value in visited_states:
-        mapped = abstract(value)
-        if mapped in first_index:
-            state_hits.add(mapped)
+        found = first_index.get(abstract(value))
+        if found is not None:
+            state_hits.add(found)
         else:
             outside_states += 1
-    pair_hits: set[tuple[Any, int]] = set()
+    pair_hits: set[tuple[int, int]] = set()
     outside_transitions = 0
     for item in visited_transitions:
         number = label_numbers.get(item[1])
-        pair = None if number is None else (abstract(item[0]), number)
-        if pair is None or pair not in pairs:
+        found = None if number is None else first_index.get(abstract(item[0]))
+        if found is None or (found, number) not in pairs:
             outside_transitions += 1
         else:
-            pair_hits.add(pair)
+            pair_hits.add((found, number))
     reachable_labels = [label for label in result.labels if label in result.fired]
     taken = {graph.edge_labels[number] for _, number in pair_hits}
     labels_reached = [label for label in reachable_labels if label in taken]
     by_state: dict[str, int] = {}
     unreached_depths: dict[int, int] = {}
     shallowest: list[tuple[int, int]] = []
-    for mapped, index in first_index.items():
-        if mapped in state_hits:
+    for index in first_index.values():
+        if index in state_hits:
             continue
         declared = str(engine.keys[index][0])
         by_state[declared] = by_state.get(declared, 0) + 1
