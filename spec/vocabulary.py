@@ -124,7 +124,7 @@ class Property:
     def reads_argument(self) -> bool:
         """Whether the verdict may depend on the call's argument (so a checker may
         reuse it for calls that agree on everything else)."""
-        fixed = {"before", "after", "answer", "event", "appended", "run"}
+        fixed = {"before", "after", "answer", "event", "appended"}
         return any(p not in fixed for p in self.parameters) or "appended" in self.parameters
 
     def reads_argument_on(self, event: str) -> bool:
@@ -137,7 +137,7 @@ class Property:
             return False
         if "appended" in self.parameters:
             return True
-        return _reads_argument_on(self.function, event)
+        return _reads_argument_on(self.function, self.parameters, event)
 
 
 #: Every property, in declaration order (``spec/properties.py`` fills it on import).
@@ -202,28 +202,54 @@ def function_tree(function: Callable[..., Any]) -> ast.FunctionDef:
 
 
 @functools.cache
-def _reads_argument_on(function: Callable[..., bool], event: str) -> bool:
+def _reads_argument_on(
+    function: Callable[..., bool], parameters: tuple[str, ...], event: str
+) -> bool:
     """Whether ``function``'s body, with ``event`` fixed, may still read a parameter
-    that is the call's argument. Conservative: what the folding does not decide
-    counts as read."""
+    that is the call's argument. Conservative: a signature that is not plain
+    positional parameters counts as reading it, tests of ``event`` are decided only
+    when it is a parameter the body never binds again, and every operand the folding
+    cannot drop counts as read."""
     definition = function_tree(function)
-    argument_names = {
-        a.arg for a in definition.args.args if a.arg not in CALL_PARAMETERS - {"argument"}
-    }
-    folded = _EventFolder(event).visit(definition)
-    assert isinstance(folded, ast.FunctionDef)
-    folded.body = _reachable(folded.body)
+    signature = definition.args
+    if signature.posonlyargs or signature.vararg or signature.kwonlyargs or signature.kwarg:
+        return True
+    argument_names = {p for p in parameters if p not in CALL_PARAMETERS - {"argument"}}
+    if "event" in parameters and not _binds_event(definition):
+        # The name is the call's event everywhere in the body: its tests can be decided.
+        folded = _EventFolder(event).visit(definition)
+        assert isinstance(folded, ast.FunctionDef)
+        definition = folded
+    definition.body = _reachable(definition.body)
     return any(
         isinstance(node, ast.Name) and node.id in argument_names
-        for statement in folded.body
+        for statement in definition.body
         for node in ast.walk(statement)
     )
 
 
+def _binds_event(definition: ast.FunctionDef) -> bool:
+    """Whether the body gives the name ``event`` another value anywhere (an assignment,
+    a loop or comprehension target, a lambda's or a nested function's parameter)."""
+    for statement in definition.body:
+        for node in ast.walk(statement):
+            if (
+                isinstance(node, ast.Name)
+                and node.id == "event"
+                and not isinstance(node.ctx, ast.Load)
+            ):
+                return True
+            if isinstance(node, ast.arg) and node.arg == "event":
+                return True
+    return False
+
+
 class _EventFolder(ast.NodeTransformer):
-    """Replaces ``event == "x"``, ``!=``, ``in`` and ``not in`` a tuple of constants by
-    its value for one event, then folds ``not``, ``and``, ``or`` and ``if`` over the
-    results, keeping every operand that may still be evaluated."""
+    """Replaces ``event == "x"`` and ``!=`` a constant string, and ``event in`` and
+    ``not in`` a tuple, list or set of constant strings, by its value for one event;
+    then folds ``not`` of a constant, and ``and``, ``or`` and ``if`` over the results.
+    An operand is dropped only when it is a constant: a decided expression may still
+    read the argument (and raise)."""
 
     def __init__(self, event: str) -> None:
         self.event = event
@@ -232,45 +258,42 @@ class _EventFolder(ast.NodeTransformer):
         self.generic_visit(node)
         if not (isinstance(node.left, ast.Name) and node.left.id == "event" and len(node.ops) == 1):
             return node
-        right = node.comparators[0]
-        if isinstance(right, ast.Constant):
-            constants: tuple[Any, ...] = (right.value,)
-        elif isinstance(right, ast.Tuple | ast.Set | ast.List) and all(
-            isinstance(element, ast.Constant) for element in right.elts
-        ):
-            constants = tuple(element.value for element in right.elts)  # type: ignore[attr-defined]
-        else:
-            return node
-        operator = node.ops[0]
-        if isinstance(operator, ast.Eq | ast.In):
-            return ast.Constant(self.event in constants)
-        if isinstance(operator, ast.NotEq | ast.NotIn):
-            return ast.Constant(self.event not in constants)
+        operator, right = node.ops[0], node.comparators[0]
+        if isinstance(operator, ast.Eq | ast.NotEq):
+            if not (isinstance(right, ast.Constant) and isinstance(right.value, str)):
+                return node
+            equal = self.event == right.value
+            return ast.Constant(equal if isinstance(operator, ast.Eq) else not equal)
+        if isinstance(operator, ast.In | ast.NotIn):
+            if not isinstance(right, ast.Tuple | ast.List | ast.Set) or not all(
+                isinstance(element, ast.Constant) and isinstance(element.value, str)
+                for element in right.elts
+            ):
+                return node
+            member = self.event in {element.value for element in right.elts}  # type: ignore[attr-defined]
+            return ast.Constant(member if isinstance(operator, ast.In) else not member)
         return node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
-        known = _truth(node.operand)
-        if isinstance(node.op, ast.Not) and known is not None:
-            return ast.Constant(not known)
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.Constant):
+            return ast.Constant(not node.operand.value)
         return node
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         self.generic_visit(node)
         deciding = isinstance(node.op, ast.Or)  # the truth value that ends the chain
         kept: list[ast.expr] = []
-        for value in node.values:
+        for position, value in enumerate(node.values):
             known = _truth(value)
-            if known is not None and known != deciding and value is not node.values[-1]:
-                continue  # a constant that lets the chain go on: it reads nothing
+            last = position == len(node.values) - 1
+            if isinstance(value, ast.Constant) and known != deciding and not last:
+                continue  # a constant that lets the chain go on
             kept.append(value)
             if known == deciding:
                 break  # what follows is never evaluated
         if len(kept) == 1:
             return kept[0]
-        if any(_truth(value) == deciding for value in kept):
-            # The chain's truth is decided (what it reads before is kept apart).
-            return ast.BoolOp(op=node.op, values=[*kept[:-1], ast.Constant(deciding)])
         return ast.BoolOp(op=node.op, values=kept)
 
     def visit_If(self, node: ast.If) -> Any:

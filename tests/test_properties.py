@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,6 +179,43 @@ def test_the_argument_counts_as_read_when_a_test_before_it_is_undecided() -> Non
     prop = _property(_reads_after_an_undecided_test)
     assert prop.reads_argument_on("propose")  # before.steps decides, not the event
     assert not prop.reads_argument_on("approve")  # the first test always returns
+
+
+def _positional_only(event: str, before: Run, argument: Any, /, answer: object, after: Run) -> bool:
+    return event != "observe" or argument is None
+
+
+def _event_rebound_in_a_generator(
+    event: str, before: Run, argument: Any, answer: object, after: Run
+) -> bool:
+    return any(event == "observe" and argument is None for event in ("observe",))
+
+
+def _event_in_a_string(event: str, before: Run, argument: Any, answer: object, after: Run) -> bool:
+    if event in "observe cancel":
+        return argument is None
+    return True
+
+
+def _argument_read_before_a_decided_operand(
+    event: str, before: Run, argument: Any, answer: object, after: Run
+) -> bool:
+    return bool((argument.ok or event == "propose") and before is not None)
+
+
+@pytest.mark.parametrize(
+    ("function", "event"),
+    [
+        (_positional_only, "propose"),
+        (_event_rebound_in_a_generator, "propose"),
+        (_event_in_a_string, "cancel"),
+        (_argument_read_before_a_decided_operand, "propose"),
+    ],
+)
+def test_what_the_folding_cannot_decide_counts_as_reading_the_argument(
+    function: Any, event: str
+) -> None:
+    assert _property(function).reads_argument_on(event)
 
 
 def test_the_contracts_rank_and_revision_properties_read_an_observation_only() -> None:
