@@ -500,3 +500,15 @@ def test_verify_announces_an_exploration_larger_than_the_defaults() -> None:
     assert explorer_estimate(DEFAULT_POLICY) is None
     line = explorer_estimate(load_policy("tests/policies/first-policy.toml"))
     assert line is not None and "keys 3 (default 2)" in line and "max_steps 6" in line
+
+
+def test_a_property_checked_once_per_edge_still_catches_the_controller_that_breaks_it() -> None:
+    # propose-uses-a-slot never reads the plan, so the explorer evaluates it once per
+    # distinct edge of a state: a malformed proposal that uses no slot is its own edge
+    # (the state does not change), and it is caught there.
+    assert not REGISTRY["propose-uses-a-slot"].reads_argument_on("propose")
+    mutant = mutant_controller("malformed-proposal-uses-no-slot")
+    result = explore(DEFAULT_POLICY, dataclasses.replace(TINY, malformed_plan=True), mutant)
+    assert not result.ok
+    assert "propose-uses-a-slot" in {finding.property for finding in result.findings}
+    assert explore(DEFAULT_POLICY, dataclasses.replace(TINY, malformed_plan=True)).ok
