@@ -23,7 +23,12 @@ from replan.spec.declaration import Replanning
 from replan.spec.generator import load_controller
 from replan.spec.model import extract
 from replan.spec.vocabulary import REGISTRY
-from replan.verification.domains import Domains, InputSpace, product_domains
+from replan.verification.domains import (
+    Domains,
+    InputSpace,
+    current_plans_only,
+    product_domains,
+)
 from replan.verification.explore import (
     _normal,
     abstract_state,
@@ -38,18 +43,8 @@ from replan.verification.harness import apply, load_counterexample, run_sequence
 from replan.verification.mutants import mutant_controller, without
 
 #: A domain small enough to explore exhaustively in a fraction of a second (979 states).
-TINY = Domains(
-    "tiny",
-    versions=1,
-    keys=("parser",),
-    evidence_states=("Unknown", "Passed"),
-    ids=1,
-    revision_offsets=(1,),
-    evidence_offsets=(0,),
-    undeclared_steps=0,
-    disallowed_resources=0,
-    malformed_plan=False,
-    malformed_observation=False,
+TINY = current_plans_only(
+    "tiny", versions=1, keys=("parser",), evidence_states=("Unknown", "Passed"), ids=1
 )
 #: TINY, where a plan may also cite the previous evidence revision.
 STALE = dataclasses.replace(TINY, name="stale", evidence_offsets=(0, -1))

@@ -191,13 +191,19 @@ def _say(report: Report | None, text: str) -> None:
         report(text)
 
 
-def _done(report: Report | None, share: Share, result: CampaignResult) -> None:
+def _done(
+    report: Report | None, share: Share, result: CampaignResult, results: list[CampaignResult]
+) -> bool:
+    """Keeps a finished share's result and says so; True when it failed (the first
+    failure stops the other shares)."""
+    results.append(result)
     verdict = "FAILED: " + result.finding.property if result.finding else "held"
     _say(
         report,
         f"share {share.number}: {result.examples} examples, {result.operations:,} operations "
         f"(seed {share.seed}): {verdict}",
     )
+    return result.finding is not None
 
 
 # ---- local processes ------------------------------------------------------------------------
@@ -253,10 +259,8 @@ def _in_processes(shares: list[Share], report: Report | None) -> list[CampaignRe
                 if isinstance(answer, str):
                     raise WorkerError(f"campaign share {share.number}: {answer}")
                 result: CampaignResult = answer
-                _done(report, share, result)
-                results.append(result)
-                if result.finding is not None:
-                    return results  # the first failure stops the others
+                if _done(report, share, result, results):
+                    return results
         return results
     finally:
         for connection, (process, _, _) in running.items():
@@ -283,10 +287,8 @@ def _on_ray(shares: list[Share], report: Report | None) -> list[CampaignResult]:
                     [result] = ray_cluster.get([reference])
                 except ray_cluster.RayError as error:
                     raise WorkerError(f"campaign share {share.number}: {error}") from None
-                _done(report, share, result)
-                results.append(result)
-                if result.finding is not None:
-                    return results  # the first failure stops the others
+                if _done(report, share, result, results):
+                    return results
         return results
     finally:
         ray_cluster.cancel(list(pending))

@@ -101,6 +101,22 @@ class Domains:
             raise ValueError("sources: at least one source is required")
 
 
+def current_plans_only(name: str, **bounds: Any) -> Domains:
+    """A focused domain: every plan proposed is current (revision +1, the current
+    evidence revision), names a declared step and the allowed resource, and nothing
+    malformed is sent. ``bounds`` sets the rest (versions, keys, states, ids)."""
+    return Domains(
+        name,
+        revision_offsets=(1,),
+        evidence_offsets=(0,),
+        undeclared_steps=0,
+        disallowed_resources=0,
+        malformed_plan=False,
+        malformed_observation=False,
+        **bounds,
+    )
+
+
 def observation_domains(policy: Policy) -> Domains:
     """The default report's first domain: every kind of delivery, on one key.
 
@@ -127,18 +143,7 @@ def plan_domains() -> Domains:
     declared step, the allowed resource. Reaches what needs several ids and all the
     steps: StepLimit (max_steps + 1 ids), Completed, a completed or stale id proposed
     or executed while another plan is pending."""
-    return Domains(
-        "plans",
-        versions=1,
-        evidence_states=("Passed",),
-        ids=None,
-        revision_offsets=(1,),
-        evidence_offsets=(0,),
-        undeclared_steps=0,
-        disallowed_resources=0,
-        malformed_plan=False,
-        malformed_observation=False,
-    )
+    return current_plans_only("plans", versions=1, evidence_states=("Passed",), ids=None)
 
 
 def default_report_domains(policy: Policy) -> tuple[Domains, Domains]:
@@ -159,18 +164,12 @@ def smoke_domains() -> Domains:
     plans: 7,233 states under the default policy, explored in about a second (a smoke
     run of the explorer's ways of running, and a small reachable set to compare a
     campaign's visits with)."""
-    return Domains(
+    return current_plans_only(
         "smoke",
         versions=1,
         keys=("parser", "access"),
         evidence_states=("Unknown", "Passed", "Failed"),
         ids=1,
-        revision_offsets=(1,),
-        evidence_offsets=(0,),
-        undeclared_steps=0,
-        disallowed_resources=0,
-        malformed_plan=False,
-        malformed_observation=False,
     )
 
 
