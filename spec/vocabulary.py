@@ -57,10 +57,9 @@ def unchanged(before: Any, after: Any, *changing: str) -> bool:
     return _comparator(changing)(before, after)
 
 
-@functools.cache
-def _comparator(changing: tuple[str, ...]) -> Callable[[Any, Any], bool]:
-    """``unchanged`` for one set of changing components, written out (it runs on
-    every transition the explorer makes)."""
+def unchanged_expression(changing: tuple[str, ...]) -> str:
+    """``unchanged(b, a, *changing)`` as one Python expression over the names ``b``
+    and ``a``: what ``_comparator`` runs and what the compiled checks inline."""
     unknown = set(changing) - set(COMPONENTS)
     if unknown:
         raise ValueError(f"unchanged(): {', '.join(sorted(unknown))} is not a component")
@@ -75,7 +74,14 @@ def _comparator(changing: tuple[str, ...]) -> Callable[[Any, Any], bool]:
             )
         else:
             parts.append(f"b.{fields[0]} == a.{fields[0]}")
-    source = f"def same(b, a):\n    return {' and '.join(parts) or 'True'}\n"
+    return f"({' and '.join(parts) or 'True'})"
+
+
+@functools.cache
+def _comparator(changing: tuple[str, ...]) -> Callable[[Any, Any], bool]:
+    """``unchanged`` for one set of changing components, written out (it runs on
+    every transition the explorer makes)."""
+    source = f"def same(b, a):\n    return {unchanged_expression(changing)}\n"
     namespace: dict[str, Any] = {}
     exec(
         compile(source, f"<unchanged except {', '.join(changing) or 'nothing'}>", "exec"), namespace
@@ -361,7 +367,7 @@ class Checker:
         self.policy_properties = [p for p in chosen if p.kind == "policy"]
         self.initial_properties = [p for p in chosen if p.kind == "initial"]
         self.errors: dict[str, str] = {}
-        self._checks: dict[tuple[str, ...], Callable[..., list[str]]] = {}
+        self._checks: dict[tuple[str | None, ...], Callable[..., list[str]]] = {}
         self._by_event_check: dict[str, Callable[..., list[str]]] = {}
 
     def for_event(self, event: str) -> list[Property]:
@@ -390,15 +396,25 @@ class Checker:
         after, appended) -> the names of the properties that do not hold."""
         check = self._by_event_check.get(event)
         if check is None:
-            check = self._by_event_check[event] = self.compiled_for(tuple(self.for_event(event)))
+            check = self._by_event_check[event] = self.compiled_for(
+                tuple(self.for_event(event)), event
+            )
         return check
 
-    def compiled_for(self, properties: tuple[Property, ...]) -> Callable[..., list[str]]:
-        """``call`` restricted to ``properties`` (the explorer's split), as one function."""
-        names = tuple(p.name for p in properties)
+    def compiled_for(
+        self, properties: tuple[Property, ...], event: str | None = None
+    ) -> Callable[..., list[str]]:
+        """``call`` restricted to ``properties`` (the explorer's split), for calls of
+        ``event`` (any when None), as one function with their bodies inlined
+        (``spec/check_compiler.py``)."""
+        from replan.spec.check_compiler import compile_call_checks
+
+        names = (event, *(p.name for p in properties))
         check = self._checks.get(names)
         if check is None:
-            check = self._checks[names] = functools.partial(_call_checker(properties), self.errors)
+            check = self._checks[names] = functools.partial(
+                compile_call_checks(properties, event), self.errors
+            )
         return check
 
     def initial(self, run: Any, policy: Any) -> list[str]:
@@ -424,30 +440,3 @@ class Checker:
             if not holds:
                 failed.append(prop.name)
         return failed
-
-
-def _call_checker(properties: tuple[Property, ...]) -> Callable[..., list[str]]:
-    """One function that evaluates ``properties`` on a call, each with the arguments
-    its parameters name, written out: the explorer runs it on every transition, and
-    a loop over the properties with their parameter names costs more than they do."""
-    lines = [
-        "def check(errors, event, before, argument, answer, after, appended):",
-        "    failed = []",
-    ]
-    namespace: dict[str, Any] = {}
-    for number, prop in enumerate(properties):
-        namespace[f"p{number}"] = prop.function
-        given = {"before", "after", "answer", "event", "argument", "appended"}
-        arguments = ", ".join(p if p in given else "argument" for p in prop.parameters)
-        lines += [
-            "    try:",
-            f"        if not p{number}({arguments}):",
-            f"            failed.append({prop.name!r})",
-            "    except Exception as error:  # a property that cannot be evaluated fails",
-            f"        errors[{prop.name!r}] = f'{{type(error).__name__}}: {{error}}'",
-            f"        failed.append({prop.name!r})",
-        ]
-    lines.append("    return failed")
-    exec(compile("\n".join(lines) + "\n", "<property checks>", "exec"), namespace)
-    check: Callable[..., list[str]] = namespace["check"]
-    return check

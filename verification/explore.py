@@ -562,10 +562,10 @@ def _split_properties() -> tuple[list[Any], list[Any], list[int]]:
     for event in GROUPS:
         chosen = CHECKER.for_event(event)
         static.append(
-            CHECKER.compiled_for(tuple(p for p in chosen if not p.reads_argument_on(event)))
+            CHECKER.compiled_for(tuple(p for p in chosen if not p.reads_argument_on(event)), event)
         )
         reading = tuple(p for p in chosen if p.reads_argument_on(event))
-        dynamic.append(CHECKER.compiled_for(reading))
+        dynamic.append(CHECKER.compiled_for(reading, event))
         counts.append(len(reading))
     return static, dynamic, counts
 
@@ -910,6 +910,8 @@ class _Engine:
         last_group = -1
         for group, method, bare, arguments in groups:
             op = GROUPS[group]
+            static_check = static_properties[group]
+            dynamic = dynamic_properties[group]
             for argument in arguments:
                 position += 1
                 set_scalars(live, scalars)
@@ -966,7 +968,6 @@ class _Engine:
                 )
                 verdict = memo.get(edge)
                 last_result, last_fired, last_group = result, fired, group
-                dynamic = dynamic_properties[group]
                 if verdict is None:
                     # A new distinct edge of this state: count it, and evaluate the
                     # properties whose verdict cannot depend on the argument once.
@@ -975,9 +976,7 @@ class _Engine:
                     if concrete[P_DECLARED] in _STOP_VALUES:
                         stopped_successor = True
                     verdict = (
-                        tuple(static_properties[group](op, proto, argument, result, live, ()))
-                        if check
-                        else ()
+                        tuple(static_check(op, proto, argument, result, live, ())) if check else ()
                     )
                     memo[edge] = verdict
                 last_clean = not verdict and not dynamic_count[group] and not new_state

@@ -1,0 +1,186 @@
+"""The compiled property checks (spec/check_compiler.py) mean what the properties say.
+
+The explorer and the campaign run each event's properties as one generated function
+with the bodies and helpers inlined and repeated subexpressions evaluated once. These
+tests pin that it is an optimisation only: on random runs of the generated controller
+and of every deliberately broken one, with hostile arguments too, the compiled check
+names the same failures, with the same error messages, as calling each property alone.
+And a property changed in its source is what the explorer then enforces, with no other
+edit anywhere.
+"""
+
+from __future__ import annotations
+
+import random
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replan.controller import Controller, EvidenceState, Observation, Plan
+from replan.controller.policy import DEFAULT_POLICY
+from replan.controller.run import Run
+from replan.spec import vocabulary
+from replan.spec.check_compiler import check_source, compile_call_checks
+from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification.domains import InputSpace, smoke_domains
+from replan.verification.harness import CHECKER, OPS, Call, Operation, observe_call, violated
+from replan.verification.mutants import MUTANTS, mutant_controller
+
+HOSTILE: dict[str, list[Any]] = {
+    "observe": [
+        None,
+        Observation("parser", True, EvidenceState.PASSED, "ci"),
+        Observation("parser", 0, EvidenceState.PASSED, "ci"),
+        Observation("parser", 1, "Passed", "ci"),
+        Observation("nope", 1, EvidenceState.PASSED, "ci"),
+        Observation("parser", 1, EvidenceState.PASSED, ""),
+    ],
+    "propose": [None, 7, Plan("", 1, 0, "inspect-parser", "input-A"), Plan("p", True, 0, "x", "y")],
+    "execute": [None, 3, "", "never-accepted"],
+}
+
+
+def one_by_one(properties: list[Property], call: Call) -> tuple[list[str], dict[str, str]]:
+    """The reference meaning: each property called alone, an error failing it."""
+    given = {
+        "event": call.op,
+        "before": call.before,
+        "argument": call.argument,
+        "answer": call.result,
+        "after": call.after,
+        "appended": call.appended,
+    }
+    failed: list[str] = []
+    errors: dict[str, str] = {}
+    for prop in properties:
+        arguments = [given.get(p, call.argument) for p in prop.parameters]
+        try:
+            holds = prop.function(*arguments)
+        except Exception as error:
+            errors[prop.name] = f"{type(error).__name__}: {error}"
+            holds = False
+        if not holds:
+            failed.append(prop.name)
+    return failed, errors
+
+
+def random_calls(implementation: type[Run], seed: int, walks: int = 12) -> list[Call]:
+    """Calls from random runs: every operation of the smoke domains (and the hostile
+    arguments) tried from each state a random walk passes."""
+    chooser = random.Random(seed)
+    space = InputSpace(DEFAULT_POLICY, smoke_domains())
+    calls: list[Call] = []
+    for _ in range(walks):
+        run: Any = implementation(DEFAULT_POLICY)
+        for _ in range(chooser.randint(3, 9)):
+            pending = run._pending
+            operations = space.operations(
+                run._plan_revision,
+                run._evidence_revision,
+                tuple(run._accepted),
+                tuple(run._completed),
+                None if pending is None else pending[0],
+                run=run,
+            )
+            operations += [
+                Operation(op, value) for op, values in HOSTILE.items() for value in values
+            ]
+            for operation in chooser.sample(operations, min(12, len(operations))):
+                trial: Any = implementation(DEFAULT_POLICY)
+                trial._import_state(run._export_state())
+                calls.append(observe_call(DEFAULT_POLICY, trial, operation))
+            observe_call(DEFAULT_POLICY, run, chooser.choice(operations))
+    return calls
+
+
+@pytest.mark.parametrize("subject", ["generated", *sorted(MUTANTS)])
+def test_compiled_checks_name_the_failures_each_property_names_alone(subject: str) -> None:
+    implementation = Controller if subject == "generated" else mutant_controller(subject)
+    compiled = {event: compile_call_checks(CHECKER.for_event(event), event) for event in OPS}
+    for number, call in enumerate(random_calls(implementation, seed=len(subject))):
+        properties = CHECKER.for_event(call.op)
+        errors: dict[str, str] = {}
+        found = compiled[call.op](
+            errors, call.op, call.before, call.argument, call.result, call.after, call.appended
+        )
+        assert (found, errors) == one_by_one(properties, call), (number, call.op, call.argument)
+
+
+def test_the_broken_controllers_make_the_comparison_meaningful() -> None:
+    """The comparison above sees failing verdicts and raising properties too, not only
+    holding ones."""
+    failures = 0
+    for subject in sorted(MUTANTS):
+        for call in random_calls(mutant_controller(subject), seed=1, walks=4):
+            failures += bool(one_by_one(CHECKER.for_event(call.op), call)[0])
+    assert failures > 50
+
+
+def test_an_event_test_is_decided_for_the_compiled_event() -> None:
+    calls_lower = [REGISTRY["calls-lower-the-rank"]]
+    source, _ = check_source(calls_lower, "cancel")
+    assert "'observe'" not in source and "event ==" not in source
+
+
+def test_every_registered_call_property_is_inlined() -> None:
+    """No contract property falls back to being called: the explorer's speed depends
+    on it, so a property written outside the inlinable subset shows up here."""
+    for event in OPS:
+        _, namespace = check_source(CHECKER.for_event(event), event)
+        assert not [name for name in namespace if name.startswith("_called_")], event
+
+
+def test_a_property_the_compiler_cannot_inline_is_called_as_it_is() -> None:
+    """A closure (its free variables live in a cell) is called, not inlined."""
+    limit = 0
+
+    def never_negative(after: Run) -> bool:
+        return after.steps >= limit
+
+    prop = Property("never-negative", "call", "", None, never_negative, ("after",))
+    source, namespace = check_source([prop], "cancel")
+    assert any(value is never_negative for value in namespace.values())
+    assert "after.steps >=" not in source
+
+
+def test_a_changed_property_is_what_the_explorer_enforces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tighten one property in its source (a plan may never be executed: every
+    execute must answer something else than Executed) and nothing else: the explorer,
+    which compiles its checks from the properties' source, now reports that
+    property broken on the unchanged controller."""
+    from replan.verification.domains import current_plans_only
+    from replan.verification.explore import explore
+
+    module = tmp_path / "tightened_property.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            from typing import Any
+
+
+
+            def execute_never_executes(answer: Any) -> bool:
+                return answer is not ExecuteResult.EXECUTED
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_property").execute_never_executes
+    original = REGISTRY["execute-counts-one-step"]
+    monkeypatch.setitem(
+        REGISTRY,
+        original.name,
+        Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",)),
+    )
+    # What a fresh process builds from the registry (the checkers are made on import).
+    fresh = vocabulary.Checker()
+    monkeypatch.setattr("replan.verification.explore.CHECKER", fresh)
+    monkeypatch.setattr("replan.verification.explore.violated", lambda call: violated(call, fresh))
+    domains = current_plans_only("tightened", versions=1, ids=1)
+    result = explore(DEFAULT_POLICY, domains, stop_at_first=True)
+    assert not result.ok
+    assert [finding.property for finding in result.findings] == ["execute-counts-one-step"]
