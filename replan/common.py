@@ -40,6 +40,19 @@ def positive_int(text: str) -> int:
     return _integer_at_least(1, text)
 
 
+def workers_or_auto(text: str) -> int | None:
+    """argparse type: ``auto`` (None: the command decides from the machine and the
+    work) or an integer >= 1."""
+    if text == "auto":
+        return None
+    try:
+        return _integer_at_least(1, text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or an integer >= 1, got {text!r}"
+        ) from None
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
     return _integer_at_least(0, text)

@@ -16,6 +16,7 @@ every case there is.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +82,20 @@ def digests(run: Run) -> tuple[str, ...]:
     """The pending plan's digest (what a person who read it approves), and one of no
     plan: an approval is right, or names other content."""
     pending = run.pending
-    return (*(() if pending is None else (plan_digest(pending),)), NEVER)
+    if pending is None:
+        return (NEVER,)
+    try:
+        digest = _digest_of(pending)
+    except TypeError:  # a field that cannot be hashed: computed, not remembered
+        digest = plan_digest(pending)
+    return (digest, NEVER)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest_of(plan: Any) -> str:
+    """``plan_digest``, remembered: the explorer asks it of every state with a plan
+    pending, and few plans are pending in many states."""
+    return plan_digest(plan)
 
 
 def _budget_amounts(limit: str, used: str) -> Callable[[Run], tuple[int, ...]]:
@@ -131,5 +145,15 @@ def arguments(parameter_type: str | None, run: Run) -> tuple[Any, ...]:
     missing = sorted({kinds[f] for f in record._fields} - set(CANDIDATES))
     if missing:
         raise KeyError(f"{parameter_type}: no candidates for {', '.join(missing)} (spec/inputs.py)")
-    choices = [CANDIDATES[kinds[field]](run) for field in record._fields]
+    choices = tuple(CANDIDATES[kinds[field]](run) for field in record._fields)
+    try:
+        return _combinations(record, choices)
+    except TypeError:  # a candidate that cannot be hashed: built, not remembered
+        return tuple(record(*values) for values in itertools.product(*choices))
+
+
+@functools.lru_cache(maxsize=4096)
+def _combinations(record: Any, choices: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...]:
+    """Every record of these field candidates: many states share them, so they are
+    built once (records are immutable)."""
     return tuple(record(*values) for values in itertools.product(*choices))

@@ -5,6 +5,7 @@ table. `replan verify` on it, as a user runs it, holds every check."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,3 +35,27 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
     assert report["policy"]["workflow"]["ready_when_passed"] == ["schema", "tests"]
     # a large policy is announced before the explorer starts
     assert "keys 3 (default 2)" in completed.stderr
+    # and, with two cores to use, explored over two processes (`--workers auto`)
+    two_cores = len(os.sched_getaffinity(0)) >= 2
+    assert ("sharded over 2 processes" in completed.stderr) == two_cores
+
+
+def test_workers_auto_shards_only_a_search_larger_than_the_default() -> None:
+    from replan.commands.verify import auto_workers, explorer_estimate
+    from replan.controller import DEFAULT_POLICY, load_policy
+
+    assert auto_workers(explorer_estimate(DEFAULT_POLICY)) == 1
+    larger = auto_workers(explorer_estimate(load_policy(FIRST_POLICY)))
+    assert larger == min(2, len(os.sched_getaffinity(0)))
+
+
+def test_a_bad_workers_value_is_a_one_line_error(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "replan", "verify", "--workers", "many", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "--workers: expected auto or an integer >= 1, got 'many'" in completed.stderr
+    assert "Traceback" not in completed.stderr

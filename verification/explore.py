@@ -1577,9 +1577,29 @@ def abstract_state(state: RunState) -> tuple[Any, ...]:
     revision matters, and a campaign's revisions step by other amounts). Counters,
     evidence revision, evidence states, the pending plan's step, resource and cited
     evidence revision are kept as they are."""
-    declared = str(state[P_DECLARED])
     pending = state[P_PENDING]
-    pending_id = None if pending is None else pending[0]
+    return _abstract_with(state, _abstract_parts(state, None if pending is None else pending[0]))
+
+
+def _abstract_with(state: RunState, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``abstract_state`` from the state's scalars and its abstracted parts."""
+    pending = state[P_PENDING]
+    pending_name, evidence, contents, accepted, completed = parts
+    return (
+        str(state[P_DECLARED]),
+        *(state[p] for p in _ABSTRACT_COUNTERS),
+        None if pending is None else (pending_name, pending[2], pending[3], pending[4]),
+        evidence,
+        contents,
+        accepted,
+        completed,
+    )
+
+
+def _abstract_parts(state: RunState, pending_id: Any) -> tuple[Any, ...]:
+    """What ``abstract_state`` makes of a state's parts (evidence, contents, accepted
+    and completed ids) and the pending plan's id: the same for every state that
+    shares them, so ``coverage`` computes it once per distinct combination."""
     accepted, completed = set(state[P_ACCEPTED]), set(state[P_COMPLETED])
     evidence = _evidence(state)
     ids = sorted(
@@ -1608,9 +1628,7 @@ def abstract_state(state: RunState) -> tuple[Any, ...]:
         name = sources.setdefault(source, f"s{len(sources) + 1}")
         contents.append((key, rank[(key, version)], str(value), name))
     return (
-        declared,
-        *(state[p] for p in _ABSTRACT_COUNTERS),
-        None if pending is None else (id_names[pending_id], pending[2], pending[3], pending[4]),
+        None if pending_id is None else id_names[pending_id],
         tuple((key, rank[(key, version)], value) for key, version, value in evidence),
         tuple(contents),
         tuple(sorted(id_names[x] for x in accepted)),
@@ -1724,10 +1742,20 @@ def coverage(
     # recomputes on every lookup).
     first_index: dict[tuple[Any, ...], int] = {}
     number_of = array("l")
-    for index in range(graph.states):
-        number_of.append(first_index.setdefault(abstract_state(graph.state(index)), index))
+    parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # by the key's interned parts
+    for index, key in enumerate(engine.keys):
+        state = engine.full(key)
+        pending = state[P_PENDING]
+        pending_id = None if pending is None else pending[0]
+        shared = (pending_id, *key[_SCALARS:])
+        parts = parts_of.get(shared)
+        if parts is None:
+            parts = parts_of[shared] = _abstract_parts(state, pending_id)
+        number_of.append(first_index.setdefault(_abstract_with(state, parts), index))
     label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
-    pairs = {(number_of[source], number) for source, number, _ in graph.edges}
+    # a (state, label) pair as one int: hashing millions of them is most of the cost
+    width = max(len(graph.edge_labels), 1)
+    pairs = {number_of[source] * width + number for source, number, _ in graph.edges}
 
     def abstract(value: Any) -> tuple[Any, ...]:
         if abstracted:
@@ -1744,17 +1772,17 @@ def coverage(
             state_hits.add(found)
         else:
             outside_states += 1
-    pair_hits: set[tuple[int, int]] = set()
+    pair_hits: set[int] = set()
     outside_transitions = 0
     for item in visited_transitions:
         number = label_numbers.get(item[1])
         found = None if number is None else first_index.get(abstract(item[0]))
-        if found is None or (found, number) not in pairs:
+        if found is None or found * width + number not in pairs:
             outside_transitions += 1
         else:
-            pair_hits.add((found, number))
+            pair_hits.add(found * width + number)
     reachable_labels = [label for label in result.labels if label in result.fired]
-    taken = {graph.edge_labels[number] for _, number in pair_hits}
+    taken = {graph.edge_labels[pair % width] for pair in pair_hits}
     labels_reached = [label for label in reachable_labels if label in taken]
     by_state: dict[str, int] = {}
     unreached_depths: dict[int, int] = {}

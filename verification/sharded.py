@@ -175,13 +175,22 @@ def _dump(engine: Any) -> Dump:
         (engine.parent[local], engine.via[local], names, full(engine.keys[local]))
         for local, names in engine.state_failures.items()
     ]
+    # States as keys over this shard's interned parts, and edges as three arrays:
+    # what crosses the pipe is mostly numbers, not a copy of every state's parts.
+    edge_sources, edge_labels, edge_targets = array("l"), array("l"), array("l")
+    for source, label, target in engine.edges:
+        edge_sources.append(source * shards + shard)
+        edge_labels.append(label)
+        edge_targets.append(target)
     return {
-        "states": [full(key) for key in engine.keys],
+        "keys": engine.keys,
+        "parts": engine.parts,
         "ranks": engine.ranks,
         "parent": engine.parent,
         "via": engine.via,
         "levels": engine.levels,
-        "edges": [(s * shards + shard, labels[n], t) for s, n, t in engine.edges],
+        "edges": (edge_sources, edge_labels, edge_targets),
+        "edge_labels": labels,
         "open": {s * shards + shard: targets for s, targets in engine.open_states.items()},
         "violations": violations,
         "transitions": engine.transitions,
@@ -428,11 +437,18 @@ def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
     engine.keys, engine.index = [], {}
     engine.parent, engine.via, engine.levels = array("l"), array("l"), array("l")
     engine.stop_seen = set()
+    from replan.verification.explore import _SCALARS as scalars
+
+    part_numbers = [[engine.intern(part) for part in dump["parts"]] for dump in dumps]
     for _, shard, local in order:
         dump = dumps[shard]
+        numbers = part_numbers[shard]
+        key = dump["keys"][local]
         engine.level = dump["levels"][local]
         engine.add_state(
-            engine.key(dump["states"][local]), dump["parent"][local], dump["via"][local]
+            (*key[:scalars], *(numbers[n] for n in key[scalars:])),
+            dump["parent"][local],
+            dump["via"][local],
         )
     engine.open_states = {}
     engine.edges = set()
@@ -440,12 +456,16 @@ def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
     for dump in dumps:
         for source, targets in dump["open"].items():
             engine.open_states[number_of[source]] = sorted(number_of[t] for t in targets)
-        for source, label, target in dump["edges"]:
+        label_numbers = []
+        for label in dump["edge_labels"]:
             number = engine.edge_label_index.get(label)
             if number is None:
                 number = engine.edge_label_index[label] = len(engine.edge_labels)
                 engine.edge_labels.append(label)
-            engine.edges.add((number_of[source], number, number_of[target]))
+            label_numbers.append(number)
+        add_edge = engine.edges.add
+        for source, label_number, target in zip(*dump["edges"], strict=True):
+            add_edge((number_of[source], label_numbers[label_number], number_of[target]))
         found.extend(dump["violations"])
         engine.transitions += dump["transitions"]
         engine.distinct_edges += dump["distinct_edges"]

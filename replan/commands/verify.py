@@ -58,6 +58,7 @@ and its counterexample, with the replay command), 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -74,8 +75,8 @@ from replan.common import (
     check_directory,
     check_writable,
     non_negative_int,
-    positive_int,
     print_json,
+    workers_or_auto,
     write_json,
 )
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
@@ -127,11 +128,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=positive_int,
-        default=1,
-        metavar="N",
+        type=workers_or_auto,
+        default=None,
+        metavar="N|auto",
         help="shard the explorer over N forked processes (same states, transitions and "
-        "verdicts; see `replan bench --explore` for what a second core buys; default 1)",
+        "verdicts). auto (the default): 2 when this process may use 2 cores and the "
+        "policy's bounds exceed the default policy's (there `replan bench --explore` "
+        "measures what the second core buys), else 1",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(
@@ -199,6 +202,16 @@ def explorer_estimate(policy: Policy) -> str | None:
     )
 
 
+def auto_workers(estimate: str | None) -> int:
+    """``--workers auto``: two shards for a search larger than the default policy's
+    (``estimate`` is not None) when this process may use two cores, else one. Two, not
+    every core: two is what ``replan bench --explore`` measures paying on this kind
+    of machine; ask for more with ``--workers N``."""
+    if estimate is None:
+        return 1
+    return min(2, len(os.sched_getaffinity(0)))
+
+
 def _default_explored_states() -> int | None:
     """The default policy's explored states, from the committed evidence/verify.json
     (None in an installation without it)."""
@@ -225,11 +238,12 @@ class Pipeline:
         seed: int,
         subject: Any = None,
         deterministic: bool = False,
-        workers: int = 1,
+        workers: int | None = 1,
     ) -> None:
         from replan.verification.subject import PROJECT
 
-        #: the explorer's shards (``verification/sharded.py``); 1: one process
+        #: the explorer's shards (``verification/sharded.py``); 1: one process; None:
+        #: decided from the policy and the machine (``auto_workers``)
         self.workers = workers
         #: the committed form (``replan evidence``): no timings, dates or versions
         self.deterministic = deterministic
@@ -423,8 +437,10 @@ class Pipeline:
         from replan.verification.explore import explore, save_findings
 
         estimate = explorer_estimate(self.policy)
+        workers = auto_workers(estimate) if self.workers is None else self.workers
         if estimate is not None:
-            _progress(estimate)
+            shards = "" if workers == 1 else f"; sharded over {workers} processes"
+            _progress(estimate + shards)
         # Stops at the first violation: a broken controller can make the state space
         # unbounded, and its shortest counterexample is what a reviewer needs.
         result = explore(
@@ -435,7 +451,7 @@ class Pipeline:
             stop_at_first=True,
             progress=_progress,
             progress_every=2.0 if sys.stderr.isatty() else 30.0,
-            workers=self.workers,
+            workers=workers,
         )
         self.explored = result
         document = result.to_json()
@@ -632,8 +648,6 @@ class Pipeline:
     def mutation(self) -> CheckResult:
         """Mutation adequacy: every non-equivalent mutant of the declaration, the
         bodies and the policy defaults is killed by the engines above."""
-        import os
-
         from replan.verification.adequacy import run_matrix
 
         matrix = run_matrix(self.policy, workers=min(2, os.cpu_count() or 1))
