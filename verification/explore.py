@@ -632,6 +632,7 @@ class _Engine:
         #: per interned part, its stable hash (``stable_hash``: the same in every
         #: process, forked or not, and in every run)
         self.part_hashes: list[int] = []
+        self.scalar_hashes: dict[tuple[Any, ...], int] = {}
         #: the breadth-first level new states get (kept by the sharded driver)
         self.level = 0
         self.levels = array("l")
@@ -702,7 +703,10 @@ class _Engine:
         if self.shards == 1:
             return 0
         hashes = self.part_hashes
-        scalars = stable_hash(key[:_SCALARS])
+        head = key[:_SCALARS]
+        scalars = self.scalar_hashes.get(head)
+        if scalars is None:  # many successors share their scalars: hashed once
+            scalars = self.scalar_hashes[head] = stable_hash(head)
         return zlib.crc32(repr((scalars, *(hashes[n] for n in key[_SCALARS:]))).encode()) % (
             self.shards
         )
@@ -892,6 +896,7 @@ class _Engine:
         ]
         intern = self.intern
         index = self.index
+        foreign = self.foreign
         symmetry = self.symmetry
         canonical = self.canonical
         check = self.check_invariants
@@ -953,6 +958,8 @@ class _Engine:
                     found = index.get(successor)
                     if found is not None:
                         target = found * shards + shard
+                    elif shards > 1 and (placeholder := foreign.get(successor)) is not None:
+                        target = placeholder  # sent to its shard already in this level
                     elif shards > 1 and (owner := self.owner(successor)) != shard:
                         target = self.send(successor, owner, source_id, position)
                     else:
