@@ -14,6 +14,10 @@ are renamed apart, and a helper whose body is a single ``return`` is substituted
 (recursively), as is ``unchanged`` with constant components. Tests of ``event``
 against constants are decided for the event the check is compiled for.
 
+The check reads the properties' and helpers' globals, and the helpers' bodies, as
+they were when it was compiled (``Checker`` compiles on first use): rebinding one
+later needs a new ``Checker``, as every checker in this project is built on import.
+
 Inlining is an optimisation, never a change of meaning: a body or helper the compiler
 cannot inline exactly (a loop, a nested function, a rebound parameter, a closure, no
 source) is called as it is. ``check_source`` shows what runs, for review.
@@ -43,13 +47,27 @@ from replan.spec.vocabulary import (
 
 #: The compiled function's parameters: the checker's error log, then the call.
 CALL_VARIABLES = ("event", "before", "argument", "answer", "after", "appended")
-_RESERVED = frozenset({*CALL_VARIABLES, "_errors", "_failed", "_ok", "_error", "_UNSET"})
+_RESERVED = frozenset(
+    {
+        *CALL_VARIABLES,
+        "_errors",
+        "_failed",
+        "_ok",
+        "_error",
+        "_UNSET",
+        "_message",
+        "check",
+        "__builtins__",
+    }
+)
 
 #: Statements a body may hold to be inlined (anything else: the property is called).
 _STATEMENTS = (ast.Return, ast.If, ast.Assign, ast.AnnAssign, ast.Expr, ast.Pass, ast.Assert)
 #: Expressions that would bind or suspend in the compiled function's scope.
 _FORBIDDEN = (ast.Lambda, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)
-_MAX_DEPTH = 12
+_MAX_DEPTH = 8
+#: the compiled function's renamed locals (``_<property number>_<name>``)
+_LOCAL = re.compile(r"_\d+_\w+")
 
 
 class _NotInlinable(Exception):
@@ -125,11 +143,11 @@ def _helper_tree(function: Callable[..., Any]) -> tuple[tuple[str, ...], ast.exp
     expression = body[0].value
     if any(isinstance(node, _FORBIDDEN) for node in ast.walk(expression)):
         raise _NotInlinable(f"{function.__name__}: binds or suspends")
-    return (
-        tuple(a.arg for a in signature.args),
-        expression,
-        frozenset(_bound_names(expression)),
-    )
+    parameters = tuple(a.arg for a in signature.args)
+    bound = frozenset(_bound_names(expression))
+    if bound & set(parameters):
+        raise _NotInlinable(f"{function.__name__}: a parameter is a comprehension variable")
+    return parameters, expression, bound
 
 
 class _Inliner(ast.NodeTransformer):
@@ -159,8 +177,14 @@ class _Inliner(ast.NodeTransformer):
             if isinstance(replaced, ast.Name):
                 replaced.ctx = node.ctx
             return replaced
-        if node.id in self.bound or node.id not in self.module_globals:
-            return node  # a comprehension variable, or a builtin (or an unknown name)
+        if node.id in self.bound:
+            return node  # a helper's comprehension variable
+        if node.id not in self.module_globals:
+            if hasattr(builtins, node.id):
+                return node
+            # Unknown where it was written: alone it raises NameError, and here it
+            # could find one of the compiled function's own names.
+            raise _NotInlinable(f"{node.id} is not defined")
         alias = self.namespace.name_for(node.id, self.module_globals[node.id])
         return ast.Name(id=alias, ctx=node.ctx)
 
@@ -184,6 +208,9 @@ class _Inliner(ast.NodeTransformer):
     def _inline(self, function: Any, call: ast.Call) -> ast.expr:
         if call.keywords or not all(isinstance(a, ast.Name | ast.Constant) for a in call.args):
             raise _NotInlinable("only names and constants are substituted")
+        if any(isinstance(a, ast.Name) and _LOCAL.fullmatch(a.id) for a in call.args):
+            # a local may be unassigned: alone the call raises before the helper runs
+            raise _NotInlinable("a local as an argument")
         if function is unchanged:
             return self._inline_unchanged(call)
         parameters, expression, bound = _helper_tree(function)
@@ -193,7 +220,7 @@ class _Inliner(ast.NodeTransformer):
             raise _NotInlinable("argument count")
         arguments: list[ast.expr] = list(call.args)
         for value in defaults[len(defaults) - missing :]:
-            if isinstance(value, str | int | bool | type(None)):
+            if type(value) in (str, bool, type(None)) or (type(value) is int and value >= 0):
                 arguments.append(ast.Constant(value))
             else:
                 arguments.append(ast.Name(id=self.namespace.name_for("_default", value)))
@@ -212,6 +239,8 @@ class _Inliner(ast.NodeTransformer):
         return result
 
     def _inline_unchanged(self, call: ast.Call) -> ast.expr:
+        if len(call.args) < 2:
+            raise _NotInlinable("unchanged() takes two runs")
         first, second, *changing = call.args
         if not (isinstance(first, ast.Name) and isinstance(second, ast.Name)) or not all(
             isinstance(c, ast.Constant) and isinstance(c.value, str) for c in changing
@@ -258,6 +287,9 @@ def _inlined_body(
     parameters = [a.arg for a in signature.args]
     if tuple(parameters) != prop.parameters:
         raise _NotInlinable("the source is not the registered function")
+    # Locals by the whole body, before folding and truncation drop any assignment: a
+    # name assigned only on a dropped branch is still a local (unbound, not a global).
+    locals_ = set().union(*(_bound_names(s) for s in definition.body))
     if event is not None and "event" in parameters and not _binds_event(definition):
         folded = _EventFolder(event).visit(definition)
         assert isinstance(folded, ast.FunctionDef)
@@ -269,7 +301,6 @@ def _inlined_body(
                 raise _NotInlinable(f"a {type(node).__name__} statement")
             if isinstance(node, _FORBIDDEN):
                 raise _NotInlinable(f"a {type(node).__name__} expression")
-    locals_ = set().union(*(_bound_names(s) for s in body)) if body else set()
     if locals_ & set(parameters):
         raise _NotInlinable("a parameter is rebound")
     mapping: dict[str, ast.expr] = {p: ast.Name(_call_variable(p), ast.Load()) for p in parameters}
@@ -279,7 +310,13 @@ def _inlined_body(
     for statement in body:
         result = _Body().visit(inliner.visit(copy.deepcopy(statement)))
         rewritten.extend(result if isinstance(result, list) else [result])
-    return rewritten
+    # A local whose every assignment was folded or cut away is still a local (reading
+    # it raises UnboundLocalError, not NameError): an assignment that never runs says so.
+    dropped = locals_ - set().union(set(), *(_bound_names(s) for s in body))
+    declared = [
+        ast.parse(f"if False:\n    _{number}_{name} = None\n").body[0] for name in sorted(dropped)
+    ]
+    return [*declared, *rewritten]
 
 
 def _always_breaks(body: list[ast.stmt]) -> bool:
@@ -294,6 +331,15 @@ def _always_breaks(body: list[ast.stmt]) -> bool:
     )
 
 
+def _message(error: Exception) -> str:
+    """What ``Checker`` records for a property that raised, as calling it alone gives
+    it: a renamed local (``_3_record``) is named as the property wrote it."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, NameError):
+        text = re.sub(r"'_\d+_(\w+)'", r"'\1'", text)
+    return text
+
+
 def _guarded(name: str, verdict_block: list[ast.stmt]) -> ast.Try:
     """``verdict_block`` (which leaves the verdict in ``_ok``), recording ``name`` as
     failed when the verdict is falsy or evaluating it raises."""
@@ -303,7 +349,7 @@ def _guarded(name: str, verdict_block: list[ast.stmt]) -> ast.Try:
         "    if not _ok:\n"
         f"        _failed.append({name!r})\n"
         "except Exception as _error:  # a property that cannot be evaluated fails\n"
-        f"    _errors[{name!r}] = f'{{type(_error).__name__}}: {{_error}}'\n"
+        f"    _errors[{name!r}] = _message(_error)\n"
         f"    _failed.append({name!r})\n"
     )
     statement = ast.parse(text).body[0]
@@ -318,6 +364,35 @@ _UNSET = object()  # a common subexpression not evaluated yet in this call
 _MIN_SHARED_COST = 4
 _COSTLY = (ast.Call, ast.Attribute, ast.Compare, ast.BoolOp, ast.Subscript, ast.BinOp)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+#: Builtins whose result is an immutable value (never an iterator or a fresh container
+#: a later use could exhaust or change): a call of one can be evaluated once and reused.
+_IMMUTABLE_RESULTS = frozenset(
+    {"type", "isinstance", "issubclass", "len", "bool", "all", "any", "abs", "hash", "callable"}
+)
+
+
+def _reusable(node: ast.expr) -> bool:
+    """Whether the value of ``node``, once evaluated, can stand for a second evaluation
+    of it in the same call: reads of fields and items (the same object again),
+    comparisons and ``not`` (a bool), arithmetic, and the builtins above; a call of
+    anything else may give an iterator (``zip``, a generator) a first use exhausts."""
+    if isinstance(node, ast.Compare | ast.Name | ast.Constant | ast.Attribute | ast.Subscript):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.Not) or _reusable(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _reusable(node.left) and _reusable(node.right)
+    if isinstance(node, ast.BoolOp):
+        return all(_reusable(value) for value in node.values)
+    if isinstance(node, ast.IfExp):
+        return _reusable(node.body) and _reusable(node.orelse)
+    if isinstance(node, ast.Tuple):
+        return all(_reusable(element) for element in node.elts)
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in _IMMUTABLE_RESULTS
+    return False
 
 
 def _cost(node: ast.AST) -> int:
@@ -346,15 +421,20 @@ class _SharedSubexpressions(ast.NodeTransformer):
             return False
         if self.counts.get(ast.dump(node), 0) < 2 or _cost(node) < _MIN_SHARED_COST:
             return False
-        free = {
+        loaded = {
             child.id
             for child in ast.walk(node)
             if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load)
-        } - _bound_names(node)
+        }
+        free = loaded - _bound_names(node)
         outer = set().union(*self.enclosing) if self.enclosing else set()
-        return not (free & outer) and not any(
-            name.startswith(self.local_prefixes) or name in _RESERVED - set(CALL_VARIABLES)
-            for name in free
+        return (
+            _reusable(node)
+            and not (loaded & outer)
+            and not any(
+                name.startswith(self.local_prefixes) or name in _RESERVED - set(CALL_VARIABLES)
+                for name in free
+            )
         )
 
     def visit(self, node: ast.AST) -> Any:
@@ -368,11 +448,16 @@ class _SharedSubexpressions(ast.NodeTransformer):
             expression.orelse.value = copy.deepcopy(node)
             return expression
         if isinstance(node, _COMPREHENSIONS):
+            # Python forbids := in a comprehension's iterables: those stay as they are.
+            iterables = [generator.iter for generator in node.generators]
             self.enclosing.append(_bound_names(node))
             try:
-                return self.generic_visit(node)
+                visited = self.generic_visit(node)
             finally:
                 self.enclosing.pop()
+            for generator, iterable in zip(node.generators, iterables, strict=True):
+                generator.iter = iterable
+            return visited
         return self.generic_visit(node)
 
 
@@ -435,7 +520,7 @@ def check_source(
     assert isinstance(function, ast.FunctionDef)
     function.body[-1:-1] = shared_blocks
     module = ast.fix_missing_locations(ast.Module(body=[function], type_ignores=[]))
-    return ast.unparse(module) + "\n", {**namespace.values, "_UNSET": _UNSET}
+    return ast.unparse(module) + "\n", {**namespace.values, "_UNSET": _UNSET, "_message": _message}
 
 
 def compile_call_checks(

@@ -11,6 +11,7 @@ edit anywhere.
 
 from __future__ import annotations
 
+import inspect
 import random
 import textwrap
 from pathlib import Path
@@ -25,7 +26,15 @@ from replan.spec import vocabulary
 from replan.spec.check_compiler import check_source, compile_call_checks
 from replan.spec.vocabulary import REGISTRY, Property
 from replan.verification.domains import InputSpace, smoke_domains
-from replan.verification.harness import CHECKER, OPS, Call, Operation, observe_call, violated
+from replan.verification.harness import (
+    CHECKER,
+    OPS,
+    Call,
+    Operation,
+    observe_call,
+    run_view,
+    violated,
+)
 from replan.verification.mutants import MUTANTS, mutant_controller
 
 HOSTILE: dict[str, list[Any]] = {
@@ -161,6 +170,7 @@ def test_a_changed_property_is_what_the_explorer_enforces(
             """
             from typing import Any
 
+            from replan.controller import ExecuteResult
 
 
             def execute_never_executes(answer: Any) -> bool:
@@ -184,3 +194,125 @@ def test_a_changed_property_is_what_the_explorer_enforces(
     result = explore(DEFAULT_POLICY, domains, stop_at_first=True)
     assert not result.ok
     assert [finding.property for finding in result.findings] == ["execute-counts-one-step"]
+    assert "execute-counts-one-step" not in fresh.errors  # broken by its verdict, not an error
+    assert result.findings[0].program().count("execute(") >= 1
+
+
+#: Shapes a second reading found the first compiler getting wrong (a crash, or a
+#: verdict or message unlike calling the property alone), each pinned here.
+TRICKY_PROPERTIES = """
+from replan.controller.records import EvidenceState
+from replan.spec.vocabulary import unchanged
+
+PASSED = EvidenceState.PASSED
+limit = 10
+
+
+def shared_iterable_a(before, after):  # a shared expression a comprehension iterates
+    return all(k != "" for k in before.policy.key_set | after.policy.key_set)
+
+
+def shared_iterable_b(before, after):
+    return any(k == "x" for k in before.policy.key_set | after.policy.key_set)
+
+
+def state_is(run, key, wanted=PASSED):  # a default that is not a plain constant
+    return run.state(key) == wanted
+
+
+def enum_default(before):
+    return not state_is(before, "parser")
+
+
+def check(run):  # a global named like the compiled function
+    steps = run.steps
+    return steps >= 0
+
+
+def global_named_check(before):
+    return check(before)
+
+
+def undefined_name(after):  # alone: NameError
+    return after.steps == before.steps
+
+
+def any_passed(run, key):  # a parameter that is also a comprehension variable
+    return any(run.state(key) == PASSED for key in run.policy.keys)
+
+
+def captured_argument(before):
+    return not any_passed(before, before)
+
+
+def constant_captured(before):
+    return not any_passed(before, "parser")
+
+
+def one_run_unchanged(before, after):  # alone: TypeError
+    return unchanged(before) or True
+
+
+def folded_local(event, after):  # alone on cancel: UnboundLocalError
+    if event == "observe":
+        limit = 3
+    return after.steps <= limit
+
+
+def unbound_local(answer):
+    if answer:
+        x = 1
+    return x
+
+
+def zipped_list(before, after):  # an iterator two properties repeat
+    return len(list(zip(before.policy.keys, after.policy.keys))) > 0
+
+
+def zipped_tuple(before, after):
+    return len(tuple(zip(before.policy.keys, after.policy.keys))) > 0
+
+
+def bits(run, n=-5):  # a negative default
+    return n.bit_length() == 3
+
+
+def negative_default(before):
+    return bits(before)
+
+
+def first(a, b):
+    return a
+
+
+def unassigned_argument(before, answer):  # alone: UnboundLocalError before the call
+    if answer:
+        y = 1
+    return first(before, y)
+"""
+
+
+def test_tricky_shapes_compile_to_what_each_property_says_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tricky_properties.py").write_text(TRICKY_PROPERTIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = __import__("tricky_properties")
+    names = [
+        "shared_iterable_a", "shared_iterable_b", "enum_default", "global_named_check",
+        "undefined_name", "captured_argument", "constant_captured", "one_run_unchanged",
+        "folded_local", "unbound_local", "zipped_list", "zipped_tuple", "negative_default",
+        "unassigned_argument",
+    ]  # fmt: skip
+    properties = []
+    for name in names:
+        function = getattr(module, name)
+        parameters = tuple(inspect.signature(function).parameters)
+        properties.append(Property(name, "call", "", None, function, parameters))
+    run = Controller(DEFAULT_POLICY)
+    call = Call(DEFAULT_POLICY, run_view(run), "cancel", None, None, run_view(run), ())
+    errors: dict[str, str] = {}
+    compiled = compile_call_checks(properties, "cancel")
+    found = compiled(errors, "cancel", call.before, None, None, call.after, ())
+    assert (found, errors) == one_by_one(properties, call)
+    assert {"undefined_name", "folded_local", "unbound_local"} <= set(errors)
