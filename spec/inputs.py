@@ -85,16 +85,17 @@ def digests(run: Run) -> tuple[str, ...]:
     if pending is None:
         return (NEVER,)
     try:
-        digest = _digest_of(pending)
+        digest = _digest_of(pending, tuple(map(type, pending)))
     except TypeError:  # a field that cannot be hashed: computed, not remembered
         digest = plan_digest(pending)
     return (digest, NEVER)
 
 
 @functools.lru_cache(maxsize=4096)
-def _digest_of(plan: Any) -> str:
+def _digest_of(plan: Any, types: tuple[type, ...]) -> str:
     """``plan_digest``, remembered: the explorer asks it of every state with a plan
-    pending, and few plans are pending in many states."""
+    pending, and few plans are pending in many states. ``types`` keeps apart plans
+    that compare equal but digest differently (a revision ``True`` against ``1``)."""
     return plan_digest(plan)
 
 
@@ -147,13 +148,20 @@ def arguments(parameter_type: str | None, run: Run) -> tuple[Any, ...]:
         raise KeyError(f"{parameter_type}: no candidates for {', '.join(missing)} (spec/inputs.py)")
     choices = tuple(CANDIDATES[kinds[field]](run) for field in record._fields)
     try:
-        return _combinations(record, choices)
+        return _combinations(record, choices, _types_of(choices))
     except TypeError:  # a candidate that cannot be hashed: built, not remembered
         return tuple(record(*values) for values in itertools.product(*choices))
 
 
+def _types_of(choices: tuple[tuple[Any, ...], ...]) -> tuple[tuple[type, ...], ...]:
+    return tuple(tuple(map(type, candidates)) for candidates in choices)
+
+
 @functools.lru_cache(maxsize=4096)
-def _combinations(record: Any, choices: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...]:
+def _combinations(
+    record: Any, choices: tuple[tuple[Any, ...], ...], types: tuple[tuple[type, ...], ...]
+) -> tuple[Any, ...]:
     """Every record of these field candidates: many states share them, so they are
-    built once (records are immutable)."""
+    built once (records are immutable). ``types`` keeps apart candidates that compare
+    equal but are not the same argument (``True`` and ``1``)."""
     return tuple(record(*values) for values in itertools.product(*choices))

@@ -507,3 +507,22 @@ def test_a_property_checked_once_per_edge_still_catches_the_controller_that_brea
     assert not result.ok
     assert "propose-uses-a-slot" in {finding.property for finding in result.findings}
     assert explore(DEFAULT_POLICY, dataclasses.replace(TINY, malformed_plan=True)).ok
+
+
+def test_remembered_arguments_keep_equal_but_different_values_apart() -> None:
+    """The explorer's derived arguments are built once per distinct candidate set;
+    ``True`` equals ``1`` in Python, yet a plan with revision True digests differently
+    (and a broken controller could hold one), so the cache must not confuse them."""
+    from replan.controller.records import plan_digest
+    from replan.spec import inputs
+
+    def pending_run(revision: Any) -> Any:
+        run: Any = Controller(DEFAULT_POLICY)
+        run._pending = Plan("p1", revision, 1, "commit-import", "input-A")
+        return run
+
+    for revision in (1, True, 1):
+        run = pending_run(revision)
+        assert inputs.digests(run)[0] == plan_digest(run._pending)
+        approvals = inputs.arguments("Approval", run)
+        assert {a.digest for a in approvals} >= {plan_digest(run._pending)}
