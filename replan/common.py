@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +39,14 @@ def _integer_at_least(minimum: int, text: str) -> int:
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (a bad value is argparse's one-line exit 2)."""
     return _integer_at_least(1, text)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has
+    one, as on Linux; else the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def workers_or_auto(text: str) -> int | None:

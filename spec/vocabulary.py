@@ -367,7 +367,7 @@ class Checker:
         self.policy_properties = [p for p in chosen if p.kind == "policy"]
         self.initial_properties = [p for p in chosen if p.kind == "initial"]
         self.errors: dict[str, str] = {}
-        self._checks: dict[tuple[str | None, ...], Callable[..., list[str]]] = {}
+        self._checks: dict[tuple[str, ...], Callable[..., list[str]]] = {}
         self._by_event_check: dict[str, Callable[..., list[str]]] = {}
 
     def for_event(self, event: str) -> list[Property]:
@@ -386,10 +386,8 @@ class Checker:
         answer: Any,
         after: Any,
         appended: Any = (),
-        only: Iterable[Property] | None = None,
     ) -> list[str]:
-        check = self.compiled(event) if only is None else self.compiled_for(tuple(only))
-        return check(event, before, argument, answer, after, appended)
+        return self.compiled(event)(event, before, argument, answer, after, appended)
 
     def compiled(self, event: str) -> Callable[..., list[str]]:
         """``call`` for one event, as one function: (event, before, argument, answer,
@@ -402,10 +400,10 @@ class Checker:
         return check
 
     def compiled_for(
-        self, properties: tuple[Property, ...], event: str | None = None
+        self, properties: tuple[Property, ...], event: str
     ) -> Callable[..., list[str]]:
         """``call`` restricted to ``properties`` (the explorer's split), for calls of
-        ``event`` (any when None), as one function with their bodies inlined
+        ``event``, as one function with their bodies inlined
         (``spec/check_compiler.py``)."""
         from replan.spec.check_compiler import compile_call_checks
 

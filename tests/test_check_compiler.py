@@ -188,6 +188,8 @@ def test_a_changed_property_is_what_the_explorer_enforces(
     )
     # What a fresh process builds from the registry (the checkers are made on import).
     fresh = vocabulary.Checker()
+    compiled_source, _ = check_source(fresh.for_event("execute"), "execute")
+    assert "answer is not ExecuteResult.EXECUTED" in compiled_source  # read from its source
     monkeypatch.setattr("replan.verification.explore.CHECKER", fresh)
     monkeypatch.setattr("replan.verification.explore.violated", lambda call: violated(call, fresh))
     domains = current_plans_only("tightened", versions=1, ids=1)

@@ -526,3 +526,7 @@ def test_remembered_arguments_keep_equal_but_different_values_apart() -> None:
         assert inputs.digests(run)[0] == plan_digest(run._pending)
         approvals = inputs.arguments("Approval", run)
         assert {a.digest for a in approvals} >= {plan_digest(run._pending)}
+        # the plans tried from a plan revision True cite True, not a remembered 1
+        run._plan_revision = revision
+        revisions = {type(plan.revision) for plan in inputs.arguments("Plan", run)}
+        assert type(revision) in revisions

@@ -542,6 +542,8 @@ def stable_hash(value: Any) -> int:
 
 
 def _canonical(value: Any) -> Any:
+    if isinstance(value, bool):  # True == 1: the hash follows equality, as the index does
+        return int(value)
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, frozenset | set):
@@ -705,7 +707,7 @@ class _Engine:
         hashes = self.part_hashes
         head = key[:_SCALARS]
         scalars = self.scalar_hashes.get(head)
-        if scalars is None:  # many successors share their scalars: hashed once
+        if scalars is None:  # a successor met again (after an exchange) is not rehashed
             scalars = self.scalar_hashes[head] = stable_hash(head)
         return zlib.crc32(repr((scalars, *(hashes[n] for n in key[_SCALARS:]))).encode()) % (
             self.shards

@@ -175,8 +175,9 @@ def _dump(engine: Any) -> Dump:
         (engine.parent[local], engine.via[local], names, full(engine.keys[local]))
         for local, names in engine.state_failures.items()
     ]
-    # States as keys over this shard's interned parts, and edges as three arrays:
-    # what crosses the pipe is mostly numbers, not a copy of every state's parts.
+    # States as keys over this shard's interned parts, and edges as three arrays: the
+    # parent maps part numbers instead of re-interning every state, and unpickles
+    # numbers instead of a tuple per edge.
     edge_sources, edge_labels, edge_targets = array("l"), array("l"), array("l")
     for source, label, target in engine.edges:
         edge_sources.append(source * shards + shard)

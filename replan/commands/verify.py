@@ -76,6 +76,7 @@ from replan.common import (
     check_writable,
     non_negative_int,
     print_json,
+    usable_cores,
     workers_or_auto,
     write_json,
 )
@@ -209,7 +210,7 @@ def auto_workers(estimate: str | None) -> int:
     of machine; ask for more with ``--workers N``."""
     if estimate is None:
         return 1
-    return min(2, len(os.sched_getaffinity(0)))
+    return min(2, usable_cores())
 
 
 def _default_explored_states() -> int | None:
