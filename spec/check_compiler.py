@@ -124,19 +124,29 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
-@functools.cache
-def _helper_tree(function: Callable[..., Any]) -> tuple[tuple[str, ...], ast.expr, frozenset[str]]:
-    """A helper's parameters, its one returned expression and the names it binds (its
-    comprehensions'); ``_NotInlinable`` unless it is exactly that shape."""
-    if function.__code__.co_freevars:
-        raise _NotInlinable(f"{function.__name__} is a closure")
+def _plain_definition(function: Any) -> ast.FunctionDef:
+    """``function``'s parsed definition, when the compiler can inline it at all: a
+    Python function with source, no free variables (a closure's live in cells) and
+    plain positional parameters; ``_NotInlinable`` otherwise."""
+    code = getattr(function, "__code__", None)
+    if code is None or code.co_freevars:
+        raise _NotInlinable("a closure or not a Python function")
     try:
         definition = function_tree(function)
     except (OSError, TypeError, ValueError, SyntaxError) as error:
         raise _NotInlinable(str(error)) from error
     signature = definition.args
     if signature.posonlyargs or signature.vararg or signature.kwonlyargs or signature.kwarg:
-        raise _NotInlinable(f"{function.__name__}: not plain positional parameters")
+        raise _NotInlinable("not plain positional parameters")
+    return definition
+
+
+@functools.cache
+def _helper_tree(function: Callable[..., Any]) -> tuple[tuple[str, ...], ast.expr, frozenset[str]]:
+    """A helper's parameters, its one returned expression and the names it binds (its
+    comprehensions'); ``_NotInlinable`` unless it is exactly that shape."""
+    definition = _plain_definition(function)
+    signature = definition.args
     body = _without_docstring(definition.body)
     if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
         raise _NotInlinable(f"{function.__name__}: not a single return")
@@ -275,16 +285,8 @@ def _inlined_body(
     """``prop``'s body as statements of the compiled function that leave its verdict
     in ``_ok``; ``_NotInlinable`` when it cannot be inlined exactly."""
     function = prop.function
-    if getattr(function, "__code__", None) is None or function.__code__.co_freevars:
-        raise _NotInlinable("a closure or not a Python function")
-    try:
-        definition = function_tree(function)
-    except (OSError, TypeError, ValueError, SyntaxError) as error:
-        raise _NotInlinable(str(error)) from error
-    signature = definition.args
-    if signature.posonlyargs or signature.vararg or signature.kwonlyargs or signature.kwarg:
-        raise _NotInlinable("not plain positional parameters")
-    parameters = [a.arg for a in signature.args]
+    definition = _plain_definition(function)
+    parameters = [a.arg for a in definition.args.args]
     if tuple(parameters) != prop.parameters:
         raise _NotInlinable("the source is not the registered function")
     # Locals by the whole body, before folding and truncation drop any assignment: a
