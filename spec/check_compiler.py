@@ -200,14 +200,16 @@ class _Inliner(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         function = self._global_function(node.func)
-        transformed = self.generic_visit(node)
-        assert isinstance(transformed, ast.Call)
         if function is None or self.depth >= _MAX_DEPTH:
-            return transformed
+            return self.generic_visit(node)
+        node.args = [self.visit(argument) for argument in node.args]
+        node.keywords = [self.visit(keyword) for keyword in node.keywords]
         try:
-            return self._inline(function, transformed)
+            return self._inline(function, node)
         except _NotInlinable:
-            return transformed
+            # called after all: only then does the helper's name join the namespace
+            node.func = self.visit(node.func)
+            return node
 
     def _global_function(self, func: ast.expr) -> Any:
         if not isinstance(func, ast.Name) or func.id in self.mapping or func.id in self.bound:
