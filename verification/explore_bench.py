@@ -76,6 +76,23 @@ def _spin_figure(anchor: Path, versions: int, ids: int) -> dict[str, Any]:
     }
 
 
+def _spin_engine_figure(domains: Any) -> dict[str, Any]:
+    """``replan explore --engine spin`` on ``domains``: the declaration translated to
+    Promela and searched by SPIN (the search timed; translating and compiling apart)."""
+    from replan.verification.spin_engine import explore_spin
+    from replan.verification.subject import PROJECT
+
+    result = explore_spin(DEFAULT_POLICY, domains, PROJECT)
+    return {
+        "states": result.states,
+        "transitions": result.transitions,
+        "seconds": result.search_seconds,
+        "translate_seconds": round(result.translate_seconds, 2),
+        "compile_seconds": round(result.compile_seconds, 2),
+        "held": result.ok and result.complete,
+    }
+
+
 def _median(samples: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = statistics.median(s["seconds"] for s in samples)
     first = samples[0]
@@ -120,6 +137,17 @@ def spin_comparison(
     for name, taken in samples.items():
         figures[name] = _median(taken) if taken else {"status": "absent", "why": spin_error}
     one, two = figures["explore_1_workers"], figures["explore_2_workers"]
+    # The translated model once per domain (compiling pan takes longer than its search).
+    progress(f"explore bench: (V, K) = ({versions}, {ids}), replan explore --engine spin")
+    try:
+        engine = _spin_engine_figure(domains)
+        engine["transitions_per_second"] = round(
+            engine["transitions"] / max(engine["seconds"], 1e-9)
+        )
+        engine["same_states_as_python_explorer"] = engine["states"] == one["states"]
+        figures["spin_engine"] = engine
+    except (OSError, ValueError, RuntimeError) as error:
+        figures["spin_engine"] = {"status": "absent", "why": str(error)}
     figures["two_workers_speedup"] = round(one["seconds"] / max(two["seconds"], 1e-9), 2)
     figures["same_counts_across_workers"] = (one["states"], one["transitions"]) == (
         two["states"],
@@ -246,6 +274,18 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
                 f"transitions {figure['seconds']:>8.2f} s {figure['transitions_per_second']:>11,}"
                 f"/s" + ("" if ratio is None else f"  (SPIN {ratio}x faster per transition)")
             )
+        engine = each.get("spin_engine", {})
+        if "seconds" in engine:
+            lines.append(
+                f"    {'replan explore --engine spin':28} {engine['states']:>11,} states "
+                f"{engine['transitions']:>12,} transitions {engine['seconds']:>8.2f} s "
+                f"{engine['transitions_per_second']:>11,}/s  (+ translate "
+                f"{engine['translate_seconds']} s, compile {engine['compile_seconds']} s); "
+                f"same states as the Python explorer: "
+                f"{'yes' if engine['same_states_as_python_explorer'] else 'NO'}"
+            )
+        elif engine:
+            lines.append(f"    {'replan explore --engine spin':28} absent: {engine.get('why')}")
         lines.append(
             f"    2 workers against 1: {each['two_workers_speedup']}x; same counts: "
             f"{'yes' if each['same_counts_across_workers'] else 'NO'}"

@@ -2557,6 +2557,30 @@ def stop_reason_mode(u: Universe, reason: StopReason) -> z3.ExprRef:
 # ---- conformance: does a concrete step satisfy the relation? -----------------------------
 
 
+def input_values(
+    u: Universe, encoding: StepEncoding, argument: object, names: Mapping[str, Any], checker: Any
+) -> dict[str, bool]:
+    """Each free input of ``encoding`` (a type test of the argument, the event's input
+    check) evaluated on the real ``argument``: what pins the inputs to a concrete call
+    (``names``: the bodies' module globals; ``checker``: a run whose input check runs)."""
+    check = u.model.interface[encoding.event].check
+    values = {}
+    for text in encoding.inputs:
+        if check is not None and text == f"{check}({encoding.parameter})":
+            try:
+                getattr(checker, check)(argument)
+                values[text] = True
+            except ValueError:
+                values[text] = False
+        else:
+            env = {} if encoding.parameter is None else {encoding.parameter: argument}
+            try:
+                values[text] = bool(eval(text, dict(names), env))
+            except Exception:  # a part of an argument that is not there (a field of
+                continue  # a non-record): no body reads it, so it stays free
+    return values
+
+
 class RelationChecker:
     """Checks concrete steps of a real controller against the z3 step relation: the
     abstraction of the state before, the argument and the pinned inputs, with the
@@ -2585,23 +2609,9 @@ class RelationChecker:
 
     def input_values(self, event: str, argument: object) -> dict[str, bool]:
         """Each free input of the step, evaluated on the real argument."""
-        encoding = self.encodings[event]
-        check = self.universe.model.interface[event].check
-        values = {}
-        for text in encoding.inputs:
-            if check is not None and text == f"{check}({encoding.parameter})":
-                try:
-                    getattr(self._checker, check)(argument)
-                    values[text] = True
-                except ValueError:
-                    values[text] = False
-            else:
-                env = {} if encoding.parameter is None else {encoding.parameter: argument}
-                try:
-                    values[text] = bool(eval(text, dict(self._globals), env))
-                except Exception:  # a part of an argument that is not there (a field of
-                    continue  # a non-record): no body reads it, so it stays free
-        return values
+        return input_values(
+            self.universe, self.encodings[event], argument, self._globals, self._checker
+        )
 
     def check(
         self,

@@ -121,6 +121,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "print both side by side",
     )
     parser.add_argument(
+        "--engine",
+        choices=("python", "spin"),
+        default="python",
+        help="python: the breadth-first explorer driving the generated controller "
+        "(default); spin: the declaration, bodies, policy and properties translated to "
+        "Promela and searched by SPIN (needs --spin-domains and `apt-get install -y "
+        "spin`; a violation is replayed on the generated controller before it is reported)",
+    )
+    parser.add_argument(
+        "--memory",
+        type=positive_int,
+        metavar="MB",
+        help="with --engine spin: pan's memory limit; when exact storage exceeds it, "
+        "collapse compression (exact) and then bitstate storage (counts then lower "
+        "bounds) are tried",
+    )
+    parser.add_argument(
+        "--storage",
+        choices=("exact", "collapse", "bitstate"),
+        help="with --engine spin: how pan stores states (default: exact, falling back "
+        "as --memory says)",
+    )
+    parser.add_argument(
         "--mutant",
         metavar="NAME",
         help="explore a deliberately broken controller from verification/mutants.py",
@@ -180,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.compare_spin is not None and not args.spin_domains:
         raise CliError("--compare-spin needs --spin-domains (SPIN's model has only those)")
+    if args.engine == "spin":
+        return _run_spin(args, policy, domains, progress)
+    if args.memory is not None or args.storage is not None:
+        raise CliError("--memory and --storage are for --engine spin")
     settings: dict[str, Any] = {
         "max_states": args.max_states,
         "max_depth": args.max_depth,
@@ -258,6 +285,61 @@ def run(args: argparse.Namespace) -> int:
     if reduced is not None and _comparison(result, reduced)["same_verdict"] is False:
         print("replan explore: the symmetry-reduced search disagrees", file=sys.stderr)
         return 1
+    return 0 if result.ok else 1
+
+
+def _run_spin(args: argparse.Namespace, policy: Any, domains: Any, progress: Any) -> int:
+    """``--engine spin``: translate, compile and search with SPIN; replay a trail."""
+    from replan.verification.spin_engine import SpinUnavailable, check_domains, explore_spin
+    from replan.verification.subject import PROJECT
+
+    if not args.spin_domains:
+        raise CliError("--engine spin needs --spin-domains (the same calls in every state)")
+    for flag, given in (
+        ("--ray", args.ray is not None),
+        ("--compare-spin", args.compare_spin is not None),
+        ("--symmetry on/both", args.symmetry in ("on", "both")),
+        ("--keep-going", args.keep_going),
+        ("--workers", args.workers != 1),
+    ):
+        if given:
+            raise CliError(f"{flag} is for the python engine, not --engine spin")
+    subject = PROJECT
+    if args.mutant is not None:
+        from replan.verification import mutants
+
+        if args.mutant not in mutants.MUTANTS:
+            raise CliError(
+                f"--mutant {args.mutant!r}: not a mutant "
+                f"(known: {', '.join(sorted(mutants.MUTANTS))})"
+            )
+        subject = mutants.MUTANTS[args.mutant]
+    try:
+        check_domains(policy, domains)
+        result = explore_spin(
+            policy,
+            domains,
+            subject,
+            memory_mb=args.memory,
+            storage=args.storage,
+            progress=progress,
+        )
+    except (SpinUnavailable, ValueError) as error:
+        raise CliError(str(error)) from None
+    saved = []
+    violation = result.violation
+    if violation is not None and violation.finding is not None:
+        violation.finding.extra["implementation"] = _implementation(args)[2]
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        saved.append(violation.finding.save(Path(args.output) / f"spin-{violation.property}.json"))
+    if args.json:
+        document = result.to_json()
+        document["saved"] = [str(path) for path in saved]
+        print_json(document)
+    else:
+        print("\n".join(result.lines()))
+        for path in saved:
+            print(f"saved {path}  (replay: replan replay {path})")
     return 0 if result.ok else 1
 
 

@@ -1,0 +1,192 @@
+"""``replan explore --engine spin``: the declaration, bodies, policy and properties
+translated to Promela (``verification/promela.py``) and searched by SPIN
+(``verification/spin_engine.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from replan.cli import main
+from replan.controller.policy import DEFAULT_POLICY
+from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification import harness
+from replan.verification.domains import Domains, spin_domains
+from replan.verification.explore import explore
+from replan.verification.mutants import MUTANTS
+from replan.verification.promela import translate
+from replan.verification.spin_engine import explore_spin
+from replan.verification.subject import PROJECT, Subject
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("spin") is None or shutil.which("gcc") is None,
+    reason="SPIN is a Debian package: apt-get install -y spin (.ci/run installs it)",
+)
+
+
+def small_domains() -> Domains:
+    """15 calls per state (one source, one id, current evidence, declared steps):
+    pan compiles in a few seconds."""
+    return Domains(
+        "small",
+        versions=1,
+        ids=1,
+        evidence_offsets=(0,),
+        undeclared_steps=0,
+        disallowed_resources=0,
+        malformed_plan=False,
+        malformed_observation=False,
+        one_id_per_kind=False,
+        derived_events=False,
+    )
+
+
+def test_spin_counts_equal_the_python_explorers_on_spins_domains(tmp_path: Path) -> None:
+    """The same states on SPIN's (V, K) = (1, 1) domains (63,903 with the hand-written
+    anchor too); SPIN counts one transition more, into the initial state."""
+    domains = spin_domains(1, 1)
+    spin = explore_spin(DEFAULT_POLICY, domains, PROJECT, workdir=tmp_path)
+    python = explore(DEFAULT_POLICY, domains)
+    assert spin.ok and spin.complete and python.ok
+    assert spin.storage == "exact"
+    assert spin.states == python.states == 63_903
+    assert spin.transitions == python.transitions + 1
+    assert spin.model.unchecked.keys() == {"trace-one-record-per-call"}
+
+
+def test_every_storage_gives_the_same_count_on_a_small_domain(tmp_path: Path) -> None:
+    counts = {
+        storage: explore_spin(
+            DEFAULT_POLICY, small_domains(), PROJECT, storage=storage, workdir=tmp_path / storage
+        ).states
+        for storage in ("exact", "collapse", "bitstate")
+    }
+    python = explore(DEFAULT_POLICY, small_domains())
+    assert set(counts.values()) == {python.states}
+
+
+@pytest.mark.parametrize(
+    ("mutant", "broken"),
+    [
+        ("stopped-run-revived", "stopped-is-inert"),
+        ("invalidation-keeps-pending", ""),
+        ("duplicates-not-counted", "duplicate-is-no-progress"),
+    ],
+)
+def test_spin_finds_a_broken_body_and_the_controller_reproduces_it(
+    tmp_path: Path, mutant: str, broken: str
+) -> None:
+    """A deliberately broken body: SPIN's trail, replayed call by call on that
+    mutant's generated controller, breaks the property SPIN names."""
+    result = explore_spin(DEFAULT_POLICY, small_domains(), MUTANTS[mutant], workdir=tmp_path)
+    assert not result.ok
+    violation = result.violation
+    assert violation is not None and violation.reproduced, violation
+    assert broken in violation.property
+    assert violation.finding is not None
+    call = harness.observe_call
+    controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
+    failures: list[str] = []
+    for operation in violation.finding.operations:
+        failures = harness.violated(call(DEFAULT_POLICY, controller, operation))
+    assert violation.property in failures
+
+
+def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path: Path) -> None:
+    """The translated model says one thing, the generated controller another (here:
+    the model is the broken mutant's, the controller the project's): SPIN's
+    assertion is reported as a translation bug, never as a property failure."""
+    broken = MUTANTS["stopped-run-revived"]
+    disagreeing = Subject(
+        "model-and-controller-disagree",
+        build_model=broken.build_model,
+        bodies=broken.bodies,
+        build_controller=lambda: PROJECT.controller,
+    )
+    result = explore_spin(DEFAULT_POLICY, small_domains(), disagreeing, workdir=tmp_path)
+    assert result.translation_bug and not result.ok
+    assert result.violation is not None and result.violation.finding is None
+    assert any("TRANSLATION BUG" in line for line in result.lines())
+
+
+def test_a_changed_property_is_what_spin_enforces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tighten one property in its source (no execute may answer Executed) and
+    nothing else: the Promela model asserts the new body, SPIN reports it on the
+    unchanged controller, and the replay confirms it."""
+    module = tmp_path / "tightened_for_spin.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            from typing import Any
+
+            from replan.controller import ExecuteResult
+
+
+            def execute_never_executes(answer: Any) -> bool:
+                return answer is not ExecuteResult.EXECUTED
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_for_spin").execute_never_executes
+    original = REGISTRY["execute-counts-one-step"]
+    monkeypatch.setitem(
+        REGISTRY,
+        original.name,
+        Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",)),
+    )
+    fresh = harness.Checker()
+    monkeypatch.setattr(
+        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
+    )
+    result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
+    assert result.violation is not None and result.violation.reproduced
+    assert result.violation.property == "execute-counts-one-step"
+
+
+def test_the_model_names_its_source_and_every_property() -> None:
+    model = translate(DEFAULT_POLICY, small_domains(), PROJECT.model)
+    header = model.text.split("*/")[0]
+    assert PROJECT.model.digest in header and "do not edit" in header
+    for name in model.checked:
+        assert f"p_{name.replace('-', '_')} = " in model.text
+    assert len(model.calls) == 15 and model.text.count(":: d_step") == 15
+
+
+def test_the_cli_saves_a_replayable_counterexample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arguments = ["explore", "--engine", "spin", "--spin-domains", "--json"]
+    code = main([*arguments, "--mutant", "stopped-run-revived", "-o", str(tmp_path)])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 1 and document["violation"]["reproduced"]
+    saved = document["saved"]
+    assert len(saved) == 1
+    recorded = json.loads(Path(saved[0]).read_text())
+    assert recorded["implementation"] == "replan.verification.mutants:stopped_run_revived"
+    assert main(["replay", saved[0]]) == 1  # still fails on the mutant it names
+    assert main(["replay", saved[0], "--implementation", "replan.controller:Controller"]) == 0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--engine", "spin"],  # not SPIN's domains
+        ["--engine", "spin", "--spin-domains", "--workers", "2"],
+        ["--engine", "spin", "--spin-domains", "--keep-going"],
+        ["--memory", "100"],  # the python engine has no memory limit
+        ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
+    ],
+)
+def test_bad_engine_arguments_exit_2(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explore", *arguments]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "error" in error[0]

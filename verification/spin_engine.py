@@ -1,0 +1,348 @@
+"""``replan explore --engine spin``: SPIN as a backend for the explorer.
+
+Owns running the Promela model that ``verification/promela.py`` translates from the
+declaration, the bodies, the policy and the properties: compiling SPIN's verifier
+(``pan``) in safety mode, choosing how it stores states (exact, then collapse
+compression, then bitstate when a memory budget is exceeded), reading its counts, and turning an
+assertion it reports into a counterexample on the real generated controller. A
+trail is replayed call by call on the controller; when the property SPIN names does
+not fail there, the result is a *translation bug*, never a property failure.
+
+SPIN (Debian's ``spin``) and gcc are needed; without them this raises a one-line
+error naming the package.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from replan.controller.policy import Policy
+from replan.verification.domains import Domains, InputSpace
+from replan.verification.harness import Finding, Operation, observe_call, run_view, violated
+from replan.verification.promela import PromelaModel, translate
+from replan.verification.subject import Subject
+
+#: How pan stores states, in the order tried when memory runs out: exact (every
+#: state vector), collapse (each vector compressed losslessly into indices of its
+#: parts: exact counts, less memory, slower) and bitstate (a few bits per state: a
+#: collision hides a state, so the counts are lower bounds). Hash-compact (-DHC4) is
+#: not offered: Debian's SPIN 6.5.2 loses states with it on this model and on the
+#: hand-written anchor alike (39,993 of the anchor's 63,903 at (V, K) = (1, 1)).
+STORAGES = ("exact", "collapse", "bitstate")
+_STORAGE_FLAGS = {"exact": [], "collapse": ["-DCOLLAPSE"], "bitstate": ["-DBITSTATE"]}
+#: pan's search depth limit (one call per step: far beyond any run of a bounded policy).
+MAX_DEPTH = 100_000
+
+
+class SpinUnavailable(OSError):
+    """spin or gcc is not installed."""
+
+
+@dataclass
+class SpinViolation:
+    """An assertion pan reported, replayed on the generated controller."""
+
+    property: str
+    calls: list[int]
+    reproduced: bool
+    finding: Finding | None
+    detail: str
+
+
+@dataclass
+class SpinResult:
+    """What SPIN found for one translated model."""
+
+    domains: Domains
+    storage: str
+    states: int
+    transitions: int
+    depth: int
+    state_vector: int
+    memory_mb: float
+    translate_seconds: float
+    compile_seconds: float
+    search_seconds: float
+    complete: bool
+    model: PromelaModel
+    violation: SpinViolation | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None and not self.model.initial_failures
+
+    @property
+    def translation_bug(self) -> bool:
+        return self.violation is not None and not self.violation.reproduced
+
+    def to_json(self) -> dict[str, Any]:
+        violation = self.violation
+        return {
+            "engine": "spin",
+            "domains": self.domains.name,
+            "storage": self.storage,
+            "exact_counts": self.storage != "bitstate",
+            "complete": self.complete,
+            "states": self.states,
+            "transitions": self.transitions,
+            "depth": self.depth,
+            "state_vector_bytes": self.state_vector,
+            "memory_mb": self.memory_mb,
+            "seconds": {
+                "translate": round(self.translate_seconds, 3),
+                "compile": round(self.compile_seconds, 3),
+                "search": round(self.search_seconds, 3),
+            },
+            "model_digest": self.model.digest,
+            "calls_per_state": len(self.model.calls),
+            "checked": self.model.checked,
+            "unchecked": self.model.unchecked,
+            "initial_failures": self.model.initial_failures,
+            "ok": self.ok,
+            "violation": None
+            if violation is None
+            else {
+                "property": violation.property,
+                "reproduced": violation.reproduced,
+                "translation_bug": not violation.reproduced,
+                "calls": len(violation.calls),
+                "detail": violation.detail,
+            },
+            "notes": self.notes,
+        }
+
+    def lines(self) -> list[str]:
+        counts = "lower bounds: bitstate" if self.storage == "bitstate" else "exact"
+        lines = [
+            f"engine: SPIN (the declaration translated to Promela, {len(self.model.calls)} "
+            f"calls per state; model {self.model.digest[:19]})",
+            f"states: {self.states:,}  transitions: {self.transitions:,}  depth: {self.depth}"
+            f"  ({counts})",
+            f"time: translate {self.translate_seconds:.1f} s, compile {self.compile_seconds:.1f} s,"
+            f" search {self.search_seconds:.2f} s; memory {self.memory_mb:,.0f} MB"
+            f" (state vector {self.state_vector} bytes)",
+            f"properties asserted after every call: {len(self.model.checked)}",
+        ]
+        for name, why in sorted(self.model.unchecked.items()):
+            lines.append(f"  not checked by SPIN: {name} ({why})")
+        lines.extend(self.notes)
+        for name in self.model.initial_failures:
+            lines.append(f"FAILED {name}: the initial state breaks it")
+        if self.violation is not None:
+            v = self.violation
+            if v.reproduced:
+                lines.append(f"FAILED {v.property} after {len(v.calls)} calls (SPIN's trail,")
+                lines.append("  replayed on the generated controller):")
+                assert v.finding is not None
+                lines.extend("  " + line for line in v.finding.program().splitlines())
+            else:
+                lines.append(
+                    f"TRANSLATION BUG: SPIN reports {v.property} after {len(v.calls)} calls,"
+                )
+                lines.append(f"  but the generated controller does not break it: {v.detail}")
+        elif not self.model.initial_failures:
+            lines.append("every property held on every transition explored")
+        return lines
+
+
+def require_spin() -> None:
+    missing = [tool for tool in ("spin", "gcc") if shutil.which(tool) is None]
+    if missing:
+        raise SpinUnavailable(
+            f"{' and '.join(missing)} not found: --engine spin needs "
+            "`apt-get update && apt-get install -y spin gcc`"
+        )
+
+
+def explore_spin(
+    policy: Policy,
+    domains: Domains,
+    subject: Subject,
+    *,
+    memory_mb: int | None = None,
+    storage: str | None = None,
+    workdir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> SpinResult:
+    """Translate, compile and run SPIN on ``subject`` over ``domains``. ``storage``
+    None: exact, falling back to collapse then bitstate when ``memory_mb`` (pan's
+    limit) is exceeded."""
+    require_spin()
+    say = progress or (lambda _message: None)
+    started = time.perf_counter()
+    model = translate(policy, domains, subject.model, subject.model_class, progress=say)
+    translated = time.perf_counter() - started
+    directory = (
+        Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="replan-spin-"))
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model.pml").write_text(model.text)
+    _run(["spin", "-a", "model.pml"], directory, "spin -a")
+    tried = [storage] if storage is not None else list(STORAGES)
+    notes: list[str] = []
+    for index, mode in enumerate(tried):
+        say(f"compiling pan ({mode} storage)")
+        compile_started = time.perf_counter()
+        flags = ["-O1", "-DSAFETY", "-DNOREDUCE", *_STORAGE_FLAGS[mode]]
+        if memory_mb is not None:
+            flags.append(f"-DMEMLIM={memory_mb}")
+        _run(["gcc", *flags, "-o", "pan", "pan.c"], directory, "gcc pan.c")
+        compiled = time.perf_counter() - compile_started
+        say(f"searching ({mode} storage)")
+        arguments = ["./pan", f"-m{MAX_DEPTH}", f"-w{_hash_width(mode, memory_mb)}"]
+        completed = subprocess.run(
+            arguments, cwd=directory, capture_output=True, text=True, check=False
+        )
+        output = completed.stdout + completed.stderr
+        (directory / f"pan-{mode}.out").write_text(output)
+        out_of_memory = "out of memory" in output
+        if out_of_memory and index + 1 < len(tried):
+            notes.append(
+                f"{mode} storage ran out of --memory {memory_mb} MB; trying {tried[index + 1]}"
+            )
+            continue
+        summary = _summary(output)
+        result = SpinResult(
+            domains=domains,
+            storage=mode,
+            states=summary["states"],
+            transitions=summary["transitions"],
+            depth=summary["depth"],
+            state_vector=summary["vector"],
+            memory_mb=summary["memory"],
+            translate_seconds=translated,
+            compile_seconds=compiled,
+            search_seconds=summary["seconds"],
+            complete=not out_of_memory and "Search not completed" not in output,
+            model=model,
+            notes=notes,
+        )
+        if out_of_memory:
+            result.notes.append(f"pan ran out of memory ({memory_mb} MB): the search is incomplete")
+        violated_property = _violated(output)
+        if violated_property is not None:
+            result.complete = False
+            result.violation = replay_trail(policy, subject, model, directory, violated_property)
+        return result
+    raise AssertionError("unreachable: the last storage is always reported")
+
+
+def _hash_width(storage: str, memory_mb: int | None) -> int:
+    """pan's -w: log2 of the hash table's slots. Bitstate: a bit array of about the
+    memory budget; otherwise a table of 8-byte slots of a quarter of it (few
+    collisions up to ~10^7 states with the default)."""
+    budget = (memory_mb or 2048) * 1024 * 1024
+    size = budget * 8 if storage == "bitstate" else budget // 4 // 8
+    return max(18, min(36, size.bit_length() - 1))
+
+
+def _run(command: list[str], directory: Path, what: str) -> None:
+    completed = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        message = (completed.stderr or completed.stdout).strip().splitlines()
+        raise RuntimeError(
+            f"{what} failed in {directory}: {message[0] if message else completed.returncode}"
+        )
+
+
+_PATTERNS = {
+    "vector": re.compile(r"State-vector (\d+) byte"),
+    "depth": re.compile(r"depth reached (\d+)"),
+    "states": re.compile(r"([\d.e+]+) states, stored"),
+    "transitions": re.compile(r"([\d.e+]+) transitions \("),
+    "seconds": re.compile(r"pan: elapsed time ([\d.e+]+) seconds"),
+    "memory": re.compile(r"([\d.]+)\s+total actual memory usage"),
+}
+
+
+def _summary(output: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for name, pattern in _PATTERNS.items():
+        match = pattern.search(output)
+        if match is None:
+            if name == "memory":
+                found[name] = 0.0
+                continue
+            raise RuntimeError(f"could not read {name} from pan's output: {output[-300:]!r}")
+        text = match.group(1)
+        # pan prints large counts as 3.0510334e+08 (8 significant digits)
+        found[name] = float(text) if name in ("seconds", "memory") else int(float(text))
+    return found
+
+
+def _violated(output: str) -> str | None:
+    match = re.search(r"assertion violated (\w+)", output)
+    if match is None:
+        return None
+    return match.group(1)
+
+
+def replay_trail(
+    policy: Policy, subject: Subject, model: PromelaModel, directory: Path, flag: str
+) -> SpinViolation:
+    """SPIN's trail as calls, run on the generated controller: a violation only when
+    the property SPIN names fails there too."""
+    completed = subprocess.run(
+        ["spin", "-t", "model.pml"], cwd=directory, capture_output=True, text=True, check=False
+    )
+    calls = [int(n) for n in re.findall(r"^\s*CALL (\d+)$", completed.stdout, re.MULTILINE)]
+    names = {f"p_{name.replace('-', '_')}": name for name in model.checked}
+    prop = names.get(flag, flag)
+    if flag == "int_range":
+        return SpinViolation(
+            prop, calls, False, None, "a counter left the model's short range (a translation limit)"
+        )
+    controller: Any = subject.controller(policy)
+    operations: list[Operation] = []
+    results: list[Any] = []
+    failures: list[str] = []
+    for number in calls:
+        call = model.calls[number]
+        operation = Operation(call.event, call.concrete(run_view(controller)))
+        observed = observe_call(policy, controller, operation)
+        operations.append(operation)
+        results.append(observed.result)
+        failures = violated(observed)
+        if failures and len(operations) < len(calls):
+            return SpinViolation(
+                prop,
+                calls,
+                False,
+                None,
+                f"the controller breaks {', '.join(failures)} earlier, at call {len(operations)}",
+            )
+    if prop not in failures:
+        detail = (
+            f"after the {len(calls)} calls of the trail, the controller breaks "
+            f"{', '.join(failures) or 'nothing'}"
+        )
+        return SpinViolation(prop, calls, False, None, detail)
+    finding = Finding(
+        property=prop,
+        policy=policy,
+        operations=operations,
+        results=results,
+        message=f"SPIN's trail for {prop}, replayed on {subject.name}",
+        source="spin",
+        extra={"engine": "spin", "model_digest": model.digest},
+    )
+    return SpinViolation(prop, calls, True, finding, "reproduced on the generated controller")
+
+
+def check_domains(policy: Policy, domains: Domains) -> None:
+    """Raise ValueError when SPIN cannot take ``domains`` (see ``promela.domain_calls``)."""
+    InputSpace(policy, domains)
+    if domains.ids is None or domains.one_id_per_kind:
+        raise ValueError(
+            f"--engine spin needs the same calls in every state: --spin-domains "
+            f"(domains {domains.name!r} offer ids by state)"
+        )
