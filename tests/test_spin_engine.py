@@ -190,3 +190,79 @@ def test_bad_engine_arguments_exit_2(
     assert main(["explore", *arguments]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "error" in error[0]
+
+
+def test_contextual_folding_keeps_every_value() -> None:
+    """The model's expressions are simplified in context (a branch assumes its
+    condition; a known declared state is a constant): on random expressions and every
+    assignment of their variables, the folded expression has the same value."""
+    import itertools
+    import random
+
+    from replan.verification.promela_ir import (
+        IR,
+        Context,
+        add_fact,
+        binary,
+        conj,
+        const,
+        disj,
+        equal,
+        ite,
+        negate,
+        var,
+    )
+
+    names = ("a", "b", "mode")
+
+    def evaluate(node: IR, values: dict[str, int]) -> int:
+        head = node[0]
+        if head == "c":
+            return int(node[1])
+        if head == "v":
+            return values[node[1]]
+        parts = [evaluate(child, values) for child in node[1:]]
+        if head == "!":
+            return int(not parts[0])
+        if head == "&&":
+            return int(all(parts))
+        if head == "||":
+            return int(any(parts))
+        if head == "?":
+            return parts[1] if parts[0] else parts[2]
+        a, b = parts
+        return int(
+            {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b}.get(head, 0)
+            if head in ("==", "!=", "<", "<=")
+            else {"+": a + b, "-": a - b, "*": a * b}[head]
+        )
+
+    def condition(rng: random.Random, depth: int) -> IR:
+        choice = rng.randrange(5 if depth else 2)
+        if choice == 0:
+            return equal(var(rng.choice(names)), const(rng.randrange(3)))
+        if choice == 1:
+            return binary("<=", var(rng.choice(names)), var(rng.choice(names)))
+        if choice == 2:
+            return negate(condition(rng, depth - 1))
+        parts = [condition(rng, depth - 1) for _ in range(rng.randrange(2, 4))]
+        return conj(*parts) if choice == 3 else disj(*parts)
+
+    def value(rng: random.Random, depth: int) -> IR:
+        if depth == 0 or rng.random() < 0.3:
+            return var(rng.choice(names)) if rng.random() < 0.6 else const(rng.randrange(3))
+        return ite(condition(rng, 2), value(rng, depth - 1), value(rng, depth - 1))
+
+    rng = random.Random(20261205)
+    checked = 0
+    for _ in range(300):
+        node = value(rng, 4) if rng.random() < 0.5 else condition(rng, 3)
+        mode = rng.randrange(3)
+        known: dict[IR, object] = {}
+        add_fact(known, equal(var("mode"), const(mode)), True)
+        folded = Context({}).run(node, known)
+        for a, b in itertools.product(range(3), repeat=2):
+            values = {"a": a, "b": b, "mode": mode}
+            assert evaluate(folded, values) == evaluate(node, values), (node, folded)
+            checked += 1
+    assert checked == 300 * 9

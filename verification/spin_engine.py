@@ -199,10 +199,7 @@ def explore_spin(
         compiled = time.perf_counter() - compile_started
         say(f"searching ({mode} storage)")
         arguments = ["./pan", f"-m{MAX_DEPTH}", f"-w{_hash_width(mode, memory_mb)}"]
-        completed = subprocess.run(
-            arguments, cwd=directory, capture_output=True, text=True, check=False
-        )
-        output = completed.stdout + completed.stderr
+        output = _search(arguments, directory, say)
         (directory / f"pan-{mode}.out").write_text(output)
         out_of_memory = "out of memory" in output
         if out_of_memory and index + 1 < len(tried):
@@ -234,6 +231,35 @@ def explore_spin(
             result.violation = replay_trail(policy, subject, model, directory, violated_property)
         return result
     raise AssertionError("unreachable: the last storage is always reported")
+
+
+def _search(arguments: list[str], directory: Path, say: Callable[[str], None]) -> str:
+    """Run pan, passing its progress lines (one per million states) to ``say``."""
+    lines: list[str] = []
+    with subprocess.Popen(
+        arguments,
+        cwd=directory,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            match = _PROGRESS.match(line)
+            if match is not None:
+                states, transitions, memory, seconds = match.groups()
+                say(
+                    f"pan: {float(states):,.0f} states, {float(transitions):,.0f} "
+                    f"transitions, {float(memory):,.0f} MB, {float(seconds):.0f} s"
+                )
+    return "".join(lines)
+
+
+_PROGRESS = re.compile(
+    r"Depth=\s*\d+ States=\s*([\d.e+]+) Transitions=\s*([\d.e+]+) "
+    r"Memory=\s*([\d.]+)\s+t=\s*([\d.]+)"
+)
 
 
 def _hash_width(storage: str, memory_mb: int | None) -> int:

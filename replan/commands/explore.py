@@ -1,5 +1,5 @@
-"""Explore every reachable state of the controller, breadth-first, checking all ten
-properties of spec/properties.py on every transition, over finite input domains that
+"""Explore every reachable state of the controller, breadth-first, checking every
+property of spec/properties.py on every transition, over finite input domains that
 the report states in full.
 
   replan explore                          the default report: two focused domains that
@@ -13,6 +13,11 @@ the report states in full.
   replan explore --max-version 2 --ids 1 --max-states 100000   one product domain, capped
   replan explore --mutant stale-plan-check-removed   a deliberately broken controller
   replan explore --ray auto --workers 8   the shards as Ray actors on a cluster
+  replan explore --engine spin --spin-domains --max-version 2 --ids 2
+                                          the declaration, bodies, policy and properties
+                                          translated to Promela and searched by SPIN
+                                          (apt-get install -y spin); every trail is
+                                          replayed on the generated controller
 
 The report gives distinct states, transitions, depth, states/s, which declared
 transitions and stop reasons are reachable (a transition the policy switches off,
@@ -23,6 +28,11 @@ state is reachable from every reachable state (traps).
 On a violation the shortest counterexample (breadth-first: no shorter run in these
 domains breaks a property) is printed and saved as -o DIR/explore-<property>.json
 in the shared counterexample format: `replan replay FILE` re-runs it.
+
+With --engine spin a violation is reported only when SPIN's trail, replayed on the
+generated controller, breaks the same property; a trail that does not is reported as
+a translation bug (exit 1). --memory MB caps pan; exact storage then falls back to
+collapse compression (exact) and bitstate (counts become lower bounds).
 
 Exit codes: 0 every property held on every transition explored; a search stopped by
 --max-states or --max-depth also exits 0 but says INCOMPLETE (JSON "complete": false),
