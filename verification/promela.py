@@ -287,7 +287,9 @@ class _Translation:
             ]
             answer = lower.scalar(settle(encoding.answer))
             flags = [(name, lower.scalar(settle(term))) for name, term in properties.items()]
-            blocks.append(_call_block(call, self.layout, assigned, answer, flags))
+            blocks.append(
+                _call_block(call, self.layout, assigned, answer, flags, set(self.invariants))
+            )
         return blocks
 
 
@@ -309,14 +311,58 @@ def _call_block(
     assigned: list[tuple[str, IR]],
     answer: IR,
     flags: list[tuple[str, IR]],
+    invariants: set[str],
 ) -> tuple[str, int]:
-    """One call as a ``d_step``: the state saved, then one branch per group of
-    declared states in which the call does the same (the relation specialised to
-    each state and folded), each assigning the post-state and the answer and
-    asserting the properties that are not already decided true."""
+    """One call as a ``d_step``: the state saved; one branch per group of declared
+    states in which the call does the same (the relation specialised to each state
+    and folded), assigning the post-state and the answer; then the call properties
+    asserted, and the state invariants when the branch may have changed the state (a
+    state the call leaves as it was has been checked when it was first reached)."""
+    context = Context(layout.rewrites("b_"))
+    branches, temps = _branches(layout, context, assigned, answer)
+    folded = [(name, context.run(node, {})) for name, node in flags]
+    printer = Printer(temps)
+    calls = [(name, node) for name, node in folded if name not in invariants]
+    states = [(name, node) for name, node in folded if name in invariants]
+    checks = _asserts(printer, calls)
+    state_checks = _asserts(printer, states)
+    changing = {bool(changed) for _, _, changed in branches}
+    indent = "\n       "
+    head = [f"call = {call.number}"] + [f"b_{name} = {name}" for name in layout.variables()]
+    text = "  :: d_step { /* " + _call_text(call) + " */" + indent
+    text += (";" + indent).join(head) + ";" + indent
+    if len(branches) == 1:
+        text += (";" + indent).join(branches[0][1]) + ";" + indent
+    else:
+        text += "if" + indent
+        inner = indent + "   "
+        for modes, body, changed in branches:
+            guard = " || ".join(f"b_{layout.mode_name} == {value}" for value in modes)
+            if changing == {True, False}:
+                body = [*body, f"changed = {int(changed)}"]
+            text += f":: ({guard}) ->" + inner + (";" + inner).join(body) + indent
+        text += "fi;" + indent
+    if checks:
+        text += (";" + indent).join(checks) + ";" + indent
+    if state_checks and True in changing:
+        if changing == {True, False}:
+            inner = indent + "   "
+            state_checks = ["if", ":: changed ->" + inner + (";" + inner).join(state_checks)]
+            state_checks.append(":: else -> skip" + indent + "fi")
+            text += indent.join(state_checks) + ";" + indent
+        else:
+            text += (";" + indent).join(state_checks) + ";" + indent
+    text += 'printf("CALL %d\\n", call)\n     }'
+    return text, printer.next_temp
+
+
+def _branches(
+    layout: Layout, context: Context, assigned: list[tuple[str, IR]], answer: IR
+) -> tuple[list[tuple[list[int], list[str], bool]], int]:
+    """(declared states, statements, whether any variable is assigned) per group of
+    declared states in which the call does the same, and the temps they use."""
     mode = layout.mode_name
     groups: dict[tuple[Any, ...], list[int]] = {}
-    context = Context(layout.rewrites("b_"))
     for value in range(len(layout.u.mode.members)):
         known: dict[IR, Any] = {}
         add_fact(known, equal(var(f"b_{mode}"), const(value)), True)
@@ -328,9 +374,8 @@ def _call_block(
         )
         key = (branch_assigned, context.run(answer, known))
         groups.setdefault(key, []).append(value)
-    flags = [(name, context.run(node, {})) for name, node in flags]
     temps = 0
-    branches: list[tuple[list[int], list[str]]] = []
+    branches: list[tuple[list[int], list[str], bool]] = []
     for (branch_assigned, branch_answer), modes in groups.items():
         printer = Printer(0)
         printer.share([value for _, value in branch_assigned] + [branch_answer])
@@ -343,31 +388,20 @@ def _call_block(
             in_range = " && ".join(f"{name} >= {low} && {name} <= {high}" for name in ints)
             body += [f"int_range = ({in_range})", "assert(int_range)"]
         temps = max(temps, printer.next_temp)
-        branches.append((modes, body))
-    printer = Printer(temps)
-    printer.share([value for _, value in flags])
-    checks = list(printer.lines)
+        branches.append((modes, body, bool(branch_assigned)))
+    return branches, temps
+
+
+def _asserts(printer: Printer, flags: list[tuple[str, IR]]) -> list[str]:
+    """Each property computed into its own flag and asserted (a violation then names
+    it), shared subexpressions first."""
+    printer.lines = []
+    printer.share([node for _, node in flags])
+    lines = list(printer.lines)
     for name, node in flags:
         flag = _flag(name)
-        checks += [f"{flag} = {printer.text(node)}", f"assert({flag})"]
-    temps = max(temps, printer.next_temp)
-    head = [f"call = {call.number}"] + [f"b_{name} = {name}" for name in layout.variables()]
-    indent = "\n       "
-    text = "  :: d_step { /* " + _call_text(call) + " */" + indent
-    text += (";" + indent).join(head) + ";" + indent
-    if len(branches) == 1:
-        text += (";" + indent).join(branches[0][1]) + ";" + indent
-    else:
-        text += "if" + indent
-        inner = indent + "   "
-        for modes, body in branches:
-            guard = " || ".join(f"b_{mode} == {value}" for value in modes)
-            text += f":: ({guard}) ->" + inner + (";" + inner).join(body) + indent
-        text += "fi;" + indent
-    if checks:
-        text += (";" + indent).join(checks) + ";" + indent
-    text += 'printf("CALL %d\\n", call)\n     }'
-    return text, temps
+        lines += [f"{flag} = {printer.text(node)}", f"assert({flag})"]
+    return lines
 
 
 def _flag(name: str) -> str:
@@ -533,7 +567,7 @@ def _assemble(
     if temps:
         lines.append("hidden int " + ", ".join(f"t{i}" for i in range(temps)) + ";")
     lines.append("hidden int call;")
-    lines.append("hidden byte answer, int_range;")
+    lines.append("hidden byte answer, int_range, changed;")
     lines.append("hidden byte " + ", ".join(_flag(n) for n in checked) + ";")
     lines.append("")
     lines.append("active proctype env()")

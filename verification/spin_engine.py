@@ -38,8 +38,10 @@ from replan.verification.subject import Subject
 #: hand-written anchor alike (39,993 of the anchor's 63,903 at (V, K) = (1, 1)).
 STORAGES = ("exact", "collapse", "bitstate")
 _STORAGE_FLAGS = {"exact": [], "collapse": ["-DCOLLAPSE"], "bitstate": ["-DBITSTATE"]}
-#: pan's search depth limit (one call per step: far beyond any run of a bounded policy).
-MAX_DEPTH = 100_000
+#: pan's search depth limit, one call per step: runs of a bounded policy stop long
+#: before (the termination rank); a deeper search is reported incomplete. Its stack
+#: costs 46 bytes a step of memory.
+MAX_DEPTH = 10_000
 
 
 class SpinUnavailable(OSError):
@@ -151,6 +153,11 @@ class SpinResult:
                 lines.append(f"  but the generated controller does not break it: {v.detail}")
         elif not self.model.initial_failures:
             lines.append("every property held on every transition explored")
+            if not self.complete:
+                lines.append(
+                    "INCOMPLETE: pan stopped before the end (its memory limit); the "
+                    "verdict covers only the states explored"
+                )
         return lines
 
 
@@ -201,7 +208,7 @@ def explore_spin(
         arguments = ["./pan", f"-m{MAX_DEPTH}", f"-w{_hash_width(mode, memory_mb)}"]
         output = _search(arguments, directory, say)
         (directory / f"pan-{mode}.out").write_text(output)
-        out_of_memory = "out of memory" in output
+        out_of_memory = "out of memory" in output or "reached -DMEMLIM bound" in output
         if out_of_memory and index + 1 < len(tried):
             notes.append(
                 f"{mode} storage ran out of --memory {memory_mb} MB; trying {tried[index + 1]}"
@@ -219,7 +226,9 @@ def explore_spin(
             translate_seconds=translated,
             compile_seconds=compiled,
             search_seconds=summary["seconds"],
-            complete=not out_of_memory and "Search not completed" not in output,
+            complete=not out_of_memory
+            and "Search not completed" not in output
+            and "max search depth too small" not in output,
             model=model,
             notes=notes,
         )
@@ -263,11 +272,14 @@ _PROGRESS = re.compile(
 
 
 def _hash_width(storage: str, memory_mb: int | None) -> int:
-    """pan's -w: log2 of the hash table's slots. Bitstate: a bit array of about the
-    memory budget; otherwise a table of 8-byte slots of a quarter of it (few
-    collisions up to ~10^7 states with the default)."""
-    budget = (memory_mb or 2048) * 1024 * 1024
-    size = budget * 8 if storage == "bitstate" else budget // 4 // 8
+    """pan's -w: log2 of the hash table's slots. Bitstate: a bit array of half the
+    memory budget; otherwise a table of 8-byte slots of a quarter of it. Without a
+    budget, pan's default table (2^24 slots, 128 MB: few collisions up to ~10^7
+    states) or a bit array of 512 MB."""
+    if memory_mb is None:
+        return 32 if storage == "bitstate" else 24
+    budget = memory_mb * 1024 * 1024
+    size = budget // 2 * 8 if storage == "bitstate" else budget // 4 // 8
     return max(18, min(36, size.bit_length() - 1))
 
 
@@ -302,6 +314,8 @@ def _summary(output: str) -> dict[str, Any]:
         text = match.group(1)
         # pan prints large counts as 3.0510334e+08 (8 significant digits)
         found[name] = float(text) if name in ("seconds", "memory") else int(float(text))
+    if found["states"] == 0:  # pan stopped before its first state: its clock never started
+        found["seconds"] = 0.0
     return found
 
 
