@@ -9,6 +9,8 @@ generic: other test modules import the builders (``from conftest import obs, pla
 from __future__ import annotations
 
 import shutil
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from replan.controller import Controller, EvidenceState, Observation, Plan
 from replan.controller.run import Run
 from replan.spec.reference import ReferenceController
+from replan.spec.vocabulary import REGISTRY, Property
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,
@@ -96,3 +99,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("graphviz") is not None:
             item.add_marker(missing)
+
+
+@pytest.fixture
+def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Property:
+    """``execute-counts-one-step`` tightened in a module of its own (no execute may
+    answer Executed), put in the registry in its place: what a user's edit of one
+    property in its source gives every engine that reads the properties."""
+    module = tmp_path / "tightened_property.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            from typing import Any
+
+            from replan.controller import ExecuteResult
+
+
+            def execute_never_executes(answer: Any) -> bool:
+                return answer is not ExecuteResult.EXECUTED
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_property").execute_never_executes
+    original = REGISTRY["execute-counts-one-step"]
+    replaced = Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",))
+    monkeypatch.setitem(REGISTRY, original.name, replaced)
+    return replaced

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import random
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +154,7 @@ def test_a_property_the_compiler_cannot_inline_is_called_as_it_is() -> None:
 
 
 def test_a_changed_property_is_what_the_explorer_enforces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    execute_never_executes: Property, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tighten one property in its source (a plan may never be executed: every
     execute must answer something else than Executed) and nothing else: the explorer,
@@ -164,28 +163,6 @@ def test_a_changed_property_is_what_the_explorer_enforces(
     from replan.verification.domains import current_plans_only
     from replan.verification.explore import explore
 
-    module = tmp_path / "tightened_property.py"
-    module.write_text(
-        textwrap.dedent(
-            """
-            from typing import Any
-
-            from replan.controller import ExecuteResult
-
-
-            def execute_never_executes(answer: Any) -> bool:
-                return answer is not ExecuteResult.EXECUTED
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    tightened = __import__("tightened_property").execute_never_executes
-    original = REGISTRY["execute-counts-one-step"]
-    monkeypatch.setitem(
-        REGISTRY,
-        original.name,
-        Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",)),
-    )
     # What a fresh process builds from the registry (the checkers are made on import).
     fresh = vocabulary.Checker()
     compiled_source, _ = check_source(fresh.for_event("execute"), "execute")

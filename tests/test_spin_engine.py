@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.spec.vocabulary import Property
 from replan.verification import harness
 from replan.verification.domains import Domains, spin_domains
 from replan.verification.explore import explore
@@ -114,33 +113,11 @@ def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path
 
 
 def test_a_changed_property_is_what_spin_enforces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    execute_never_executes: Property, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tighten one property in its source (no execute may answer Executed) and
     nothing else: the Promela model asserts the new body, SPIN reports it on the
     unchanged controller, and the replay confirms it."""
-    module = tmp_path / "tightened_for_spin.py"
-    module.write_text(
-        textwrap.dedent(
-            """
-            from typing import Any
-
-            from replan.controller import ExecuteResult
-
-
-            def execute_never_executes(answer: Any) -> bool:
-                return answer is not ExecuteResult.EXECUTED
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    tightened = __import__("tightened_for_spin").execute_never_executes
-    original = REGISTRY["execute-counts-one-step"]
-    monkeypatch.setitem(
-        REGISTRY,
-        original.name,
-        Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",)),
-    )
     fresh = harness.Checker()
     monkeypatch.setattr(
         "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)

@@ -105,7 +105,6 @@ class PromelaModel:
     checked: list[str]  # the properties asserted after every call they apply to
     unchecked: dict[str, str]  # property -> why the translation cannot check it
     initial_failures: list[str]  # state invariants the initial state breaks
-    state_bytes: int
     digest: str
 
 
@@ -189,7 +188,6 @@ def translate(
         checked=checked,
         unchecked=translation.unchecked,
         initial_failures=translation.initial_failures(),
-        state_bytes=_state_bytes(translation.layout),
         digest=f"sha256:{hashlib.sha256(text.encode()).hexdigest()}",
     )
 
@@ -523,11 +521,6 @@ def _limits_text(policy: Policy) -> str:
     return ", ".join(f"{name} {value}" for name, value in limits.items())
 
 
-def _state_bytes(layout: Layout) -> int:
-    sizes = {"bit": 1, "byte": 1, "short": 2}
-    return sum(sizes[s.type] * s.count for s in layout.slots)
-
-
 def _assemble(
     layout: Layout,
     model: MachineModel,
@@ -554,10 +547,12 @@ def _assemble(
     lines.append(" */")
     lines.append("")
     for slot in layout.slots:
-        if slot.count == 1:
-            lines.append(f"{slot.type} {slot.name} = {slot.initial[0]};")
-        else:
-            lines.append(f"{slot.type} {slot.name}[{slot.count}];")
+        if len(set(slot.initial)) != 1:  # Promela initialises an array with one value
+            raise TranslationError(
+                f"Promela: the initial state's {slot.name} is not uniform ({slot.initial})"
+            )
+        size = "" if slot.count == 1 else f"[{slot.count}]"
+        lines.append(f"{slot.type} {slot.name}{size} = {slot.initial[0]};")
     lines.append("")
     lines.append("/* scratch, never part of a state: the state before the call, temps, flags */")
     for slot in layout.slots:
@@ -572,19 +567,6 @@ def _assemble(
     lines.append("")
     lines.append("active proctype env()")
     lines.append("{")
-    initial_arrays = [
-        f"{slot.name}[{i}] = {value}"
-        for slot in layout.slots
-        if slot.count > 1
-        for i, value in enumerate(slot.initial)
-        if value
-    ]
-    if initial_arrays:
-        # Array initialisers: SPIN starts arrays at 0, so only non-zero entries.
-        raise TranslationError(
-            "Promela: an initial state with non-zero containers is not supported yet "
-            f"({', '.join(initial_arrays[:3])})"
-        )
     lines.append("  do")
     lines.extend(blocks)
     lines.append("  od")

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import Policy
-from replan.verification.domains import Domains, InputSpace
+from replan.verification.domains import Domains
 from replan.verification.harness import Finding, Operation, observe_call, run_view, violated
-from replan.verification.promela import PromelaModel, translate
+from replan.verification.promela import PromelaModel, domain_calls, translate
 from replan.verification.subject import Subject
 
 #: How pan stores states, in the order tried when memory runs out: exact (every
@@ -378,11 +378,6 @@ def replay_trail(
     return SpinViolation(prop, calls, True, finding, "reproduced on the generated controller")
 
 
-def check_domains(policy: Policy, domains: Domains) -> None:
-    """Raise ValueError when SPIN cannot take ``domains`` (see ``promela.domain_calls``)."""
-    InputSpace(policy, domains)
-    if domains.ids is None or domains.one_id_per_kind:
-        raise ValueError(
-            f"--engine spin needs the same calls in every state: --spin-domains "
-            f"(domains {domains.name!r} offer ids by state)"
-        )
+def check_domains(policy: Policy, domains: Domains, subject: Subject) -> None:
+    """Raise ValueError when SPIN cannot take ``domains`` (``promela.domain_calls``)."""
+    domain_calls(policy, domains, subject.model)

@@ -325,7 +325,7 @@ def _run_spin(args: argparse.Namespace, policy: Any, domains: Any, progress: Any
             )
         subject = mutants.MUTANTS[args.mutant]
     try:
-        check_domains(policy, domains)
+        check_domains(policy, domains, subject)
         result = explore_spin(
             policy,
             domains,
