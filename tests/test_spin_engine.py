@@ -12,7 +12,7 @@ import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.spec.vocabulary import Property
+from replan.spec.vocabulary import REGISTRY, Property
 from replan.verification import harness
 from replan.verification.domains import Domains, spin_domains
 from replan.verification.explore import explore
@@ -72,7 +72,7 @@ def test_every_storage_gives_the_same_count_on_a_small_domain(tmp_path: Path) ->
     ("mutant", "broken"),
     [
         ("stopped-run-revived", "stopped-is-inert"),
-        ("invalidation-keeps-pending", ""),
+        ("invalidation-keeps-pending", "observe-change-is-progress"),
         ("duplicates-not-counted", "duplicate-is-no-progress"),
     ],
 )
@@ -125,6 +125,45 @@ def test_a_changed_property_is_what_spin_enforces(
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "execute-counts-one-step"
+
+
+def test_a_changed_state_invariant_is_what_spin_enforces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """State invariants are asserted after the calls that change the state: tighten
+    one (at most one proposal) and SPIN reports it by name after the second
+    proposal, reproduced on the unchanged controller."""
+    (tmp_path / "tightened_invariant.py").write_text(
+        "def at_most_one_proposal(run):\n    return run.proposals <= 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_invariant").at_most_one_proposal
+    original = REGISTRY["proposal-bound"]
+    replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
+    monkeypatch.setitem(REGISTRY, original.name, replaced)
+    fresh = harness.Checker()
+    monkeypatch.setattr(
+        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
+    )
+    result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
+    assert result.violation is not None and result.violation.reproduced
+    assert result.violation.property == "proposal-bound"
+    assert result.violation.finding is not None
+    operations = result.violation.finding.operations
+    assert [operation.op for operation in operations].count("propose") == 2
+
+
+def test_an_int_is_range_checked_before_it_is_stored() -> None:
+    """A counter is computed into an int temp and checked against the short range
+    before it is stored (storing into a short would wrap silently)."""
+    model = translate(DEFAULT_POLICY, small_domains(), PROJECT.model)
+    statements = [line.strip().rstrip(";") for line in model.text.splitlines()]
+    stores = [line for line in statements if line.startswith("proposals = ")]
+    assert stores
+    for store in stores:
+        temp = store.split(" = ", 1)[1]
+        assert temp.startswith("t"), store
+        assert f"int_range = ({temp} >= -32768 && {temp} <= 32767)" in statements
 
 
 def test_the_model_names_its_source_and_every_property() -> None:

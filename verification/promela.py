@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -224,11 +225,13 @@ class _Translation:
                 self.invariants[prop.name] = term
         self.checked = set(self.invariants)
 
-    def _term(self, prop: Property, make: Callable[[Property], z3.BoolRef]) -> z3.BoolRef | None:
+    def _term(
+        self, prop: Property, make: Callable[[Property], z3.BoolRef], where: str = ""
+    ) -> z3.BoolRef | None:
         try:
             return make(prop)
         except TranslationError as error:
-            self.unchecked[prop.name] = str(error)
+            self.unchecked[prop.name] = f"{where}{error}"
             return None
 
     def initial_failures(self) -> list[str]:
@@ -253,7 +256,9 @@ class _Translation:
             if not encoding.models(prop):
                 self.unchecked[prop.name] = "reads the trace, which the relation does not model"
                 continue
-            term = self._term(prop, lambda p: prove.call_term(self.translator, p, step))
+            term = self._term(
+                prop, lambda p: prove.call_term(self.translator, p, step), f"on {event}: "
+            )
             if term is not None:
                 terms[prop.name] = term
         self.checked.update(terms)
@@ -378,13 +383,24 @@ def _branches(
         printer = Printer(0)
         printer.share([value for _, value in branch_assigned] + [branch_answer])
         body = list(printer.lines)
-        body += [f"{name} = {printer.text(value)}" for name, value in branch_assigned]
+        # An int is computed into an int temp and its range checked before it is
+        # stored: storing into a short would wrap silently.
+        low, high = SHORT_RANGE
+        stores = []
+        for name, value in branch_assigned:
+            text = printer.text(value)
+            if name in layout.ints and not (value[0] == "c" and low <= value[1] <= high):
+                temp = f"t{printer.next_temp}"
+                printer.next_temp += 1
+                body += [
+                    f"{temp} = {text}",
+                    f"int_range = ({temp} >= {low} && {temp} <= {high})",
+                    "assert(int_range)",
+                ]
+                text = temp
+            stores.append(f"{name} = {text}")
+        body += stores
         body.append(f"answer = {printer.text(branch_answer)}")
-        ints = [name for name, _ in branch_assigned if name in layout.ints]
-        if ints:
-            low, high = SHORT_RANGE
-            in_range = " && ".join(f"{name} >= {low} && {name} <= {high}" for name in ints)
-            body += [f"int_range = ({in_range})", "assert(int_range)"]
         temps = max(temps, printer.next_temp)
         branches.append((modes, body, bool(branch_assigned)))
     return branches, temps
@@ -468,6 +484,11 @@ def _argument_symbols(encoding: StepEncoding) -> list[z3.ExprRef]:
     return symbols
 
 
+#: The free constants the z3 translator names for "every remembered (key, version)"
+#: (``symbolic.Translator._quantifier``).
+_EVERY = re.compile(r"any \w+ of .+")
+
+
 def _for_every_free(
     u: Universe, layout: Layout, formula: z3.BoolRef, bound: set[str]
 ) -> z3.BoolRef:
@@ -480,6 +501,9 @@ def _for_every_free(
     )
     if not free:
         return formula
+    stray = [str(c) for c in free if not _EVERY.fullmatch(c.decl().name())]
+    if stray:  # only the translator's "every remembered (key, version)" is unrolled
+        raise TranslationError(f"Promela: a property mentions unbound constants {stray}")
     choices: list[list[z3.ExprRef]] = []
     for constant in free:
         if constant.sort() == u.key.sort:

@@ -237,6 +237,7 @@ class Context:
             result = negate(self.run(node[1], facts))
         else:
             result = binary(head, self.run(node[1], facts), self.run(node[2], facts))
+        result = self.rewrites.get(result, result)  # a rewrite may apply once folded
         self.memo[key] = result
         return result
 

@@ -155,7 +155,7 @@ class SpinResult:
             lines.append("every property held on every transition explored")
             if not self.complete:
                 lines.append(
-                    "INCOMPLETE: pan stopped before the end (its memory limit); the "
+                    "INCOMPLETE: the search may have missed states (see above); the "
                     "verdict covers only the states explored"
                 )
         return lines
@@ -182,32 +182,41 @@ def explore_spin(
 ) -> SpinResult:
     """Translate, compile and run SPIN on ``subject`` over ``domains``. ``storage``
     None: exact, falling back to collapse then bitstate when ``memory_mb`` (pan's
-    limit) is exceeded."""
+    limit) is exceeded. Without ``workdir`` the model, pan and its output live in a
+    temporary directory, removed afterwards."""
     require_spin()
     say = progress or (lambda _message: None)
     started = time.perf_counter()
     model = translate(policy, domains, subject.model, subject.model_class, progress=say)
     translated = time.perf_counter() - started
-    directory = (
-        Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="replan-spin-"))
-    )
-    directory.mkdir(parents=True, exist_ok=True)
+    if workdir is not None:
+        Path(workdir).mkdir(parents=True, exist_ok=True)
+        return _run_pan(
+            policy, domains, subject, model, Path(workdir), memory_mb, storage, translated, say
+        )
+    with tempfile.TemporaryDirectory(prefix="replan-spin-") as directory:
+        return _run_pan(
+            policy, domains, subject, model, Path(directory), memory_mb, storage, translated, say
+        )
+
+
+def _run_pan(
+    policy: Policy,
+    domains: Domains,
+    subject: Subject,
+    model: PromelaModel,
+    directory: Path,
+    memory_mb: int | None,
+    storage: str | None,
+    translated: float,
+    say: Callable[[str], None],
+) -> SpinResult:
     (directory / "model.pml").write_text(model.text)
     _run(["spin", "-a", "model.pml"], directory, "spin -a")
     tried = [storage] if storage is not None else list(STORAGES)
     notes: list[str] = []
     for index, mode in enumerate(tried):
-        say(f"compiling pan ({mode} storage)")
-        compile_started = time.perf_counter()
-        flags = ["-O1", "-DSAFETY", "-DNOREDUCE", *_STORAGE_FLAGS[mode]]
-        if memory_mb is not None:
-            flags.append(f"-DMEMLIM={memory_mb}")
-        _run(["gcc", *flags, "-o", "pan", "pan.c"], directory, "gcc pan.c")
-        compiled = time.perf_counter() - compile_started
-        say(f"searching ({mode} storage)")
-        arguments = ["./pan", f"-m{MAX_DEPTH}", f"-w{_hash_width(mode, memory_mb)}"]
-        output = _search(arguments, directory, say)
-        (directory / f"pan-{mode}.out").write_text(output)
+        output, compiled = _compile_and_search(directory, mode, memory_mb, say)
         out_of_memory = "out of memory" in output or "reached -DMEMLIM bound" in output
         if out_of_memory and index + 1 < len(tried):
             notes.append(
@@ -226,20 +235,47 @@ def explore_spin(
             translate_seconds=translated,
             compile_seconds=compiled,
             search_seconds=summary["seconds"],
-            complete=not out_of_memory
+            complete=mode != "bitstate"
             and "Search not completed" not in output
             and "max search depth too small" not in output,
             model=model,
             notes=notes,
         )
         if out_of_memory:
-            result.notes.append(f"pan ran out of memory ({memory_mb} MB): the search is incomplete")
+            notes.append(f"pan ran out of memory ({memory_mb} MB): the search is incomplete")
+        if "max search depth too small" in output:
+            notes.append(f"a run is deeper than pan's depth limit ({MAX_DEPTH:,} calls)")
+        if mode == "bitstate":
+            notes.append("bitstate storage: a hash collision may have hidden states")
         violated_property = _violated(output)
         if violated_property is not None:
             result.complete = False
             result.violation = replay_trail(policy, subject, model, directory, violated_property)
+        elif summary["errors"]:
+            raise RuntimeError(
+                f"pan reported {summary['errors']} error(s) that are not "
+                f"assertions; see {directory / f'pan-{mode}.out'}"
+            )
         return result
     raise AssertionError("unreachable: the last storage is always reported")
+
+
+def _compile_and_search(
+    directory: Path, mode: str, memory_mb: int | None, say: Callable[[str], None]
+) -> tuple[str, float]:
+    """(pan's output, seconds compiling) for one storage."""
+    say(f"compiling pan ({mode} storage)")
+    started = time.perf_counter()
+    flags = ["-O1", "-DSAFETY", "-DNOREDUCE", *_STORAGE_FLAGS[mode]]
+    if memory_mb is not None:
+        flags.append(f"-DMEMLIM={memory_mb}")
+    _run(["gcc", *flags, "-o", "pan", "pan.c"], directory, "gcc pan.c")
+    compiled = time.perf_counter() - started
+    say(f"searching ({mode} storage)")
+    arguments = ["./pan", f"-m{MAX_DEPTH}", f"-w{_hash_width(mode, memory_mb)}"]
+    output = _search(arguments, directory, say)
+    (directory / f"pan-{mode}.out").write_text(output)
+    return output, compiled
 
 
 def _search(arguments: list[str], directory: Path, say: Callable[[str], None]) -> str:
@@ -295,6 +331,7 @@ def _run(command: list[str], directory: Path, what: str) -> None:
 _PATTERNS = {
     "vector": re.compile(r"State-vector (\d+) byte"),
     "depth": re.compile(r"depth reached (\d+)"),
+    "errors": re.compile(r"errors: (\d+)"),
     "states": re.compile(r"([\d.e+]+) states, stored"),
     "transitions": re.compile(r"([\d.e+]+) transitions \("),
     "seconds": re.compile(r"pan: elapsed time ([\d.e+]+) seconds"),
@@ -336,7 +373,7 @@ def replay_trail(
     )
     calls = [int(n) for n in re.findall(r"^\s*CALL (\d+)$", completed.stdout, re.MULTILINE)]
     names = {f"p_{name.replace('-', '_')}": name for name in model.checked}
-    prop = names.get(flag, flag)
+    prop = named = names.get(flag, flag)
     if flag == "int_range":
         return SpinViolation(
             prop, calls, False, None, "a counter left the model's short range (a translation limit)"
@@ -353,6 +390,10 @@ def replay_trail(
         results.append(observed.result)
         failures = violated(observed)
         if failures and len(operations) < len(calls):
+            unchecked = [name for name in failures if name in model.unchecked]
+            if unchecked:  # a real failure, of a property SPIN does not check
+                prop = unchecked[0]
+                break
             return SpinViolation(
                 prop,
                 calls,
@@ -371,7 +412,8 @@ def replay_trail(
         policy=policy,
         operations=operations,
         results=results,
-        message=f"SPIN's trail for {prop}, replayed on {subject.name}",
+        message=f"SPIN's trail for {named}, replayed on {subject.name}"
+        + ("" if prop == named else f" (it breaks {prop}, which SPIN does not check, first)"),
         source="spin",
         extra={"engine": "spin", "model_digest": model.digest},
     )

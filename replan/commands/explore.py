@@ -311,6 +311,8 @@ def _run_spin(args: argparse.Namespace, policy: Any, domains: Any, progress: Any
         ("--symmetry on/both", args.symmetry in ("on", "both")),
         ("--keep-going", args.keep_going),
         ("--workers", args.workers != 1),
+        ("--max-depth", args.max_depth is not None),
+        ("--max-states", args.max_states != DEFAULT_MAX_STATES),
     ):
         if given:
             raise CliError(f"{flag} is for the python engine, not --engine spin")
@@ -334,7 +336,7 @@ def _run_spin(args: argparse.Namespace, policy: Any, domains: Any, progress: Any
             storage=args.storage,
             progress=progress,
         )
-    except (SpinUnavailable, ValueError) as error:
+    except (SpinUnavailable, ValueError, RuntimeError) as error:  # spin, gcc or pan failed
         raise CliError(str(error)) from None
     saved = []
     violation = result.violation
