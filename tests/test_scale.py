@@ -234,6 +234,21 @@ def _kill_a_running_share(after: float, killed: list[int]) -> None:
         time.sleep(0.05)
 
 
+def test_local_shares_are_not_forked_from_a_ray_driver(
+    ray_local: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process running a Ray driver starts its local workers from a fresh fork
+    server (a fork of the driver itself can die of SIGSEGV finalizing the inherited
+    gRPC client); any other process forks them directly."""
+    import sys
+
+    from replan.verification.forking import worker_context
+
+    assert worker_context().get_start_method() == "forkserver"
+    monkeypatch.delitem(sys.modules, "ray")
+    assert worker_context().get_start_method() == "fork"
+
+
 def test_a_ray_campaign_survives_a_killed_worker(ray_local: str, fresh_redis: str) -> None:
     """A Ray worker running a share is killed mid-campaign: Ray runs the share again,
     the campaign finishes, and the merged result is the one nobody killed."""

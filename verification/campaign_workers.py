@@ -24,7 +24,6 @@ Leaves the campaign itself to ``verification/campaign.py`` and Ray to
 
 from __future__ import annotations
 
-import multiprocessing
 import random
 import tempfile
 import time
@@ -45,6 +44,7 @@ from replan.verification.campaign import (
     save_finding,
 )
 from replan.verification.example_database import is_shared
+from replan.verification.forking import worker_context
 
 #: How many times a share whose process died runs again.
 RETRIES = 3
@@ -222,8 +222,9 @@ def _child(connection: Connection, share: Share) -> None:
 
 
 def _in_processes(shares: list[Share], report: Report | None) -> list[CampaignResult]:
-    """Each share in a forked process; a share whose process dies runs again."""
-    context = multiprocessing.get_context("fork")
+    """Each share in a forked process (``forking.worker_context``); a share whose
+    process dies runs again."""
+    context = worker_context()
     running: dict[Connection, tuple[Any, Share, int]] = {}
 
     def start(share: Share, attempt: int) -> None:
