@@ -115,16 +115,22 @@ def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path
     assert any("TRANSLATION BUG" in line for line in result.lines())
 
 
+def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trail replay judges calls with a checker built from the registry as it is
+    now (the module-level one was built on import, before a test changed it)."""
+    fresh = harness.Checker()
+    monkeypatch.setattr(
+        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
+    )
+
+
 def test_a_changed_property_is_what_spin_enforces(
     execute_never_executes: Property, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tighten one property in its source (no execute may answer Executed) and
     nothing else: the Promela model asserts the new body, SPIN reports it on the
     unchanged controller, and the replay confirms it."""
-    fresh = harness.Checker()
-    monkeypatch.setattr(
-        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
-    )
+    replay_judged_by_the_registry(monkeypatch)
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "execute-counts-one-step"
@@ -144,10 +150,7 @@ def test_a_changed_state_invariant_is_what_spin_enforces(
     original = REGISTRY["proposal-bound"]
     replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
     monkeypatch.setitem(REGISTRY, original.name, replaced)
-    fresh = harness.Checker()
-    monkeypatch.setattr(
-        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
-    )
+    replay_judged_by_the_registry(monkeypatch)
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "proposal-bound"

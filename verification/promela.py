@@ -244,7 +244,9 @@ class _Translation:
             and not z3.is_true(z3.simplify(prove.state_term(self.translator, prop, state)))
         ]
 
-    def call_properties(self, event: str, encoding: StepEncoding) -> dict[str, z3.BoolRef]:
+    def call_properties(
+        self, event: str, encoding: StepEncoding, pre_scalars: dict[str, IR]
+    ) -> dict[str, z3.BoolRef]:
         """The call properties of ``event`` over the step's pre-state, argument and a
         fresh post-state and answer, and the state invariants; each free constant
         ("every remembered (key, version)") unrolled over the domains."""
@@ -262,7 +264,6 @@ class _Translation:
             if term is not None:
                 terms[prop.name] = term
         self.checked.update(terms)
-        pre_scalars, _ = self.layout.bind(encoding.pre, "b_")
         bound = {*pre_scalars, *self.post_scalars, "answer"}
         bound |= {str(symbol) for symbol in _argument_symbols(encoding)}
         return {
@@ -273,8 +274,8 @@ class _Translation:
     def event_blocks(self, event: str, calls: Sequence[Call]) -> list[tuple[str, int]]:
         """Each call of ``event`` as a ``d_step`` (and the temps it uses)."""
         encoding = encode_event(self.u, event, self.model_class, prefix=f"{event}.")
-        properties = self.call_properties(event, encoding)
         pre_scalars, pre_arrays = self.layout.bind(encoding.pre, "b_")
+        properties = self.call_properties(event, encoding, pre_scalars)
         scalars = {**pre_scalars, **self.post_scalars, "answer": var("answer")}
         arrays = {**pre_arrays, **self.post_arrays}
         checker = self.model_class(self.policy)

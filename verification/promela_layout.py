@@ -160,7 +160,6 @@ class Layout:
             (plan_id,): number for number, plan_id in enumerate(self.ids)
         }
         initial = initial_state(u)
-        self._initial = initial
         self.mode_name = next(
             self.base_name(name) for name, kind in FIELD_KINDS.items() if kind == "mode"
         )

@@ -230,7 +230,7 @@ class Lowerer:
     def _stored(self, base: ArrayBase, index: list[z3.ExprRef], content: bool) -> Any:
         values = [self.scalar(i) for i in index]
         if all(is_const(v) for v in values):
-            position = base.positions.get(tuple(self._index_value(base, i) for i in index))
+            position = base.positions.get(tuple(self._index_value(i) for i in index))
             return self._cell(base, position, content)
         # A symbolic index: one alternative per position of the domains (outside them
         # nothing is ever stored).
@@ -242,7 +242,7 @@ class Lowerer:
             result = content_ite(hit, cell, result) if content else ite(hit, cell, result)
         return result
 
-    def _index_value(self, base: ArrayBase, term: z3.ExprRef) -> int:
+    def _index_value(self, term: z3.ExprRef) -> int:
         lowered = self.scalar(term)
         value: int = lowered[1]
         return value
