@@ -19,6 +19,8 @@ from replan.controller import Controller, EvidenceState, Observation, Plan
 from replan.controller.run import Run
 from replan.spec.reference import ReferenceController
 from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification import harness
+from replan.verification.domains import Domains
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,
@@ -126,3 +128,29 @@ def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     replaced = Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",))
     monkeypatch.setitem(REGISTRY, original.name, replaced)
     return replaced
+
+
+def small_domains() -> Domains:
+    """15 calls per state (one source, one id, current evidence, declared steps): the
+    translated engines' small shared domain (pan compiles in a few seconds)."""
+    return Domains(
+        "small",
+        versions=1,
+        ids=1,
+        evidence_offsets=(0,),
+        undeclared_steps=0,
+        disallowed_resources=0,
+        malformed_plan=False,
+        malformed_observation=False,
+        one_id_per_kind=False,
+        derived_events=False,
+    )
+
+
+def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A translated model's trail is replayed with a checker built from the registry
+    as it is now (the module-level one was built on import, before a test changed it)."""
+    fresh = harness.Checker()
+    monkeypatch.setattr(
+        "replan.verification.model_trail.violated", lambda call: harness.violated(call, fresh)
+    )

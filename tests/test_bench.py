@@ -289,6 +289,22 @@ def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Pa
     lines = explore_lines({"spin": [figures], "first_policy": None})
     assert any("2 workers against 1" in line for line in lines)
     assert any("SPIN" in line and "absent" in line for line in lines)
+    # product domains offer fresh ids: the kernel cannot take them, and says so
+    assert figures["kernel"]["status"] == "absent" and "--spin-domains" in figures["kernel"]["why"]
+
+
+def test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts(tmp_path: Path) -> None:
+    from conftest import small_domains
+
+    from replan.verification.explore_bench import explore_lines, spin_comparison
+
+    figures = spin_comparison(1, 1, 2, lambda _: None, anchor=tmp_path, domains=small_domains())
+    kernel, one = figures["kernel"], figures["explore_1_workers"]
+    assert kernel["held"] and len(kernel["samples_s"]) == 2 and kernel["build_seconds"] > 0
+    assert (kernel["states"], kernel["transitions"]) == (one["states"], one["transitions"])
+    assert kernel["same_counts_as_python_explorer"]
+    lines = explore_lines({"spin": [figures], "first_policy": None})
+    assert any("--engine kernel" in line and f"{kernel['states']:,}" in line for line in lines)
 
 
 def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:

@@ -10,12 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import replay_judged_by_the_registry, small_domains
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.spec.vocabulary import REGISTRY, Property
 from replan.verification import harness
-from replan.verification.domains import Domains, spin_domains
+from replan.verification.domains import spin_domains
 from replan.verification.explore import explore
 from replan.verification.mutants import MUTANTS
 from replan.verification.promela import translate
@@ -28,23 +29,6 @@ if SPIN_MISSING and os.environ.get("CI") == "true":  # .ci/run installs them
 pytestmark = pytest.mark.skipif(
     SPIN_MISSING, reason="SPIN is a Debian package: apt-get install -y spin gcc"
 )
-
-
-def small_domains() -> Domains:
-    """15 calls per state (one source, one id, current evidence, declared steps):
-    pan compiles in a few seconds."""
-    return Domains(
-        "small",
-        versions=1,
-        ids=1,
-        evidence_offsets=(0,),
-        undeclared_steps=0,
-        disallowed_resources=0,
-        malformed_plan=False,
-        malformed_observation=False,
-        one_id_per_kind=False,
-        derived_events=False,
-    )
 
 
 def test_spin_counts_equal_the_python_explorers_on_spins_domains(tmp_path: Path) -> None:
@@ -113,15 +97,6 @@ def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path
     assert result.translation_bug and not result.ok
     assert result.violation is not None and result.violation.finding is None
     assert any("TRANSLATION BUG" in line for line in result.lines())
-
-
-def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The trail replay judges calls with a checker built from the registry as it is
-    now (the module-level one was built on import, before a test changed it)."""
-    fresh = harness.Checker()
-    monkeypatch.setattr(
-        "replan.verification.spin_engine.violated", lambda call: harness.violated(call, fresh)
-    )
 
 
 def test_a_changed_property_is_what_spin_enforces(

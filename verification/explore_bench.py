@@ -93,6 +93,21 @@ def _spin_engine_figure(domains: Any) -> dict[str, Any]:
     }
 
 
+def _kernel_figure(kernel: Any) -> dict[str, Any]:
+    """One search of the generated kernel (built once per domain, outside the rounds)."""
+    from replan.verification.kernel_search import search
+
+    started = time.perf_counter()
+    found = search(kernel, None, lambda _message: None)
+    seconds = time.perf_counter() - started
+    return {
+        "states": found.states,
+        "transitions": found.transitions,
+        "seconds": seconds,
+        "held": found.broken is None and found.complete,
+    }
+
+
 def _median(samples: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = statistics.median(s["seconds"] for s in samples)
     first = samples[0]
@@ -115,28 +130,47 @@ def spin_comparison(
     anchor: Path = SPIN_ANCHOR,
     domains: Any = None,
 ) -> dict[str, Any]:
-    """SPIN, the explorer with one worker and with two, interleaved ``rounds`` times
-    on SPIN's (V, K) domains (or ``domains``); medians, and the per-transition
-    ratios. Without SPIN (or its anchor directory) its figure says why."""
+    """SPIN, the generated kernel's search, and the explorer with one worker and with
+    two, interleaved ``rounds`` times on SPIN's (V, K) domains (or ``domains``);
+    medians, and the per-transition ratios. Without SPIN (or its anchor directory)
+    its figure says why."""
     from replan.verification.domains import spin_domains
+    from replan.verification.kernel import build
+    from replan.verification.subject import PROJECT
 
     domains = spin_domains(versions, ids) if domains is None else domains
-    samples: dict[str, list[dict[str, Any]]] = {"spin": []}
+    progress(f"explore bench: (V, K) = ({versions}, {ids}), generating the kernel")
+    started = time.perf_counter()
+    kernel: Any = None
+    why_not: dict[str, str | None] = {"spin": None, "kernel": None}
+    try:
+        kernel = build(DEFAULT_POLICY, domains, PROJECT.model, PROJECT.model_class)
+    except ValueError as error:  # domains whose calls depend on the state
+        why_not["kernel"] = str(error)
+    kernel_build_seconds = time.perf_counter() - started
+    samples: dict[str, list[dict[str, Any]]] = {"spin": [], "kernel": []}
     samples.update({f"explore_{w}_workers": [] for w in WORKERS})
-    spin_error: str | None = None
     for round_number in range(rounds):
         progress(f"explore bench: (V, K) = ({versions}, {ids}), round {round_number + 1}/{rounds}")
-        if spin_error is None:
+        if why_not["spin"] is None:
             try:
                 samples["spin"].append(_spin_figure(anchor, versions, ids))
             except (OSError, ValueError, subprocess.TimeoutExpired) as error:
-                spin_error = str(error)
+                why_not["spin"] = str(error)
+        if kernel is not None:
+            samples["kernel"].append(_kernel_figure(kernel))
         for workers in WORKERS:
             samples[f"explore_{workers}_workers"].append(_explore_figure(domains, workers))
     figures: dict[str, Any] = {"versions": versions, "ids": ids, "rounds": rounds}
     for name, taken in samples.items():
-        figures[name] = _median(taken) if taken else {"status": "absent", "why": spin_error}
+        figures[name] = _median(taken) if taken else {"status": "absent", "why": why_not[name]}
     one, two = figures["explore_1_workers"], figures["explore_2_workers"]
+    if kernel is not None:
+        figures["kernel"]["build_seconds"] = round(kernel_build_seconds, 2)
+        figures["kernel"]["same_counts_as_python_explorer"] = (
+            figures["kernel"]["states"],
+            figures["kernel"]["transitions"],
+        ) == (one["states"], one["transitions"])
     # The translated model once per domain (compiling pan takes longer than its search).
     progress(f"explore bench: (V, K) = ({versions}, {ids}), replan explore --engine spin")
     try:
@@ -156,7 +190,9 @@ def spin_comparison(
     spin = figures["spin"]
     if "seconds" in spin:
         figures["same_states_as_spin"] = spin["states"] == one["states"]
-        for name in ("explore_1_workers", "explore_2_workers"):
+        for name in ("kernel", "explore_1_workers", "explore_2_workers"):
+            if "seconds" not in figures[name]:
+                continue
             ours = figures[name]["transitions_per_second"]
             figures[name]["spin_faster_per_transition"] = round(
                 spin["transitions_per_second"] / max(ours, 1), 1
@@ -261,6 +297,7 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
         lines.append(f"  (V, K) = ({each['versions']}, {each['ids']}), {each['rounds']} rounds")
         for name, shown in (
             ("spin", "SPIN"),
+            ("kernel", "replan explore --engine kernel"),
             ("explore_1_workers", "replan explore, 1 worker"),
             ("explore_2_workers", "replan explore, 2 workers"),
         ):
@@ -273,6 +310,13 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
                 f"    {shown:28} {figure['states']:>11,} states {figure['transitions']:>12,} "
                 f"transitions {figure['seconds']:>8.2f} s {figure['transitions_per_second']:>11,}"
                 f"/s" + ("" if ratio is None else f"  (SPIN {ratio}x faster per transition)")
+            )
+        kernel = each.get("kernel", {})
+        if "build_seconds" in kernel:
+            lines.append(
+                f"    {'':28} the kernel's search timed; + generate {kernel['build_seconds']} s;"
+                " same states and transitions as the Python explorer: "
+                f"{'yes' if kernel['same_counts_as_python_explorer'] else 'NO'}"
             )
         engine = each.get("spin_engine", {})
         if "seconds" in engine:

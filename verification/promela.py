@@ -271,15 +271,16 @@ class _Translation:
             for name, term in {**terms, **self.invariants}.items()
         }
 
-    def event_blocks(self, event: str, calls: Sequence[Call]) -> list[tuple[str, int]]:
-        """Each call of ``event`` as a ``d_step`` (and the temps it uses)."""
+    def lowered(self, event: str, calls: Sequence[Call]) -> list[LoweredCall]:
+        """Each call of ``event`` lowered: its assignments, answer and property flags
+        over the pre-state (``b_`` variables), the post-state and the answer."""
         encoding = encode_event(self.u, event, self.model_class, prefix=f"{event}.")
         pre_scalars, pre_arrays = self.layout.bind(encoding.pre, "b_")
         properties = self.call_properties(event, encoding, pre_scalars)
         scalars = {**pre_scalars, **self.post_scalars, "answer": var("answer")}
         arrays = {**pre_arrays, **self.post_arrays}
         checker = self.model_class(self.policy)
-        blocks = []
+        out = []
         for call in calls:
             substitution = _argument_substitution(self.u, encoding, call, checker, self.translator)
             lower = Lowerer(self.layout, scalars, arrays)
@@ -291,10 +292,43 @@ class _Translation:
             ]
             answer = lower.scalar(settle(encoding.answer))
             flags = [(name, lower.scalar(settle(term))) for name, term in properties.items()]
-            blocks.append(
-                _call_block(call, self.layout, assigned, answer, flags, set(self.invariants))
+            out.append(LoweredCall(call, assigned, answer, flags))
+        return out
+
+    def event_blocks(self, event: str, calls: Sequence[Call]) -> list[tuple[str, int]]:
+        """Each call of ``event`` as a ``d_step`` (and the temps it uses)."""
+        return [
+            _call_block(
+                lowered.call,
+                self.layout,
+                lowered.assigned,
+                lowered.answer,
+                lowered.flags,
+                set(self.invariants),
             )
-        return blocks
+            for lowered in self.lowered(event, calls)
+        ]
+
+    def state_invariants(self) -> list[tuple[str, IR]]:
+        """The state invariants as IR over the state's own (unprefixed) variables."""
+        bound = {*self.post_scalars}
+        lower = Lowerer(self.layout, self.post_scalars, self.post_arrays)
+        return [
+            (name, lower.scalar(_for_every_free(self.u, self.layout, term, bound)))
+            for name, term in self.invariants.items()
+        ]
+
+
+@dataclass
+class LoweredCall:
+    """One call of the domains as IR: the assignments of the post-state (variables
+    the call may change), the answer, and each property's flag (over ``b_`` pre-state
+    variables, the post-state's variables and ``answer``)."""
+
+    call: Call
+    assigned: list[tuple[str, IR]]
+    answer: IR
+    flags: list[tuple[str, IR]]
 
 
 class _Settle:

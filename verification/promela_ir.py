@@ -189,11 +189,37 @@ class Context:
     the repeated "no earlier guard held" of the step relation's priority chains."""
 
     def __init__(self, rewrites: dict[IR, IR]) -> None:
-        self.memo: dict[tuple[IR, frozenset[tuple[IR, Any]]], IR] = {}
+        self.memo: dict[tuple[IR, int], IR] = {}
+        #: the same memo by identity: an IR tuple does not cache its hash, so hashing
+        #: a large expression at every visit would make folding quadratic
+        self.by_identity: dict[tuple[int, int], tuple[IR, IR]] = {}
+        #: a small number per distinct set of facts (and per facts dict seen)
+        self.fact_sets: dict[frozenset[tuple[IR, Any]], int] = {}
+        self.fact_dicts: dict[int, tuple[dict[IR, Any], int]] = {}
         #: equalities the layout guarantees (an absent value is stored as zero)
         self.rewrites = rewrites
 
+    def _token(self, facts: dict[IR, Any]) -> int:
+        seen = self.fact_dicts.get(id(facts))
+        if seen is not None and seen[0] is facts:
+            return seen[1]
+        token = self.fact_sets.setdefault(frozenset(facts.items()), len(self.fact_sets))
+        self.fact_dicts[id(facts)] = (facts, token)  # the dict kept alive: ids are reused
+        return token
+
     def run(self, node: IR, facts: dict[IR, Any]) -> IR:
+        """``node`` folded, assuming ``facts`` (condition -> its value). A facts dict
+        must not change once it has been passed here."""
+        token = self._token(facts)
+        key = (id(node), token)
+        hit = self.by_identity.get(key)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        result = self._run(node, facts, token)
+        self.by_identity[key] = (node, result)  # the node kept alive: ids are reused
+        return result
+
+    def _run(self, node: IR, facts: dict[IR, Any], token: int) -> IR:
         if node in facts:
             return const(facts[node])
         node = self.rewrites.get(node, node)
@@ -203,7 +229,7 @@ class Context:
         if head == "v":
             known = facts.get(("=", node))
             return node if known is None else const(known)
-        key = (node, frozenset(facts.items()))
+        key = (node, token)
         found = self.memo.get(key)
         if found is not None:
             return found

@@ -22,6 +22,7 @@ SPIN's "states stored" is the explorer's distinct-state count.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -165,6 +166,16 @@ class Layout:
         )
         for name, kind in FIELD_KINDS.items():
             self._declare(name, kind, initial[name])
+
+    def encode(self, state: State) -> tuple[int, ...]:
+        """The variables' values in a concrete state (``symbolic.abstract_run``), by
+        the same rules that give the initial values: what a test compares a translated
+        model's state with."""
+        other = copy.copy(self)
+        other.slots, other.ints, other.absent_values = [], [], []
+        for name, kind in FIELD_KINDS.items():
+            other._declare(name, kind, state[name])
+        return tuple(value for slot in other.slots for value in slot.initial)
 
     def member(self, domain: Domain, value: str) -> int:
         member = domain.members[value]

@@ -26,7 +26,7 @@ from typing import Any
 
 from replan.controller.policy import Policy
 from replan.verification.domains import Domains
-from replan.verification.harness import Finding, Operation, observe_call, run_view, violated
+from replan.verification.model_trail import ModelViolation, replay_calls
 from replan.verification.promela import PromelaModel, domain_calls, translate
 from replan.verification.subject import Subject
 
@@ -48,15 +48,8 @@ class SpinUnavailable(OSError):
     """spin or gcc is not installed."""
 
 
-@dataclass
-class SpinViolation:
-    """An assertion pan reported, replayed on the generated controller."""
-
-    property: str
-    calls: list[int]
-    reproduced: bool
-    finding: Finding | None
-    detail: str
+#: An assertion pan reported, replayed on the generated controller.
+SpinViolation = ModelViolation
 
 
 @dataclass
@@ -373,51 +366,21 @@ def replay_trail(
     )
     calls = [int(n) for n in re.findall(r"^\s*CALL (\d+)$", completed.stdout, re.MULTILINE)]
     names = {f"p_{name.replace('-', '_')}": name for name in model.checked}
-    prop = named = names.get(flag, flag)
+    prop = names.get(flag, flag)
     if flag == "int_range":
         return SpinViolation(
             prop, calls, False, None, "a counter left the model's short range (a translation limit)"
         )
-    controller: Any = subject.controller(policy)
-    operations: list[Operation] = []
-    results: list[Any] = []
-    failures: list[str] = []
-    for number in calls:
-        call = model.calls[number]
-        operation = Operation(call.event, call.concrete(run_view(controller)))
-        observed = observe_call(policy, controller, operation)
-        operations.append(operation)
-        results.append(observed.result)
-        failures = violated(observed)
-        if failures and len(operations) < len(calls):
-            unchecked = [name for name in failures if name in model.unchecked]
-            if unchecked:  # a real failure, of a property SPIN does not check
-                prop = unchecked[0]
-                break
-            return SpinViolation(
-                prop,
-                calls,
-                False,
-                None,
-                f"the controller breaks {', '.join(failures)} earlier, at call {len(operations)}",
-            )
-    if prop not in failures:
-        detail = (
-            f"after the {len(calls)} calls of the trail, the controller breaks "
-            f"{', '.join(failures) or 'nothing'}"
-        )
-        return SpinViolation(prop, calls, False, None, detail)
-    finding = Finding(
-        property=prop,
-        policy=policy,
-        operations=operations,
-        results=results,
-        message=f"SPIN's trail for {named}, replayed on {subject.name}"
-        + ("" if prop == named else f" (it breaks {prop}, which SPIN does not check, first)"),
-        source="spin",
-        extra={"engine": "spin", "model_digest": model.digest},
+    return replay_calls(
+        policy,
+        subject,
+        model.calls,
+        list(model.unchecked),
+        calls,
+        prop,
+        "SPIN",
+        {"engine": "spin", "model_digest": model.digest},
     )
-    return SpinViolation(prop, calls, True, finding, "reproduced on the generated controller")
 
 
 def check_domains(policy: Policy, domains: Domains, subject: Subject) -> None:

@@ -773,6 +773,8 @@ class Translator:
             collection = container.value
             if isinstance(item, Const):
                 return z3.BoolVal(item.value in collection)
+            if isinstance(collection, set | frozenset):  # an order fixed by the values,
+                collection = sorted(collection, key=repr)  # not by string hashing
             return any_of(*(self.equal(frame, item, Const(element)) for element in collection))
         if isinstance(container, FSet | FMap) and isinstance(item, Const):
             # a policy key, known: its own member (what the loop below gives, every

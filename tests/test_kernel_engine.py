@@ -1,0 +1,196 @@
+"""``replan explore --engine kernel``: the declaration, bodies, policy and properties
+translated, by the translator behind ``--engine spin``, into pure Python functions
+over a state tuple (``verification/kernel.py``) and searched breadth-first
+(``verification/kernel_search.py``)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import replay_judged_by_the_registry, small_domains
+
+from replan.cli import main
+from replan.controller.policy import DEFAULT_POLICY
+from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification import harness
+from replan.verification.domains import spin_domains
+from replan.verification.explore import explore
+from replan.verification.harness import Operation, observe_call, run_view
+from replan.verification.kernel import build, successors_by_call
+from replan.verification.kernel_search import explore_kernel
+from replan.verification.mutants import MUTANTS
+from replan.verification.subject import PROJECT, Subject
+from replan.verification.symbolic import abstract_run
+
+
+@pytest.mark.parametrize("domains", [small_domains(), spin_domains(1, 1)], ids=lambda d: d.name)
+def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
+    """The same states, transitions and depth as the explorer driving the generated
+    controller, on the small domain and on SPIN's (V, K) = (1, 1)."""
+    kernel = explore_kernel(DEFAULT_POLICY, domains, PROJECT)  # type: ignore[arg-type]
+    python = explore(DEFAULT_POLICY, domains)  # type: ignore[arg-type]
+    assert kernel.ok and kernel.complete and python.ok
+    assert (kernel.states, kernel.transitions, kernel.depth) == (
+        python.states,
+        python.transitions,
+        python.depth,
+    )
+    # most transitions are decided when the kernel is generated, but not all
+    assert 0 < kernel.evaluated < kernel.transitions
+    assert kernel.kernel.unchecked.keys() == {"trace-one-record-per-call"}
+
+
+def test_the_kernel_steps_in_lockstep_with_the_generated_controller() -> None:
+    """Random walks: after every call the kernel's state tuple is the controller's
+    state, encoded by the layout's own rules (``Layout.encode``)."""
+    kernel = build(DEFAULT_POLICY, spin_domains(1, 1), PROJECT.model, PROJECT.model_class)
+    layout = kernel.layout
+    chooser = random.Random(20261205)
+    steps = 0
+    for _walk in range(60):
+        controller = PROJECT.controller(DEFAULT_POLICY)
+        state = kernel.initial
+        for _call in range(14):
+            number = chooser.randrange(len(kernel.calls))
+            call = kernel.calls[number]
+            outcome = successors_by_call(kernel, state)[number]
+            assert not isinstance(outcome, str), outcome
+            operation = Operation(call.event, call.concrete(run_view(controller)))
+            observed = observe_call(DEFAULT_POLICY, controller, operation)
+            assert not harness.violated(observed)
+            state = outcome
+            expected = layout.encode(abstract_run(layout.u, run_view(controller)))
+            assert state == expected, (operation, _diff(kernel.variables, state, expected))
+            steps += 1
+    assert steps == 60 * 14
+
+
+def _diff(names: list[str], got: tuple[int, ...], expected: tuple[int, ...]) -> dict[str, object]:
+    return {n: (a, b) for n, a, b in zip(names, got, expected, strict=True) if a != b}
+
+
+@pytest.mark.parametrize(
+    ("mutant", "broken"),
+    [
+        ("stopped-run-revived", "stopped-is-inert"),
+        ("invalidation-keeps-pending", "observe-change-is-progress"),
+        ("duplicates-not-counted", "duplicate-is-no-progress"),
+    ],
+)
+def test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it(
+    mutant: str, broken: str
+) -> None:
+    """A deliberately broken body: the kernel's shortest path, replayed call by call
+    on that mutant's generated controller, breaks the property the kernel names."""
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), MUTANTS[mutant])
+    assert not result.ok
+    violation = result.violation
+    assert violation is not None and violation.reproduced, violation
+    assert broken in violation.property
+    assert violation.finding is not None
+    controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
+    failures: list[str] = []
+    for operation in violation.finding.operations:
+        failures = harness.violated(observe_call(DEFAULT_POLICY, controller, operation))
+    assert violation.property in failures
+
+
+def test_a_path_the_controller_does_not_reproduce_is_a_translation_bug() -> None:
+    """The kernel is generated from the broken mutant's bodies, the controller is the
+    project's: the kernel's violation is a translation bug, never a property failure."""
+    broken = MUTANTS["stopped-run-revived"]
+    disagreeing = Subject(
+        "model-and-controller-disagree",
+        build_model=broken.build_model,
+        bodies=broken.bodies,
+        build_controller=lambda: PROJECT.controller,
+    )
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), disagreeing)
+    assert not result.ok
+    assert result.violation is not None and not result.violation.reproduced
+    assert result.violation.finding is None
+    assert any("TRANSLATION BUG" in line for line in result.lines())
+
+
+def test_a_changed_property_is_what_the_kernel_enforces(
+    execute_never_executes: Property, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tighten one call property in its source and nothing else: the kernel checks
+    the new body and the replay on the unchanged controller confirms it."""
+    replay_judged_by_the_registry(monkeypatch)
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
+    assert result.violation is not None and result.violation.reproduced
+    assert result.violation.property == "execute-counts-one-step"
+    assert [o.op for o in result.violation.finding.operations][-1] == "execute"  # type: ignore[union-attr]
+
+
+def test_a_changed_state_invariant_is_what_the_kernel_enforces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tighten a state invariant (at most one proposal): the kernel reports it on the
+    first state with two proposals, reproduced on the unchanged controller."""
+    (tmp_path / "tightened_kernel_invariant.py").write_text(
+        "def at_most_one_proposal(run):\n    return run.proposals <= 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_kernel_invariant").at_most_one_proposal
+    original = REGISTRY["proposal-bound"]
+    replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
+    monkeypatch.setitem(REGISTRY, original.name, replaced)
+    replay_judged_by_the_registry(monkeypatch)
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
+    assert result.violation is not None and result.violation.reproduced
+    assert result.violation.property == "proposal-bound"
+    assert result.violation.finding is not None
+    operations = result.violation.finding.operations
+    assert [operation.op for operation in operations].count("propose") == 2
+
+
+def test_the_kernel_names_its_source_and_is_readable_python(tmp_path: Path) -> None:
+    kernel = build(DEFAULT_POLICY, small_domains(), PROJECT.model, PROJECT.model_class)
+    header = kernel.source.split('"""')[1]
+    assert PROJECT.model.digest in header and "do not edit" in header
+    compile(kernel.source, "kernel.py", "exec")
+    assert kernel.source.count("\ndef expand_") == len(kernel.steps)
+    # every property the kernel checks is named where it is checked, or was decided
+    # true for every state when the kernel was generated
+    assert kernel.checked and "def invariants(s):" in kernel.source
+
+
+def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "kernel.py"
+    arguments = ["explore", "--engine", "kernel", "--spin-domains", "--json"]
+    arguments += ["--kernel-source", str(source)]
+    code = main([*arguments, "--mutant", "stopped-run-revived", "-o", str(tmp_path)])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 1 and document["violation"]["reproduced"]
+    assert document["engine"] == "kernel"
+    assert document["kernel_digest"].startswith("sha256:")
+    assert source.read_text().startswith('"""GENERATED')
+    saved = document["saved"]
+    assert len(saved) == 1 and Path(saved[0]).name.startswith("kernel-")
+    assert main(["replay", saved[0]]) == 1  # still fails on the mutant it names
+    assert main(["replay", saved[0], "--implementation", "replan.controller:Controller"]) == 0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--engine", "kernel"],  # not SPIN's domains
+        ["--engine", "kernel", "--spin-domains", "--workers", "2"],
+        ["--engine", "kernel", "--spin-domains", "--memory", "100"],
+        ["--kernel-source", "k.py"],  # the python engine writes no kernel
+        ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
+    ],
+)
+def test_bad_kernel_arguments_exit_2(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explore", *arguments]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "error" in error[0]
