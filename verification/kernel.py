@@ -85,6 +85,9 @@ class Kernel:
     #: per declared state: how many calls leave every state of it unchanged, with
     #: every property decided true (counted, never evaluated)
     settled: list[int]
+    #: per declared state: the classes its other calls fall into (calls with the same
+    #: code there: the guards cannot tell their arguments apart), each run once
+    classes: list[int]
     invariants: Callable[[State], str | None]
     checked: list[str]
     unchecked: dict[str, str]
@@ -138,6 +141,7 @@ def build(
         steps=steps,
         expand=[namespace[f"expand_{mode}"] for mode in range(modes)],
         settled=settled,
+        classes=writer.classes,
         invariants=namespace["invariants"],
         checked=sorted(translation.checked),
         unchecked=translation.unchecked,
@@ -211,6 +215,7 @@ class _Writer:
         self.context = Context(layout.rewrites("b_"))
         self.table: list[tuple[int, int, str | None]] = []
         self.functions = 0
+        self.classes: list[int] = []
         self.blocks: list[str] = []
         modes = len(layout.u.mode.members)
         #: per declared state: (call number, post-state, checks) of every call that is
@@ -275,6 +280,7 @@ class _Writer:
         (calls with the same code in that state run once), or the name of the first
         property a call breaks."""
         members = list(self.layout.u.mode.members)
+        self.classes = []
         for mode, specialized in enumerate(self.specialized):
             seen: set[tuple[Any, ...]] = set()
             body: list[str] = []
@@ -285,6 +291,7 @@ class _Writer:
                 seen.add(key)
                 body.append(f"# call {number}")
                 body += self._body(post, checks, _APPEND)
+            self.classes.append(len(seen))
             self.blocks.append(
                 self._function(
                     f"expand_{mode}(s)",

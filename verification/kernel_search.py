@@ -32,7 +32,7 @@ class KernelResult:
     domains: Domains
     states: int
     transitions: int
-    evaluated: int  # transitions whose function ran (the rest were decided statically)
+    evaluated: int  # transitions whose code ran (one per class; the rest were decided)
     depth: int
     translate_seconds: float
     search_seconds: float
@@ -94,7 +94,8 @@ class KernelResult:
             f"kernel {kernel.digest[:19]})",
             f"states: {self.states:,}  transitions: {self.transitions:,}  depth: {self.depth}",
             f"  evaluated: {self.evaluated:,} ({share:.0%}); the rest leave their state "
-            "unchanged with every property decided when the kernel was generated",
+            "unchanged with every property decided when the kernel was generated, or have "
+            "the same code as a call evaluated (the same class of arguments in that state)",
             f"time: translate {self.translate_seconds:.1f} s, search {self.search_seconds:.2f} s"
             f" ({self.transitions_per_second:,.0f} transitions/s)",
             f"properties checked on every transition: {len(kernel.checked)}",
@@ -189,7 +190,7 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
     states = [initial]
     parent = [-1]
     expand = kernel.expand
-    evaluated_per_mode = [len(steps) for steps in kernel.steps]
+    evaluated_per_mode = kernel.classes
     invariants = kernel.invariants
     mode_position = kernel.mode_position
     calls = len(kernel.calls)
