@@ -200,15 +200,30 @@ def spin_comparison(
     return figures
 
 
+#: Runs the measured command and prints its peak RSS. Linux carries a process's peak
+#: RSS across exec, so a command forked straight from this (large) process would
+#: report this process's size; forked from this small launcher it reports its own.
+_LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def _peak_rss_of(command: list[str]) -> tuple[int, float, int]:
     """(exit code, wall seconds, peak RSS in bytes) of a child process."""
     started = time.perf_counter()
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy()
+    completed = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *command],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        check=True,
     )
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, time.perf_counter() - started, usage.ru_maxrss * 1024
+    seconds = time.perf_counter() - started
+    code, peak_kb = (int(part) for part in completed.stdout.split())
+    return code, seconds, peak_kb * 1024
 
 
 def first_policy_verify(progress: Progress) -> dict[str, Any]:

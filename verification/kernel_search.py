@@ -1,7 +1,7 @@
 """``replan explore --engine kernel``: breadth-first search over the generated kernel.
 
 Owns the search over ``verification/kernel.py``'s state tuples (a dict from state to
-its index, a parent and call per state for the shortest counterexample), the counts
+its index, a parent per state for the shortest counterexample), the counts
 (every call of the domains is a transition of every state, as in SPIN's model and
 the object explorer), and the report. A violation found in the kernel is replayed on
 the real generated controller before it is reported (``model_trail``): one that does
@@ -11,7 +11,8 @@ not reproduce is a translation bug, never a property failure.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,7 +189,7 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
     initial = kernel.initial
     index: dict[State, int] = {initial: 0}
     states = [initial]
-    parent = [-1]
+    parent = array("q", [-1])  # 8 bytes a state, not a boxed int
     expand = kernel.expand
     evaluated_per_mode = kernel.classes
     invariants = kernel.invariants
@@ -236,7 +237,7 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
     return Search(len(states), transitions, evaluated, deepest, broken is None, broken)
 
 
-def _calls_to(kernel: Kernel, parent: list[int], states: list[State], target: int) -> list[int]:
+def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:
     """The calls along the search's path to ``states[target]`` (each found again as
     the first call taking the parent to the child)."""
     numbers: list[int] = []
@@ -249,7 +250,7 @@ def _calls_to(kernel: Kernel, parent: list[int], states: list[State], target: in
 
 
 def _broken_call(
-    kernel: Kernel, parent: list[int], states: list[State], source: int
+    kernel: Kernel, parent: Sequence[int], states: list[State], source: int
 ) -> tuple[str, list[int]]:
     """(property, calls) for the first call of ``states[source]`` breaking a property."""
     outcomes = successors_by_call(kernel, states[source])
