@@ -43,29 +43,46 @@ def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
     assert kernel.kernel.unchecked.keys() == {"trace-one-record-per-call"}
 
 
-def test_the_kernel_steps_in_lockstep_with_the_generated_controller() -> None:
+@pytest.mark.parametrize("subject", [PROJECT, MUTANTS["stopped-run-revived"]], ids=str)
+def test_the_kernel_steps_in_lockstep_with_the_generated_controller(subject: Subject) -> None:
     """Random walks: after every call the kernel's state tuple is the controller's
-    state, encoded by the layout's own rules (``Layout.encode``)."""
-    kernel = build(DEFAULT_POLICY, spin_domains(1, 1), PROJECT.model, PROJECT.model_class)
+    state, encoded by the layout's own rules (``Layout.encode``); the kernel breaks a
+    property exactly when the controller does; and the per-state ``expand``
+    function the search runs gives the same successors and verdict as the calls'
+    own functions. On the project and on a broken body."""
+    kernel = build(DEFAULT_POLICY, spin_domains(1, 1), subject.model, subject.model_class)
     layout = kernel.layout
     chooser = random.Random(20261205)
-    steps = 0
-    for _walk in range(60):
-        controller = PROJECT.controller(DEFAULT_POLICY)
+    steps = broken = 0
+    for _walk in range(40):
+        controller = subject.controller(DEFAULT_POLICY)
         state = kernel.initial
         for _call in range(14):
+            outcomes = successors_by_call(kernel, state)
+            expanded = kernel.expand[state[kernel.mode_position]](state)
+            failures_by_call = [o for o in outcomes.values() if isinstance(o, str)]
+            if isinstance(expanded, str):
+                assert failures_by_call and expanded == failures_by_call[0]
+            else:
+                assert not failures_by_call
+                assert set(expanded) | {state} == set(outcomes.values()) | {state}
             number = chooser.randrange(len(kernel.calls))
             call = kernel.calls[number]
-            outcome = successors_by_call(kernel, state)[number]
-            assert not isinstance(outcome, str), outcome
             operation = Operation(call.event, call.concrete(run_view(controller)))
             observed = observe_call(DEFAULT_POLICY, controller, operation)
-            assert not harness.violated(observed)
+            failures = harness.violated(observed)
+            outcome = outcomes[number]
+            steps += 1
+            if isinstance(outcome, str):
+                assert outcome in failures, (operation, outcome, failures)
+                broken += 1
+                break
+            assert not failures, (operation, failures)
             state = outcome
             expected = layout.encode(abstract_run(layout.u, run_view(controller)))
             assert state == expected, (operation, _diff(kernel.variables, state, expected))
-            steps += 1
-    assert steps == 60 * 14
+    assert steps > 300
+    assert (broken > 0) == (subject is not PROJECT)
 
 
 def _diff(names: list[str], got: tuple[int, ...], expected: tuple[int, ...]) -> dict[str, object]:
@@ -149,15 +166,30 @@ def test_a_changed_state_invariant_is_what_the_kernel_enforces(
     assert [operation.op for operation in operations].count("propose") == 2
 
 
-def test_the_kernel_names_its_source_and_is_readable_python(tmp_path: Path) -> None:
+def test_the_kernel_names_its_source_and_accounts_for_every_call() -> None:
     kernel = build(DEFAULT_POLICY, small_domains(), PROJECT.model, PROJECT.model_class)
     header = kernel.source.split('"""')[1]
     assert PROJECT.model.digest in header and "do not edit" in header
-    compile(kernel.source, "kernel.py", "exec")
+    assert all(f"  {i}: {name}" in header for i, name in enumerate(kernel.variables))
     assert kernel.source.count("\ndef expand_") == len(kernel.steps)
-    # every property the kernel checks is named where it is checked, or was decided
-    # true for every state when the kernel was generated
-    assert kernel.checked and "def invariants(s):" in kernel.source
+    for mode, steps in enumerate(kernel.steps):
+        assert kernel.settled[mode] + len(steps) == len(kernel.calls)
+        assert 0 < kernel.classes[mode] <= len(steps)
+    # every state invariant is checked by name, once per new state
+    invariants = kernel.source.split("def invariants(s):")[1].split("\ndef ")[0]
+    for prop in REGISTRY.values():
+        if prop.kind == "invariant" and prop.name in kernel.checked:
+            assert f"return {prop.name!r}" in invariants, prop.name
+
+
+def test_a_search_stopped_by_max_states_says_incomplete(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["explore", "--engine", "kernel", "--spin-domains", "--max-states", "500"])
+    out = capsys.readouterr().out
+    assert code == 0 and "INCOMPLETE" in out
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT, max_states=50)
+    assert not result.complete and 50 <= result.states < 50 + len(result.kernel.calls)
 
 
 def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
@@ -185,6 +217,10 @@ def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
         ["--engine", "kernel", "--spin-domains", "--workers", "2"],
         ["--engine", "kernel", "--spin-domains", "--memory", "100"],
         ["--kernel-source", "k.py"],  # the python engine writes no kernel
+        ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
+        ["--engine", "kernel", "--spin-domains", "--kernel-source", "/no/such/dir/k.py"],
+        ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
+        ["--engine", "kernel", "--spin-domains", "--max-depth", "3"],
         ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
     ],
 )

@@ -19,6 +19,9 @@ Why it is fast (the design; figures in the README's "The generated kernel"):
   and whose properties all fold to true in a declared state is not evaluated there:
   its transitions are counted, and their verdict is decided here, once, for every
   state of that declared state. So a property is still checked on every transition.
+- Calls with the same code in a declared state (their guards cannot tell the
+  arguments apart there: two ids neither accepted nor completed, say) run once per
+  state: the input classes, derived from the guards.
 - State invariants are one function of the state, evaluated once per new state.
 
 The text is readable Python with a header naming its sources and digests, written
@@ -30,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.policy import Policy
@@ -93,7 +96,6 @@ class Kernel:
     unchecked: dict[str, str]
     initial_failures: list[str]
     groups: int = 0  # functions generated
-    notes: list[str] = field(default_factory=list)
 
 
 def build(
@@ -121,7 +123,13 @@ def build(
     writer.expanders()
     source = writer.module(model, domains, policy)
     namespace: dict[str, Any] = {}
-    exec(compile(source, "<replan kernel>", "exec"), namespace)
+    try:
+        exec(compile(source, "<replan kernel>", "exec"), namespace)
+    except (SyntaxError, RecursionError, MemoryError) as error:  # e.g. nesting too deep
+        raise ValueError(
+            f"the kernel for domains {domains.name!r} is beyond what Python compiles "
+            f"({type(error).__name__}: {error}); --engine spin takes larger domains"
+        ) from None
     modes = len(layout.u.mode.members)
     steps: list[list[tuple[int, Step]]] = [[] for _ in range(modes)]
     settled = [0] * modes
@@ -130,6 +138,9 @@ def build(
             settled[mode] += 1
         else:
             steps[mode].append((number, namespace[function]))
+    for mode in range(modes):  # every call of every declared state is accounted for
+        if settled[mode] + len(steps[mode]) != len(calls):
+            raise RuntimeError(f"kernel: declared state {mode} does not account for every call")
     return Kernel(
         source=source,
         digest=f"sha256:{hashlib.sha256(source.encode()).hexdigest()}",
@@ -381,22 +392,6 @@ class _Target:
 
 _RETURN = _Target(("return s",), "return {}")
 _APPEND = _Target((), "append({})")
-
-
-def _variables(node: IR) -> set[str]:
-    found: set[str] = set()
-    stack = [node]
-    seen: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if item[0] == "v":
-            found.add(item[1])
-        elif item[0] != "c":
-            stack.extend(item[1:])
-    return found
 
 
 def _describe(call: Call) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.policy import Policy
@@ -40,7 +40,6 @@ class KernelResult:
     kernel: Kernel
     complete: bool = True
     violation: ModelViolation | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +82,6 @@ class KernelResult:
                 "calls": len(violation.calls),
                 "detail": violation.detail,
             },
-            "notes": self.notes,
         }
 
     def lines(self) -> list[str]:
@@ -103,7 +101,6 @@ class KernelResult:
         ]
         for name, why in sorted(kernel.unchecked.items()):
             lines.append(f"  not checked by the kernel: {name} ({why})")
-        lines.extend(self.notes)
         for name in kernel.initial_failures:
             lines.append(f"FAILED {name}: the initial state breaks it")
         violation = self.violation
@@ -166,6 +163,7 @@ def explore_kernel(
             numbers,
             prop,
             "the kernel",
+            "kernel",
             {"engine": "kernel", "kernel_digest": kernel.digest},
         )
     return result
@@ -233,8 +231,7 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
         if limit >= 0 and len(states) >= limit:
             return Search(len(states), source * calls, evaluated, depth, False, None)
     transitions = (source + (broken is not None)) * calls
-    deepest = depth + (1 if broken is None and len(states) > level_end else 0)
-    return Search(len(states), transitions, evaluated, deepest, broken is None, broken)
+    return Search(len(states), transitions, evaluated, depth, broken is None, broken)
 
 
 def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:
@@ -244,7 +241,13 @@ def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target
     while target > 0:
         source = parent[target]
         outcomes = successors_by_call(kernel, states[source])
-        numbers.append(next(n for n, state in outcomes.items() if state == states[target]))
+        found = [n for n, state in outcomes.items() if state == states[target]]
+        if not found:
+            raise RuntimeError(
+                "kernel: no call's function gives the state its expand function gave "
+                "(the two disagree: a generator bug)"
+            )
+        numbers.append(found[0])
         target = source
     return numbers[::-1]
 
@@ -254,6 +257,12 @@ def _broken_call(
 ) -> tuple[str, list[int]]:
     """(property, calls) for the first call of ``states[source]`` breaking a property."""
     outcomes = successors_by_call(kernel, states[source])
-    number, failed = next((n, s) for n, s in outcomes.items() if isinstance(s, str))
+    broken = [(n, s) for n, s in outcomes.items() if isinstance(s, str)]
+    if not broken:
+        raise RuntimeError(
+            "kernel: no call's function breaks the property its expand function broke "
+            "(the two disagree: a generator bug)"
+        )
+    number, failed = broken[0]
     assert isinstance(failed, str)
     return failed, [*_calls_to(kernel, parent, states, source), number]

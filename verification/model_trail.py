@@ -38,6 +38,7 @@ def replay_calls(
     numbers: list[int],
     prop: str,
     engine: str,
+    source: str,
     extra: dict[str, Any],
 ) -> ModelViolation:
     """Run the model's calls ``numbers`` on ``subject``'s controller: a violation only
@@ -79,7 +80,7 @@ def replay_calls(
         results=results,
         message=f"{engine}'s trail for {named}, replayed on {subject.name}"
         + ("" if prop == named else f" (it breaks {prop}, which {engine} does not check, first)"),
-        source=engine.lower().replace(" ", "-"),
+        source=source,
         extra=extra,
     )
     return ModelViolation(prop, numbers, True, finding, "reproduced on the generated controller")

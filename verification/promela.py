@@ -115,7 +115,7 @@ def domain_calls(policy: Policy, domains: Domains, model: MachineModel) -> list[
     offered, no event whose arguments are derived from the state."""
     if domains.ids is None or domains.one_id_per_kind:
         raise ValueError(
-            f"domains {domains.name!r}: SPIN needs the same calls in every state "
+            f"domains {domains.name!r}: SPIN and the kernel need the same calls in every state "
             "(a fixed id pool, every id offered: --spin-domains)"
         )
     space = InputSpace(policy, domains)
@@ -135,8 +135,8 @@ def domain_calls(policy: Policy, domains: Domains, model: MachineModel) -> list[
             continue
         else:
             raise ValueError(
-                f"event {event!r}: its arguments depend on the state; SPIN needs domains "
-                "without derived events (--spin-domains)"
+                f"event {event!r}: its arguments depend on the state; SPIN and the kernel "
+                "need domains without derived events (--spin-domains)"
             )
         calls.extend(Call(len(calls), event, argument) for argument in arguments)
     return calls

@@ -379,6 +379,7 @@ def replay_trail(
         calls,
         prop,
         "SPIN",
+        "spin",
         {"engine": "spin", "model_digest": model.digest},
     )
 

@@ -21,7 +21,7 @@ the report states in full.
   replan explore --engine kernel --spin-domains --ids 2
                                           the same translation printed as Python (the
                                           generated successor kernel) and searched here:
-                                          no SPIN needed, 10-20x the python engine
+                                          no SPIN needed, 12-14x the python engine
   replan explore --engine kernel --spin-domains --kernel-source k.py
                                           ... and the kernel written out, for review
 
@@ -33,7 +33,8 @@ state is reachable from every reachable state (traps).
 
 On a violation the shortest counterexample (breadth-first: no shorter run in these
 domains breaks a property) is printed and saved as -o DIR/explore-<property>.json
-in the shared counterexample format: `replan replay FILE` re-runs it.
+(spin-<property>.json, kernel-<property>.json for those engines) in the shared
+counterexample format: `replan replay FILE` re-runs it.
 
 With --engine spin a violation is reported only when SPIN's trail, replayed on the
 generated controller, breaks the same property; a trail that does not is reported as
@@ -348,6 +349,10 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
                 f"(known: {', '.join(sorted(mutants.MUTANTS))})"
             )
         subject = mutants.MUTANTS[args.mutant]
+    if engine == "kernel" and args.kernel_source is not None:
+        parent = Path(args.kernel_source).absolute().parent
+        if not parent.is_dir():
+            raise CliError(f"--kernel-source {args.kernel_source}: no directory {parent}")
     result: Any
     try:
         check_domains(policy, domains, subject)
@@ -370,11 +375,6 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
             )
     except (SpinUnavailable, ValueError, RuntimeError) as error:  # spin, gcc or pan failed
         raise CliError(str(error)) from None
-    if engine == "kernel" and args.kernel_source is not None:
-        try:
-            Path(args.kernel_source).write_text(result.kernel.source)
-        except OSError as error:
-            raise CliError(f"--kernel-source {args.kernel_source}: {error.strerror}") from None
     saved = []
     violation = result.violation
     if violation is not None and violation.finding is not None:
@@ -391,6 +391,14 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
         print("\n".join(result.lines()))
         for path in saved:
             print(f"saved {path}  (replay: replan replay {path})")
+    if engine == "kernel" and args.kernel_source is not None:
+        from replan.verification.files import write_atomically
+
+        try:
+            write_atomically(args.kernel_source, result.kernel.source)
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise CliError(f"--kernel-source {args.kernel_source}: {reason}") from None
     return 0 if result.ok else 1
 
 
