@@ -164,28 +164,14 @@ def build(
 class _PythonPrinter(Printer):
     """IR -> Python: pre-state variables read from the state tuple into locals."""
 
+    NOT = "(not {})"
+    AND = " and "
+    OR = " or "
+    ITE = "({then} if {condition} else {otherwise})"
+
     def __init__(self, local: Callable[[str], str]) -> None:
         super().__init__(0)
-        self.local = local
-
-    def text(self, node: IR) -> str:
-        named = self.names.get(node)
-        if named is not None:
-            return named
-        head = node[0]
-        if head == "c":
-            return str(node[1])
-        if head == "v":
-            return self.local(node[1])
-        if head == "!":
-            return f"(not {self.text(node[1])})"
-        if head == "&&":
-            return "(" + " and ".join(self.text(c) for c in node[1:]) + ")"
-        if head == "||":
-            return "(" + " or ".join(self.text(c) for c in node[1:]) + ")"
-        if head == "?":
-            return f"({self.text(node[2])} if {self.text(node[1])} else {self.text(node[3])})"
-        return f"({self.text(node[1])} {head} {self.text(node[2])})"
+        self.variable = local  # type: ignore[method-assign]
 
 
 def substitute(node: IR, values: dict[str, IR], memo: dict[IR, IR]) -> IR:

@@ -73,15 +73,7 @@ class KernelResult:
             "unchecked": kernel.unchecked,
             "initial_failures": kernel.initial_failures,
             "ok": self.ok,
-            "violation": None
-            if violation is None
-            else {
-                "property": violation.property,
-                "reproduced": violation.reproduced,
-                "translation_bug": not violation.reproduced,
-                "calls": len(violation.calls),
-                "detail": violation.detail,
-            },
+            "violation": None if violation is None else violation.to_json(),
         }
 
     def lines(self) -> list[str]:

@@ -29,6 +29,15 @@ class ModelViolation:
     finding: Finding | None
     detail: str
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "property": self.property,
+            "reproduced": self.reproduced,
+            "translation_bug": not self.reproduced,
+            "calls": len(self.calls),
+            "detail": self.detail,
+        }
+
 
 def replay_calls(
     policy: Policy,

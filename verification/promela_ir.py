@@ -130,12 +130,22 @@ def content_equal(left: Content, right: Content) -> IR:
 
 
 class Printer:
-    """IR -> Promela text; subexpressions used more than once become hidden temps."""
+    """IR -> Promela text; subexpressions used more than once become hidden temps.
+    The syntax is in class attributes, so another target (the kernel's Python)
+    overrides them and ``variable``."""
+
+    NOT = "!{}"
+    AND = " && "
+    OR = " || "
+    ITE = "({condition} -> {then} : {otherwise})"
 
     def __init__(self, first_temp: int = 0) -> None:
         self.names: dict[IR, str] = {}
         self.lines: list[str] = []
         self.next_temp = first_temp
+
+    def variable(self, name: str) -> str:
+        return name
 
     def share(self, roots: Iterable[IR]) -> None:
         """Give every compound node used twice or more (among ``roots`` and what is
@@ -171,14 +181,18 @@ class Printer:
         if head == "c":
             return str(node[1])
         if head == "v":
-            name: str = node[1]
-            return name
+            return self.variable(node[1])
         if head == "!":
-            return f"!{self.text(node[1])}"
+            return self.NOT.format(self.text(node[1]))
         if head in ("&&", "||"):
-            return "(" + f" {head} ".join(self.text(c) for c in node[1:]) + ")"
+            joiner = self.AND if head == "&&" else self.OR
+            return "(" + joiner.join(self.text(c) for c in node[1:]) + ")"
         if head == "?":
-            return f"({self.text(node[1])} -> {self.text(node[2])} : {self.text(node[3])})"
+            return self.ITE.format(
+                condition=self.text(node[1]),
+                then=self.text(node[2]),
+                otherwise=self.text(node[3]),
+            )
         return f"({self.text(node[1])} {head} {self.text(node[2])})"
 
 

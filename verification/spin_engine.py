@@ -103,15 +103,7 @@ class SpinResult:
             "unchecked": self.model.unchecked,
             "initial_failures": self.model.initial_failures,
             "ok": self.ok,
-            "violation": None
-            if violation is None
-            else {
-                "property": violation.property,
-                "reproduced": violation.reproduced,
-                "translation_bug": not violation.reproduced,
-                "calls": len(violation.calls),
-                "detail": violation.detail,
-            },
+            "violation": None if violation is None else violation.to_json(),
             "notes": self.notes,
         }
 
