@@ -43,7 +43,9 @@ def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
     assert kernel.kernel.unchecked.keys() == {"trace-one-record-per-call"}
 
 
-@pytest.mark.parametrize("subject", [PROJECT, MUTANTS["stopped-run-revived"]], ids=str)
+@pytest.mark.parametrize(
+    "subject", [PROJECT, MUTANTS["stopped-run-revived"]], ids=lambda subject: subject.name
+)
 def test_the_kernel_steps_in_lockstep_with_the_generated_controller(subject: Subject) -> None:
     """Random walks: after every call the kernel's state tuple is the controller's
     state, encoded by the layout's own rules (``Layout.encode``); the kernel breaks a

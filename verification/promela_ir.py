@@ -16,16 +16,36 @@ from typing import Any
 # ---- the IR: hash-consed expression tuples -----------------------------------------------
 
 IR = tuple[Any, ...]
-TRUE: IR = ("c", 1)
-FALSE: IR = ("c", 0)
+
+
+class Node(tuple):  # type: ignore[type-arg]
+    """An IR node: a tuple whose hash is computed once, when it is made. A plain
+    tuple's hash is recomputed over its whole tree at every dict lookup, and the
+    folding looks nodes up in its memo and facts at every visit: with plain tuples
+    generating the kernel spent most of its time hashing."""
+
+    h: int
+
+    def __hash__(self) -> int:
+        return self.h
+
+
+def make(*parts: Any) -> IR:
+    made = Node(parts)
+    made.h = tuple.__hash__(made)
+    return made
+
+
+TRUE: IR = make("c", 1)
+FALSE: IR = make("c", 0)
 
 
 def const(value: int) -> IR:
-    return ("c", int(value))
+    return make("c", int(value))
 
 
 def var(name: str) -> IR:
-    return ("v", name)
+    return make("v", name)
 
 
 def is_const(node: IR) -> bool:
@@ -38,7 +58,7 @@ def negate(node: IR) -> IR:
     if node[0] == "!":
         inner: IR = node[1]
         return inner
-    return ("!", node)
+    return make("!", node)
 
 
 def conj(*parts: IR) -> IR:
@@ -53,7 +73,7 @@ def conj(*parts: IR) -> IR:
                 kept.append(item)
     if not kept:
         return TRUE
-    return kept[0] if len(kept) == 1 else ("&&", *kept)
+    return kept[0] if len(kept) == 1 else make("&&", *kept)
 
 
 def disj(*parts: IR) -> IR:
@@ -68,7 +88,7 @@ def disj(*parts: IR) -> IR:
                 kept.append(item)
     if not kept:
         return FALSE
-    return kept[0] if len(kept) == 1 else ("||", *kept)
+    return kept[0] if len(kept) == 1 else make("||", *kept)
 
 
 def ite(condition: IR, then: IR, otherwise: IR) -> IR:
@@ -80,7 +100,7 @@ def ite(condition: IR, then: IR, otherwise: IR) -> IR:
         return condition
     if then == FALSE and otherwise == TRUE:
         return negate(condition)
-    return ("?", condition, then, otherwise)
+    return make("?", condition, then, otherwise)
 
 
 def binary(op: str, left: IR, right: IR) -> IR:
@@ -100,7 +120,7 @@ def binary(op: str, left: IR, right: IR) -> IR:
         return TRUE
     if op in ("!=", "<") and left == right:
         return FALSE
-    return (op, left, right)
+    return make(op, left, right)
 
 
 def equal(left: IR, right: IR) -> IR:
@@ -204,11 +224,11 @@ class Context:
 
     def __init__(self, rewrites: dict[IR, IR]) -> None:
         self.memo: dict[tuple[IR, int], IR] = {}
-        #: the same memo by identity: an IR tuple does not cache its hash, so hashing
-        #: a large expression at every visit would make folding quadratic
+        #: the same memo by identity, which answers most visits without comparing
+        #: two equal trees node by node
         self.by_identity: dict[tuple[int, int], tuple[IR, IR]] = {}
-        #: a small number per distinct set of facts (and per facts dict seen)
-        self.fact_sets: dict[frozenset[tuple[IR, Any]], int] = {}
+        #: a number per facts dict (by identity: a set of facts compared by value at
+        #: every new dict cost more than the memo hits it added)
         self.fact_dicts: dict[int, tuple[dict[IR, Any], int]] = {}
         #: equalities the layout guarantees (an absent value is stored as zero)
         self.rewrites = rewrites
@@ -217,7 +237,7 @@ class Context:
         seen = self.fact_dicts.get(id(facts))
         if seen is not None and seen[0] is facts:
             return seen[1]
-        token = self.fact_sets.setdefault(frozenset(facts.items()), len(self.fact_sets))
+        token = len(self.fact_dicts)
         self.fact_dicts[id(facts)] = (facts, token)  # the dict kept alive: ids are reused
         return token
 
