@@ -2,7 +2,7 @@
 from a state tuple to a successor tuple, for ``replan explore --engine kernel``.
 
 Owns the fourth target of the translator that produces z3 and Promela: the same
-lowered calls (``promela._Translation.lowered``: the z3 step relation's post-state
+lowered calls (``promela.Translation.lowered``: the z3 step relation's post-state
 and the properties' terms, with the call's argument substituted) printed as Python,
 one function per (call, group of declared states in which the call does the same).
 Leaves the search and the replay of a violation to ``verification/kernel_search.py``.
@@ -42,7 +42,8 @@ from replan.verification.domains import Domains
 from replan.verification.promela import (
     Call,
     LoweredCall,
-    _Translation,
+    Translation,
+    call_text,
     domain_calls,
 )
 from replan.verification.promela_ir import (
@@ -108,7 +109,7 @@ def build(
     """Translate ``model`` with ``model_class``'s bodies under ``policy`` over
     ``domains`` into a kernel, and compile it."""
     calls = domain_calls(policy, domains, model)
-    translation = _Translation(policy, model, model_class, calls, domains.versions)
+    translation = Translation(policy, model, model_class, calls, domains.versions)
     layout = translation.layout
     writer = _Writer(layout, set(translation.invariants))
     by_event: dict[str, list[Call]] = {}
@@ -381,9 +382,7 @@ _APPEND = _Target((), "append({})")
 
 
 def _describe(call: Call) -> str:
-    from replan.verification.promela import _call_text
-
-    return _call_text(call).replace('"', "'").replace("\\", "/")
+    return call_text(call).replace('"', "'").replace("\\", "/")
 
 
 def successors_by_call(kernel: Kernel, state: State) -> dict[int, State | str]:

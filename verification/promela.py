@@ -142,7 +142,7 @@ def domain_calls(policy: Policy, domains: Domains, model: MachineModel) -> list[
     return calls
 
 
-def _call_text(call: Call) -> str:
+def call_text(call: Call) -> str:
     argument = call.argument
     if isinstance(argument, Plan):
         shown = (
@@ -169,7 +169,7 @@ def translate(
     """The Promela model of ``model`` with ``model_class``'s bodies under ``policy``,
     over ``domains``."""
     calls = domain_calls(policy, domains, model)
-    translation = _Translation(policy, model, model_class, calls, domains.versions)
+    translation = Translation(policy, model, model_class, calls, domains.versions)
     blocks: list[str] = []
     temps = 0
     by_event: dict[str, list[Call]] = {}
@@ -193,7 +193,7 @@ def translate(
     )
 
 
-class _Translation:
+class Translation:
     """The shared parts of one translation: the universe, the layout, the properties'
     z3 terms over a fresh post-state, and which properties are checked."""
 
@@ -367,7 +367,7 @@ def _call_block(
     changing = {bool(changed) for _, _, changed in branches}
     indent = "\n       "
     head = [f"call = {call.number}"] + [f"b_{name} = {name}" for name in layout.variables()]
-    text = "  :: d_step { /* " + _call_text(call) + " */" + indent
+    text = "  :: d_step { /* " + call_text(call) + " */" + indent
     text += (";" + indent).join(head) + ";" + indent
     if len(branches) == 1:
         text += (";" + indent).join(branches[0][1]) + ";" + indent
@@ -492,7 +492,7 @@ def _argument_substitution(
     symbolic = encoding.argument
     if isinstance(symbolic, Record):
         if concrete is None:
-            raise TranslationError(f"{_call_text(call)}: its argument has no abstraction")
+            raise TranslationError(f"{call_text(call)}: its argument has no abstraction")
         for name, term in symbolic.fields.items():
             if isinstance(call.argument, Plan) and name in RELATIVE_FIELDS:
                 offset = getattr(call.argument, name)
@@ -504,7 +504,7 @@ def _argument_substitution(
     values = input_values(u, encoding, call.argument, translator.globals, checker)
     for text, term in encoding.inputs.items():
         if text not in values:
-            raise TranslationError(f"{_call_text(call)}: the input {text!r} has no value")
+            raise TranslationError(f"{call_text(call)}: the input {text!r} has no value")
         pairs.append((term, z3.BoolVal(values[text])))
     return pairs
 
