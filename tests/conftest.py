@@ -154,3 +154,20 @@ def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         "replan.verification.model_trail.violated", lambda call: harness.violated(call, fresh)
     )
+
+
+@pytest.fixture
+def at_most_one_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Property:
+    """The state invariant ``proposal-bound`` tightened in a module of its own (at
+    most one proposal), put in the registry in its place, and translated trails
+    judged by the registry as it now is: what a user's edit of one invariant gives
+    the translated engines."""
+    module = tmp_path / "tightened_invariant.py"
+    module.write_text("def at_most_one_proposal(run):\n    return run.proposals <= 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tightened = __import__("tightened_invariant").at_most_one_proposal
+    original = REGISTRY["proposal-bound"]
+    replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
+    monkeypatch.setitem(REGISTRY, original.name, replaced)
+    replay_judged_by_the_registry(monkeypatch)
+    return replaced

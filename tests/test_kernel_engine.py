@@ -147,19 +147,10 @@ def test_a_changed_property_is_what_the_kernel_enforces(
 
 
 def test_a_changed_state_invariant_is_what_the_kernel_enforces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    at_most_one_proposal: Property,
 ) -> None:
     """Tighten a state invariant (at most one proposal): the kernel reports it on the
     first state with two proposals, reproduced on the unchanged controller."""
-    (tmp_path / "tightened_kernel_invariant.py").write_text(
-        "def at_most_one_proposal(run):\n    return run.proposals <= 1\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    tightened = __import__("tightened_kernel_invariant").at_most_one_proposal
-    original = REGISTRY["proposal-bound"]
-    replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
-    monkeypatch.setitem(REGISTRY, original.name, replaced)
-    replay_judged_by_the_registry(monkeypatch)
     result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "proposal-bound"

@@ -14,7 +14,7 @@ from conftest import replay_judged_by_the_registry, small_domains
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.spec.vocabulary import Property
 from replan.verification import harness
 from replan.verification.domains import spin_domains
 from replan.verification.explore import explore
@@ -112,20 +112,11 @@ def test_a_changed_property_is_what_spin_enforces(
 
 
 def test_a_changed_state_invariant_is_what_spin_enforces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    at_most_one_proposal: Property, tmp_path: Path
 ) -> None:
     """State invariants are asserted after the calls that change the state: tighten
     one (at most one proposal) and SPIN reports it by name after the second
     proposal, reproduced on the unchanged controller."""
-    (tmp_path / "tightened_invariant.py").write_text(
-        "def at_most_one_proposal(run):\n    return run.proposals <= 1\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    tightened = __import__("tightened_invariant").at_most_one_proposal
-    original = REGISTRY["proposal-bound"]
-    replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
-    monkeypatch.setitem(REGISTRY, original.name, replaced)
-    replay_judged_by_the_registry(monkeypatch)
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "proposal-bound"
