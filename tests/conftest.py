@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from replan.controller import Controller, EvidenceState, Observation, Plan
+from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.run import Run
 from replan.spec.reference import ReferenceController
 from replan.spec.vocabulary import REGISTRY, Property
@@ -127,6 +128,7 @@ def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     original = REGISTRY["execute-counts-one-step"]
     replaced = Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",))
     monkeypatch.setitem(REGISTRY, original.name, replaced)
+    replay_judged_by_the_registry(monkeypatch)
     return replaced
 
 
@@ -171,3 +173,42 @@ def at_most_one_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pro
     monkeypatch.setitem(REGISTRY, original.name, replaced)
     replay_judged_by_the_registry(monkeypatch)
     return replaced
+
+
+#: Broken bodies each translated engine (SPIN, the kernel) must find, with the
+#: property it must name.
+TRANSLATED_ENGINE_MUTANTS = [
+    ("stopped-run-revived", "stopped-is-inert"),
+    ("invalidation-keeps-pending", "observe-change-is-progress"),
+    ("duplicates-not-counted", "duplicate-is-no-progress"),
+]
+
+
+def assert_reproduced_on_mutant(violation: Any, mutant: str, broken: str) -> None:
+    """A translated engine's violation names ``broken``, was reproduced, and its
+    saved operations break that property on a fresh controller of ``mutant``."""
+    from replan.verification.mutants import MUTANTS
+
+    assert violation is not None and violation.reproduced, violation
+    assert broken in violation.property
+    assert violation.finding is not None
+    controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
+    failures: list[str] = []
+    for operation in violation.finding.operations:
+        failures = harness.violated(harness.observe_call(DEFAULT_POLICY, controller, operation))
+    assert violation.property in failures
+
+
+def model_and_controller_disagree() -> Any:
+    """A subject whose model is a broken mutant's and whose controller is the
+    project's: a translated engine's violation on it must be a translation bug."""
+    from replan.verification.mutants import MUTANTS
+    from replan.verification.subject import PROJECT, Subject
+
+    broken = MUTANTS["stopped-run-revived"]
+    return Subject(
+        "model-and-controller-disagree",
+        build_model=broken.build_model,
+        bodies=broken.bodies,
+        build_controller=lambda: PROJECT.controller,
+    )

@@ -111,6 +111,34 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err.strip()
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--memory", "100"],  # the python engine has no memory limit
+        ["--kernel-source", "k.py"],  # nor a kernel to write
+        # the translated engines: refused before SPIN or the kernel is looked for
+        ["--engine", "spin"],  # not SPIN's domains
+        ["--engine", "spin", "--spin-domains", "--workers", "2"],
+        ["--engine", "spin", "--spin-domains", "--keep-going"],
+        ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
+        ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
+        ["--engine", "kernel"],
+        ["--engine", "kernel", "--spin-domains", "--workers", "2"],
+        ["--engine", "kernel", "--spin-domains", "--memory", "100"],
+        ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
+        ["--engine", "kernel", "--spin-domains", "--max-depth", "3"],
+        ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
+        ["--engine", "kernel", "--spin-domains", "--kernel-source", "/no/such/dir/k.py"],
+    ],
+)
+def test_bad_engine_arguments_exit_2_with_one_line(
+    arguments: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explore", *arguments]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "error" in error[0]
+
+
 def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:

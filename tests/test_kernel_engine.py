@@ -10,7 +10,12 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import replay_judged_by_the_registry, small_domains
+from conftest import (
+    TRANSLATED_ENGINE_MUTANTS,
+    assert_reproduced_on_mutant,
+    model_and_controller_disagree,
+    small_domains,
+)
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
@@ -91,14 +96,7 @@ def _diff(names: list[str], got: tuple[int, ...], expected: tuple[int, ...]) -> 
     return {n: (a, b) for n, a, b in zip(names, got, expected, strict=True) if a != b}
 
 
-@pytest.mark.parametrize(
-    ("mutant", "broken"),
-    [
-        ("stopped-run-revived", "stopped-is-inert"),
-        ("invalidation-keeps-pending", "observe-change-is-progress"),
-        ("duplicates-not-counted", "duplicate-is-no-progress"),
-    ],
-)
+@pytest.mark.parametrize(("mutant", "broken"), TRANSLATED_ENGINE_MUTANTS)
 def test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it(
     mutant: str, broken: str
 ) -> None:
@@ -106,28 +104,13 @@ def test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it(
     on that mutant's generated controller, breaks the property the kernel names."""
     result = explore_kernel(DEFAULT_POLICY, small_domains(), MUTANTS[mutant])
     assert not result.ok
-    violation = result.violation
-    assert violation is not None and violation.reproduced, violation
-    assert broken in violation.property
-    assert violation.finding is not None
-    controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
-    failures: list[str] = []
-    for operation in violation.finding.operations:
-        failures = harness.violated(observe_call(DEFAULT_POLICY, controller, operation))
-    assert violation.property in failures
+    assert_reproduced_on_mutant(result.violation, mutant, broken)
 
 
 def test_a_path_the_controller_does_not_reproduce_is_a_translation_bug() -> None:
     """The kernel is generated from the broken mutant's bodies, the controller is the
     project's: the kernel's violation is a translation bug, never a property failure."""
-    broken = MUTANTS["stopped-run-revived"]
-    disagreeing = Subject(
-        "model-and-controller-disagree",
-        build_model=broken.build_model,
-        bodies=broken.bodies,
-        build_controller=lambda: PROJECT.controller,
-    )
-    result = explore_kernel(DEFAULT_POLICY, small_domains(), disagreeing)
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), model_and_controller_disagree())
     assert not result.ok
     assert result.violation is not None and not result.violation.reproduced
     assert result.violation.finding is None
@@ -135,11 +118,10 @@ def test_a_path_the_controller_does_not_reproduce_is_a_translation_bug() -> None
 
 
 def test_a_changed_property_is_what_the_kernel_enforces(
-    execute_never_executes: Property, monkeypatch: pytest.MonkeyPatch
+    execute_never_executes: Property,
 ) -> None:
     """Tighten one call property in its source and nothing else: the kernel checks
     the new body and the replay on the unchanged controller confirms it."""
-    replay_judged_by_the_registry(monkeypatch)
     result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "execute-counts-one-step"
@@ -201,25 +183,3 @@ def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
     assert len(saved) == 1 and Path(saved[0]).name.startswith("kernel-")
     assert main(["replay", saved[0]]) == 1  # still fails on the mutant it names
     assert main(["replay", saved[0], "--implementation", "replan.controller:Controller"]) == 0
-
-
-@pytest.mark.parametrize(
-    "arguments",
-    [
-        ["--engine", "kernel"],  # not SPIN's domains
-        ["--engine", "kernel", "--spin-domains", "--workers", "2"],
-        ["--engine", "kernel", "--spin-domains", "--memory", "100"],
-        ["--kernel-source", "k.py"],  # the python engine writes no kernel
-        ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
-        ["--engine", "kernel", "--spin-domains", "--kernel-source", "/no/such/dir/k.py"],
-        ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
-        ["--engine", "kernel", "--spin-domains", "--max-depth", "3"],
-        ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
-    ],
-)
-def test_bad_kernel_arguments_exit_2(
-    arguments: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["explore", *arguments]) == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "error" in error[0]

@@ -10,18 +10,22 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import replay_judged_by_the_registry, small_domains
+from conftest import (
+    TRANSLATED_ENGINE_MUTANTS,
+    assert_reproduced_on_mutant,
+    model_and_controller_disagree,
+    small_domains,
+)
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.spec.vocabulary import Property
-from replan.verification import harness
 from replan.verification.domains import spin_domains
 from replan.verification.explore import explore
 from replan.verification.mutants import MUTANTS
 from replan.verification.promela import translate
 from replan.verification.spin_engine import explore_spin
-from replan.verification.subject import PROJECT, Subject
+from replan.verification.subject import PROJECT
 
 SPIN_MISSING = shutil.which("spin") is None or shutil.which("gcc") is None
 if SPIN_MISSING and os.environ.get("CI") == "true":  # .ci/run installs them
@@ -55,14 +59,7 @@ def test_every_storage_gives_the_same_count_on_a_small_domain(tmp_path: Path) ->
     assert set(counts.values()) == {python.states}
 
 
-@pytest.mark.parametrize(
-    ("mutant", "broken"),
-    [
-        ("stopped-run-revived", "stopped-is-inert"),
-        ("invalidation-keeps-pending", "observe-change-is-progress"),
-        ("duplicates-not-counted", "duplicate-is-no-progress"),
-    ],
-)
+@pytest.mark.parametrize(("mutant", "broken"), TRANSLATED_ENGINE_MUTANTS)
 def test_spin_finds_a_broken_body_and_the_controller_reproduces_it(
     tmp_path: Path, mutant: str, broken: str
 ) -> None:
@@ -70,29 +67,14 @@ def test_spin_finds_a_broken_body_and_the_controller_reproduces_it(
     mutant's generated controller, breaks the property SPIN names."""
     result = explore_spin(DEFAULT_POLICY, small_domains(), MUTANTS[mutant], workdir=tmp_path)
     assert not result.ok
-    violation = result.violation
-    assert violation is not None and violation.reproduced, violation
-    assert broken in violation.property
-    assert violation.finding is not None
-    call = harness.observe_call
-    controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
-    failures: list[str] = []
-    for operation in violation.finding.operations:
-        failures = harness.violated(call(DEFAULT_POLICY, controller, operation))
-    assert violation.property in failures
+    assert_reproduced_on_mutant(result.violation, mutant, broken)
 
 
 def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path: Path) -> None:
     """The translated model says one thing, the generated controller another (here:
     the model is the broken mutant's, the controller the project's): SPIN's
     assertion is reported as a translation bug, never as a property failure."""
-    broken = MUTANTS["stopped-run-revived"]
-    disagreeing = Subject(
-        "model-and-controller-disagree",
-        build_model=broken.build_model,
-        bodies=broken.bodies,
-        build_controller=lambda: PROJECT.controller,
-    )
+    disagreeing = model_and_controller_disagree()
     result = explore_spin(DEFAULT_POLICY, small_domains(), disagreeing, workdir=tmp_path)
     assert result.translation_bug and not result.ok
     assert result.violation is not None and result.violation.finding is None
@@ -100,12 +82,11 @@ def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path
 
 
 def test_a_changed_property_is_what_spin_enforces(
-    execute_never_executes: Property, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    execute_never_executes: Property, tmp_path: Path
 ) -> None:
     """Tighten one property in its source (no execute may answer Executed) and
     nothing else: the Promela model asserts the new body, SPIN reports it on the
     unchanged controller, and the replay confirms it."""
-    replay_judged_by_the_registry(monkeypatch)
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
     assert result.violation is not None and result.violation.reproduced
     assert result.violation.property == "execute-counts-one-step"
@@ -160,24 +141,6 @@ def test_the_cli_saves_a_replayable_counterexample(
     assert recorded["implementation"] == "replan.verification.mutants:stopped_run_revived"
     assert main(["replay", saved[0]]) == 1  # still fails on the mutant it names
     assert main(["replay", saved[0], "--implementation", "replan.controller:Controller"]) == 0
-
-
-@pytest.mark.parametrize(
-    "arguments",
-    [
-        ["--engine", "spin"],  # not SPIN's domains
-        ["--engine", "spin", "--spin-domains", "--workers", "2"],
-        ["--engine", "spin", "--spin-domains", "--keep-going"],
-        ["--memory", "100"],  # the python engine has no memory limit
-        ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
-    ],
-)
-def test_bad_engine_arguments_exit_2(
-    arguments: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["explore", *arguments]) == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "error" in error[0]
 
 
 def test_a_memory_limit_falls_back_to_a_smaller_storage(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from replan.controller.policy import Policy
 from replan.verification.domains import Domains
 from replan.verification.model_trail import ModelViolation, replay_calls
-from replan.verification.promela import PromelaModel, domain_calls, translate
+from replan.verification.promela import PromelaModel, translate
 from replan.verification.subject import Subject
 
 #: How pan stores states, in the order tried when memory runs out: exact (every
@@ -374,8 +374,3 @@ def replay_trail(
         "spin",
         {"engine": "spin", "model_digest": model.digest},
     )
-
-
-def check_domains(policy: Policy, domains: Domains, subject: Subject) -> None:
-    """Raise ValueError when SPIN cannot take ``domains`` (``promela.domain_calls``)."""
-    domain_calls(policy, domains, subject.model)

@@ -319,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progress: Any) -> int:
     """``--engine spin`` and ``--engine kernel``: the declaration translated and
     searched; a violation is replayed on the generated controller."""
-    from replan.verification.spin_engine import SpinUnavailable, check_domains
+    from replan.verification.promela import domain_calls
+    from replan.verification.spin_engine import SpinUnavailable
     from replan.verification.subject import PROJECT
 
     engine = args.engine
@@ -355,7 +356,7 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
             raise CliError(f"--kernel-source {args.kernel_source}: no directory {parent}")
     result: Any
     try:
-        check_domains(policy, domains, subject)
+        domain_calls(policy, domains, subject.model)  # refused before spin or gcc is sought
         if engine == "spin":
             from replan.verification.spin_engine import explore_spin
 
