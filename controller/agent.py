@@ -10,7 +10,7 @@ function-invocation layer.
 
 Leaves to others: what the controller decides (``controller.Controller``); the
 provider (any ``BaseChatClient``; the tests and the reference episode use
-``verification.scripted.ScriptedChatClient``, which is a script, not a model);
+``verification.subjects.scripted.ScriptedChatClient``, which is a script, not a model);
 observations, which only the host delivers by calling ``controller.observe``. No
 tool here can observe: a model proposes, the host's evidence decides.
 

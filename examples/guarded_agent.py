@@ -4,7 +4,7 @@ The agent is a plain Microsoft Agent Framework ``Agent``: its tools (``read_conf
 ``inspect_parser``, ``check_access``, ``commit_import``) know nothing about replan. The
 middleware turns each of the model's tool calls into a proposal and an execution
 through the executor, with a real SQLite journal in a temporary directory. The model
-is SCRIPTED (``replan.verification.scripted.ScriptedChatClient``: a fixed script, not a
+is SCRIPTED (``replan.verification.subjects.scripted.ScriptedChatClient``: a fixed script, not a
 language model, no network), so every run shows the same four things:
 
 1. a stale call is refused: ``commit_import`` was planned in the same response as
@@ -43,7 +43,7 @@ from replan.controller.agent import FunctionInvokingChatClient, ReplanMiddleware
 from replan.controller.executor import Executor, Grant
 from replan.controller.policy import policy_from_dict
 from replan.controller.sqlite_journal import SqliteJournal
-from replan.verification.scripted import (
+from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,

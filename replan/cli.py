@@ -4,10 +4,10 @@
 Exit codes, for every subcommand: 0 everything held, 1 a property failed (its
 counterexample is printed and saved), 2 bad input or usage (one line on stderr, no
 traceback, nothing changed), 130 interrupted (Ctrl-C: one line on stderr within 2 s,
-nothing written; verification/interrupt.py).
+nothing written; verification/runtime/interrupt.py).
 
 A command's files are written when it has finished, each atomically, all of them or
-none (verification/files.py).
+none (verification/runtime/files.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from replan.common import CliError
-from replan.verification import files, interrupt
+from replan.verification.runtime import files, interrupt
 
 #: name -> (module under replan.commands, one-line summary). Add a subcommand here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _interrupted(label: str) -> int:
-    """Whatever the command held back is dropped (verification/files.py): an
+    """Whatever the command held back is dropped (verification/runtime/files.py): an
     interrupted command writes nothing."""
     interrupt.finished()
     print(f"{label}: interrupted", file=sys.stderr, flush=True)

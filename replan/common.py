@@ -13,7 +13,7 @@ from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
 from replan.controller.records import PolicyError
-from replan.verification.files import write_atomically
+from replan.verification.runtime.files import write_atomically
 
 #: Where every command writes unless told otherwise (relative to where it runs; in
 #: this repository's .gitignore): out/<command>/...

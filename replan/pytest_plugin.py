@@ -44,7 +44,7 @@ from hypothesis import settings
 if TYPE_CHECKING:
     from replan.controller.policy import Policy
 
-#: The campaign's budgets (verification.campaign.PROFILES) as Hypothesis profiles.
+#: The campaign's budgets (verification.engines.campaign.machine.PROFILES) as Hypothesis profiles.
 #: Stated here, not imported, so loading the plugin does not load the campaign.
 HYPOTHESIS_PROFILES = {"ci": (200, 60), "default": (600, 80), "thorough": (3000, 100)}
 PREFIX = "replan-"
@@ -171,13 +171,13 @@ def replan_campaign(
 
     Returns a callable (keyword overrides: ``profile``, ``seed``, ``examples``,
     ``steps``) so the test decides when the campaign runs and can read its result
-    (a ``verification.campaign.CampaignResult``) when it passes. The commit
+    (a ``verification.engines.campaign.machine.CampaignResult``) when it passes. The commit
     equivalence runs first: it takes milliseconds, the campaign seconds."""
     chosen = _settings(request)
     out = request.config.getoption("--replan-out")
 
     def run(**overrides: Any) -> Any:
-        from replan.verification.policy_check import check_policy
+        from replan.verification.pipeline.policy_check import check_policy
 
         failure, result = check_policy(
             replan_policy,

@@ -41,7 +41,7 @@ nesting that leaves is flattened; an enumeration member (``ExecuteResult.EXECUTE
 is read from a module constant bound once, because reading it through its class
 costs a class attribute lookup on every call.
 
-``translate`` (what ``verification/symbolic.py`` turns into z3) is the guard before
+``translate`` (what ``verification/translate/symbolic.py`` turns into z3) is the guard before
 these method-local rewrites; they only change how the same values are read.
 
 The output is deterministic: regenerating an unchanged declaration changes nothing,
@@ -89,7 +89,7 @@ _RECORDS = ("ExecuteResult", "Observation", "Plan", "StopReason")
 
 
 def diagram_label(model: MachineModel, transition: TransitionInfo) -> str:
-    """The label ``replan diagram`` draws on a transition (``verification.diagram.graph.
+    """The label ``replan diagram`` draws on a transition (``verification.report.diagram.graph.
     Edge.text``; a test holds the two equal): ``event #priority`` where several
     transitions leave its state on its event, ``[guard]`` (``[else]`` for the unguarded
     last resort among several), then ``/ action``. Emitted into the generated module,
@@ -803,7 +803,7 @@ class _Generator:
     def translate(self, tree: ast.expr, event: str) -> ast.expr:
         """The guard with each named guard's body inlined: what the generated
         controller evaluates, before the method-local rewrites (the z3 translation
-        in ``verification/symbolic.py`` reads this)."""
+        in ``verification/translate/symbolic.py`` reads this)."""
         if isinstance(tree, ast.Name):
             return self.guard_call(tree.id, event)
         if isinstance(tree, ast.UnaryOp):
@@ -1521,7 +1521,7 @@ def render_controller(model: MachineModel, model_class: type = Run) -> str:
 
 #: The module a controller loaded from another declaration or bodies is generated
 #: into is this prefix and its name, dashes as underscores (a broken controller of
-#: ``verification.mutants`` is importable there under that name too).
+#: ``verification.subjects.mutants`` is importable there under that name too).
 GENERATED_PREFIX = "replan_generated_"
 
 

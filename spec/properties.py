@@ -3,8 +3,8 @@
 This is the specification the engines check, written once: the campaign evaluates
 these functions after every operation, the explorer on every transition, and z3
 proves every step from any state satisfying the invariants satisfies each of them,
-with the limits symbolic (``verification/prove.py``, through the translator in
-``verification/symbolic.py``). The lockstep run of the generated controller against
+with the limits symbolic (``verification/engines/prove/engine.py``, through the translator in
+``verification/translate/symbolic.py``). The lockstep run of the generated controller against
 the reference model checks the generator; only these check the design.
 
 A call property looks at one call: the run ``before`` it, the event's argument, the

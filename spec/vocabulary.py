@@ -5,7 +5,7 @@ Owns: the decorators that name a property (``call_property``, ``state_invariant`
 besides plain Python (``raised``, ``unchanged``, ``with_entry``, ``with_member``) with
 their Python meaning, and ``Checker``, which evaluates every property on one call or
 one state. Leaves to ``spec/properties.py`` what the properties say, and to
-``verification/symbolic.py`` the z3 meaning of the same helpers (keyed by these
+``verification/translate/symbolic.py`` the z3 meaning of the same helpers (keyed by these
 function objects), so one definition is run by the campaign and the explorer and
 proved by z3.
 
@@ -42,7 +42,7 @@ COMPONENTS: Mapping[str, tuple[str, ...]] = FIELD_COMPONENTS
 CALL_PARAMETERS = frozenset({"before", "after", "answer", "event", "argument", "appended"})
 
 
-# ---- helpers: their Python meaning (the z3 one is verification/symbolic.py's) ------
+# ---- helpers: their Python meaning (the z3 one is verification/translate/symbolic.py's) ------
 
 
 def raised(answer: object, error: type[BaseException] = Exception) -> bool:

@@ -20,8 +20,8 @@ from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.run import Run
 from replan.spec.reference import ReferenceController
 from replan.spec.vocabulary import REGISTRY, Property
-from replan.verification import harness
-from replan.verification.domains import Domains
+from replan.verification.core import harness
+from replan.verification.core.domains import Domains
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,
@@ -154,7 +154,7 @@ def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     as it is now (the module-level one was built on import, before a test changed it)."""
     fresh = harness.Checker()
     monkeypatch.setattr(
-        "replan.verification.model_trail.violated", lambda call: harness.violated(call, fresh)
+        "replan.verification.engines.trail.violated", lambda call: harness.violated(call, fresh)
     )
 
 
@@ -187,7 +187,7 @@ TRANSLATED_ENGINE_MUTANTS = [
 def assert_reproduced_on_mutant(violation: Any, mutant: str, broken: str) -> None:
     """A translated engine's violation names ``broken``, was reproduced, and its
     saved operations break that property on a fresh controller of ``mutant``."""
-    from replan.verification.mutants import MUTANTS
+    from replan.verification.subjects.mutants import MUTANTS
 
     assert violation is not None and violation.reproduced, violation
     assert broken in violation.property
@@ -202,8 +202,8 @@ def assert_reproduced_on_mutant(violation: Any, mutant: str, broken: str) -> Non
 def model_and_controller_disagree() -> Any:
     """A subject whose model is a broken mutant's and whose controller is the
     project's: a translated engine's violation on it must be a translation bug."""
-    from replan.verification.mutants import MUTANTS
-    from replan.verification.subject import PROJECT, Subject
+    from replan.verification.core.subject import PROJECT, Subject
+    from replan.verification.subjects.mutants import MUTANTS
 
     broken = MUTANTS["stopped-run-revived"]
     return Subject(

@@ -24,7 +24,7 @@ from replan.controller.agent import (
     FunctionMiddleware,
     Message,
 )
-from replan.verification.scripted import (
+from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,

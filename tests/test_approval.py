@@ -27,7 +27,7 @@ from replan.controller import (
 )
 from replan.controller.agent import EXECUTE_STEP, PROPOSE_PLAN, ControllerAgent
 from replan.controller.policy import PolicyError, policy_from_dict, policy_to_dict
-from replan.verification.scripted import (
+from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,

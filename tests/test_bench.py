@@ -14,8 +14,8 @@ import pytest
 
 from replan.cli import main
 from replan.controller import Controller, ExecuteResult, StopReason
-from replan.verification import bench
-from replan.verification.bench import (
+from replan.verification.bench.middleware import DIFFERENCES
+from replan.verification.bench.run import (
     GENERATED,
     HANDWRITTEN,
     IMPLEMENTATIONS,
@@ -24,8 +24,8 @@ from replan.verification.bench import (
     WORKLOAD,
     Settings,
 )
-from replan.verification.handwritten import HandwrittenController
-from replan.verification.middleware_workloads import DIFFERENCES
+from replan.verification.bench.run import run as bench
+from replan.verification.subjects.handwritten import HandwrittenController
 
 TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)
 NAMES = {"generated", "hand-written", "python-statemachine"}
@@ -213,7 +213,7 @@ def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
         "TOOLS",
         {
             "missing": ("replan.verification.no_such_tool_module", fails),
-            "failing": ("replan.verification.handwritten", fails),
+            "failing": ("replan.verification.subjects.handwritten", fails),
         },
     )
     figures = bench.tool_figures(TINY)
@@ -277,8 +277,8 @@ def test_the_explore_figures_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> None
 def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Path) -> None:
     """Without SPIN's anchor the comparison says why, and the explorer's figures (one
     worker, two) stand, with the same counts."""
-    from replan.verification.domains import product_domains
-    from replan.verification.explore_bench import explore_lines, spin_comparison
+    from replan.verification.bench.explore import explore_lines, spin_comparison
+    from replan.verification.core.domains import product_domains
 
     domains = product_domains(1, 1)
     figures = spin_comparison(1, 1, 1, lambda _: None, anchor=tmp_path, domains=domains)
@@ -296,7 +296,7 @@ def test_one_and_two_workers_are_measured_side_by_side_without_spin(tmp_path: Pa
 def test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts(tmp_path: Path) -> None:
     from conftest import small_domains
 
-    from replan.verification.explore_bench import explore_lines, spin_comparison
+    from replan.verification.bench.explore import explore_lines, spin_comparison
 
     figures = spin_comparison(1, 1, 2, lambda _: None, anchor=tmp_path, domains=small_domains())
     kernel, one = figures["kernel"], figures["explore_1_workers"]
@@ -308,7 +308,7 @@ def test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts(tmp_pat
 
 
 def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:
-    from replan.verification.explore_bench import campaign_throughput, explore_lines
+    from replan.verification.bench.explore import campaign_throughput, explore_lines
 
     figures = campaign_throughput(2, lambda _: None, examples=3)
     assert figures["examples"] >= 3 and len(figures["samples"]["campaign"]) == 2
@@ -324,7 +324,7 @@ def test_the_scale_figures_compare_workers_and_ray(tmp_path: Path) -> None:
     """`replan bench --scale --quick`: the campaign on 1, 2, 4 local workers and 2 Ray
     tasks, a first failure found on each, the explorer's counts equal everywhere."""
     pytest.importorskip("ray", reason="the scale extra (ray) is not installed")
-    from replan.verification.scale_bench import scale_figures, scale_lines
+    from replan.verification.bench.scale import scale_figures, scale_lines
 
     figures = scale_figures(True, lambda _: None)
     assert [(c["workers"], c["ray"]) for c in figures["campaign"]] == [
@@ -347,7 +347,7 @@ def test_a_child_started_from_a_large_bench_reports_its_own_peak_rss() -> None:
     command allocating 50 MB reports about that."""
     import sys
 
-    from replan.verification.explore_bench import _peak_rss_of
+    from replan.verification.bench.explore import _peak_rss_of
 
     held = [bytearray(10**6) for _ in range(250)]
     code, seconds, peak = _peak_rss_of([sys.executable, "-c", "x = bytearray(50 * 10**6)"])

@@ -13,8 +13,8 @@ from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
 from replan.controller.records import Plan
 from replan.spec.vocabulary import REGISTRY
-from replan.verification.campaign import CampaignResult, run_campaign
-from replan.verification.coverage import dead_transitions, declared_model, targets_for
+from replan.verification.core.coverage import dead_transitions, declared_model, targets_for
+from replan.verification.engines.campaign.machine import CampaignResult, run_campaign
 
 THREE_PREREQUISITES_TWO_STEPS = policy_from_dict(
     {
@@ -236,8 +236,8 @@ def test_examples_seeded_from_a_witness_check_the_prefix_too() -> None:
     """seed_missed never covers a transition without checking it: the seeded examples
     run under the same properties, and a broken controller's failure there becomes the
     campaign's finding."""
-    from replan.verification.campaign import mutant_implementation, seed_missed
-    from replan.verification.harness import Operation
+    from replan.verification.core.harness import Operation
+    from replan.verification.engines.campaign.machine import mutant_implementation, seed_missed
 
     implementation = mutant_implementation("step-not-counted")
     result = run_campaign(
@@ -283,14 +283,14 @@ def test_the_same_seed_gives_the_same_campaign_whatever_else_is_imported() -> No
     program = (
         "{extra}\n"
         "from replan.controller.policy import DEFAULT_POLICY\n"
-        "from replan.verification.campaign import run_campaign\n"
+        "from replan.verification.engines.campaign.machine import run_campaign\n"
         "r = run_campaign(DEFAULT_POLICY, 'ci', seed=11, examples=40, steps=30,"
         " out_dir=None, database=None)\n"
         "print(r.examples, r.operations, sorted(r.coverage.transitions.items()))\n"
     )
     extra = (
-        "import replan.verification.review.page, replan.verification.sarif, "
-        "replan.verification.bench, replan.controller.durable.dbos"
+        "import replan.verification.report.review.page, replan.verification.report.sarif, "
+        "replan.verification.bench.run, replan.controller.durable.dbos"
     )
     outputs = {
         subprocess.run(

@@ -9,12 +9,16 @@ from typing import Any
 import pytest
 
 from replan.controller.policy import DEFAULT_POLICY
-from replan.verification import visited as visited_module
-from replan.verification.campaign import PROFILES, run_campaign
-from replan.verification.domains import smoke_domains
-from replan.verification.engine_memory import EXAMPLES_PER_ENGINE, engine_budgets, engine_seed
-from replan.verification.explore import coverage, explore
-from replan.verification.visited import Visited, canonical_snapshot, fingerprint
+from replan.verification.core import visited as visited_module
+from replan.verification.core.domains import smoke_domains
+from replan.verification.core.visited import Visited, canonical_snapshot, fingerprint
+from replan.verification.engines.campaign.machine import PROFILES, run_campaign
+from replan.verification.engines.campaign.memory import (
+    EXAMPLES_PER_ENGINE,
+    engine_budgets,
+    engine_seed,
+)
+from replan.verification.engines.explore.engine import coverage, explore
 
 #: Both keys at one version (7,233 states, about a second): the campaign's visits fall
 #: both inside and outside it.

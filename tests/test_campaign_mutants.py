@@ -1,5 +1,5 @@
 """Proof that the campaign bites: each deliberately broken controller of
-``verification.mutants`` is caught (exit 1) with a counterexample no longer than a
+``verification.subjects.mutants`` is caught (exit 1) with a counterexample no longer than a
 person would need, whose JSON replays the failure with ``replan replay`` and whose
 generated pytest file fails on the broken controller."""
 
@@ -15,9 +15,9 @@ import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.verification.campaign import mutant_implementation, run_campaign
-from replan.verification.harness import load_counterexample
-from replan.verification.mutants import MUTANTS
+from replan.verification.core.harness import load_counterexample
+from replan.verification.engines.campaign.machine import mutant_implementation, run_campaign
+from replan.verification.subjects.mutants import MUTANTS
 
 #: The shortest counterexample for each mutant the campaign catches under the default
 #: policy (max_steps = 4), and why; the campaign may use SLACK operations more than that.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.records import EvidenceState, Observation, Plan
 from replan.spec.reference import ReferenceController
-from replan.verification.bare_lockstep import bare_lockstep_rate
-from replan.verification.campaign import build_machine
-from replan.verification.harness import Operation, apply
+from replan.verification.bench.bare_lockstep import bare_lockstep_rate
+from replan.verification.core.harness import Operation, apply
+from replan.verification.engines.campaign.machine import build_machine
 
 PASSED = EvidenceState.PASSED
 #: A run to Completed: both prerequisites, the commit step proposed and executed.
@@ -51,8 +51,8 @@ def test_a_reset_reference_is_a_fresh_one() -> None:
 def test_one_reference_per_machine_class() -> None:
     """Each run of an engine gets the machine class's one reference, reset."""
     from replan.controller import Controller
-    from replan.verification.campaign import Recorder
-    from replan.verification.coverage import Coverage, targets_for
+    from replan.verification.core.coverage import Coverage, targets_for
+    from replan.verification.engines.campaign.machine import Recorder
 
     recorder = Recorder(Coverage(targets_for(DEFAULT_POLICY)), 1)
     machine = build_machine(DEFAULT_POLICY, Controller, recorder, identity="reuse")

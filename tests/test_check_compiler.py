@@ -24,8 +24,8 @@ from replan.controller.run import Run
 from replan.spec import vocabulary
 from replan.spec.check_compiler import check_source, compile_call_checks
 from replan.spec.vocabulary import REGISTRY, Property
-from replan.verification.domains import InputSpace, smoke_domains
-from replan.verification.harness import (
+from replan.verification.core.domains import InputSpace, smoke_domains
+from replan.verification.core.harness import (
     CHECKER,
     OPS,
     Call,
@@ -34,7 +34,7 @@ from replan.verification.harness import (
     run_view,
     violated,
 )
-from replan.verification.mutants import MUTANTS, mutant_controller
+from replan.verification.subjects.mutants import MUTANTS, mutant_controller
 
 HOSTILE: dict[str, list[Any]] = {
     "observe": [
@@ -160,15 +160,17 @@ def test_a_changed_property_is_what_the_explorer_enforces(
     execute must answer something else than Executed) and nothing else: the explorer,
     which compiles its checks from the properties' source, now reports that
     property broken on the unchanged controller."""
-    from replan.verification.domains import current_plans_only
-    from replan.verification.explore import explore
+    from replan.verification.core.domains import current_plans_only
+    from replan.verification.engines.explore.engine import explore
 
     # What a fresh process builds from the registry (the checkers are made on import).
     fresh = vocabulary.Checker()
     compiled_source, _ = check_source(fresh.for_event("execute"), "execute")
     assert "answer is not ExecuteResult.EXECUTED" in compiled_source  # read from its source
-    monkeypatch.setattr("replan.verification.explore.CHECKER", fresh)
-    monkeypatch.setattr("replan.verification.explore.violated", lambda call: violated(call, fresh))
+    monkeypatch.setattr("replan.verification.engines.explore.engine.CHECKER", fresh)
+    monkeypatch.setattr(
+        "replan.verification.engines.explore.engine.violated", lambda call: violated(call, fresh)
+    )
     domains = current_plans_only("tightened", versions=1, ids=1)
     result = explore(DEFAULT_POLICY, domains, stop_at_first=True)
     assert not result.ok

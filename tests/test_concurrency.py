@@ -12,7 +12,7 @@ from replan.controller import Controller, EvidenceState, ExecuteResult, Observat
 from replan.controller.agent import ControllerTools
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.serialized import SerializedController
-from replan.verification.concurrent_campaign import switching_often
+from replan.verification.engines.campaign.concurrent import switching_often
 
 #: Every step may run at once: nothing waits for evidence.
 OPEN = replace(DEFAULT_POLICY, max_steps=2, max_proposals=10**6, no_progress_limit=10**6)

@@ -13,14 +13,14 @@ from replan.cli import main
 from replan.controller import Controller, EvidenceState, Observation, Plan
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.serialized import SerializedController
-from replan.verification.concurrent_campaign import (
+from replan.verification.core.harness import Operation, apply
+from replan.verification.engines.campaign.concurrent import (
     LINEARIZABLE,
     ThreadCall,
     check_trial,
     run_concurrent_campaign,
     serialize,
 )
-from replan.verification.harness import Operation, apply
 
 
 def _campaign(capsys: pytest.CaptureFixture[str], *arguments: str) -> tuple[int, dict]:  # type: ignore[type-arg]

@@ -84,7 +84,7 @@ def test_what_is_no_run_log_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_one_run_of_a_dbos_database_conforms_and_an_edited_one_diverges(tmp_path: Path) -> None:
-    from replan.verification.durable_crash import run_to_end
+    from replan.verification.boundary.durable.crash import run_to_end
 
     database = tmp_path / "runs.db"
     run_to_end(f"sqlite:///{database}", "import-1", tmp_path)

@@ -1,6 +1,6 @@
 """Crash safety with real processes: a child works against a SQLite journal and is
 SIGKILLed at each point around the executor's two records; the journal is reopened
-and checked (verification/executor_crash.py has the child and the checks)."""
+and checked (verification/boundary/executor/crash.py has the child and the checks)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from replan.controller.executor import Executor, Outcome
 from replan.controller.sqlite_journal import SqliteJournal
-from replan.verification.executor_crash import (
+from replan.verification.boundary.executor.crash import (
     EARLIER,
     FAULTS,
     GRANT,
@@ -29,7 +29,7 @@ from replan.verification.executor_crash import (
     recovery_problems,
     start_child,
 )
-from replan.verification.executor_mutants import REAL
+from replan.verification.boundary.executor.mutants import REAL
 
 
 def effect_runs(directory: Path) -> list[str]:

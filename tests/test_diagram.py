@@ -22,12 +22,12 @@ from replan.controller.records import EvidenceState, ExecuteResult, Observation,
 from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.model import MachineModel, TransitionInfo, extract
-from replan.verification.diagram import machine_diagram, render
-from replan.verification.diagram.dot import to_dot
-from replan.verification.diagram.graph import Change, build, diff, final_answers
-from replan.verification.diagram.mermaid import MermaidError, parse, to_mermaid
-from replan.verification.harness import Finding, Operation, apply
-from replan.verification.mutants import without
+from replan.verification.core.harness import Finding, Operation, apply
+from replan.verification.report.diagram import machine_diagram, render
+from replan.verification.report.diagram.dot import to_dot
+from replan.verification.report.diagram.graph import Change, build, diff, final_answers
+from replan.verification.report.diagram.mermaid import MermaidError, parse, to_mermaid
+from replan.verification.subjects.mutants import without
 
 MODEL = extract(Replanning)
 SVG = "{http://www.w3.org/2000/svg}"
@@ -344,7 +344,7 @@ def test_trace_highlights_the_path_with_numbered_steps(tmp_path: Path) -> None:
 
 
 def test_trace_path_follows_the_generated_controller(tmp_path: Path) -> None:
-    from replan.verification.diagram.overlays import load_trace
+    from replan.verification.report.diagram.overlays import load_trace
 
     path, operations = counterexample(tmp_path)
     trace = load_trace(path, MODEL)
@@ -393,7 +393,7 @@ def test_diff_against_an_older_declaration_colours_added_removed_changed(
 ) -> None:
     import subprocess
 
-    from replan.verification.diagram.overlays import OverlayError, load_old
+    from replan.verification.report.diagram.overlays import OverlayError, load_old
 
     source = Path("spec/declaration.py").read_text(encoding="utf-8")
     gate = next(line for line in source.splitlines(True) if '"not prerequisites_passed"' in line)
@@ -441,7 +441,7 @@ def test_a_revision_is_read_in_the_repository_holding_the_policy(tmp_path: Path)
     policy is that file at that revision, under today's declaration."""
     import subprocess
 
-    from replan.verification.diagram.overlays import OverlayError, load_old, repository_for
+    from replan.verification.report.diagram.overlays import OverlayError, load_old, repository_for
 
     repository = tmp_path / "agent-app"
     (repository / "config").mkdir(parents=True)

@@ -15,9 +15,9 @@ import pytest
 from replan.cli import main
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification.diagram import machine_diagram, readme_mermaid, render
-from replan.verification.diagram.dot import to_dot
-from replan.verification.diagram.mermaid import parse
+from replan.verification.report.diagram import machine_diagram, readme_mermaid, render
+from replan.verification.report.diagram.dot import to_dot
+from replan.verification.report.diagram.mermaid import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = extract(Replanning)
@@ -177,7 +177,7 @@ def _real_mermaid() -> bool:
     # .ci/run installs the parser, so in CI (CI=true) this test always runs.
     not _real_mermaid() and not os.environ.get("CI"),
     reason="the real Mermaid parser is not installed "
-    "(npm ci --prefix verification/diagram/mermaid_check)",
+    "(npm ci --prefix verification/report/diagram/mermaid_check)",
 )
 def test_the_real_mermaid_parser_reads_every_transition() -> None:
     text = readme_mermaid()

@@ -16,11 +16,11 @@ from replan.controller.policy import DEFAULT_POLICY, policy_from_dict, policy_to
 from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification.diagram import machine_diagram, render
-from replan.verification.diagram.graph import build
-from replan.verification.diagram.guard_policy import condition_expression, guard_expression
-from replan.verification.diagram.overview import wrap_guard
-from replan.verification.liveness import liveness
+from replan.verification.core.liveness import liveness
+from replan.verification.report.diagram import machine_diagram, render
+from replan.verification.report.diagram.graph import build
+from replan.verification.report.diagram.guard_policy import condition_expression, guard_expression
+from replan.verification.report.diagram.overview import wrap_guard
 
 #: Every test here draws with Graphviz (skipped, with the reason, without it).
 pytestmark = pytest.mark.graphviz

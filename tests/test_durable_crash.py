@@ -1,7 +1,7 @@
 """Kill and restart, for real: the durable import run and the durable guarded agent
 (DBOS workflows) are SIGKILLed at every boundary and at random moments, on SQLite,
 and end as the uninterrupted run does, with no effect run twice
-(verification/durable_crash.py has the runs, the workers and the checks;
+(verification/boundary/durable/crash.py has the runs, the workers and the checks;
 tests/test_durable_crash_postgres.py runs them on PostgreSQL)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from replan.controller.durable.dbos import effect_step
-from replan.verification.durable_crash import (
+from replan.verification.boundary.durable.crash import (
     FORGETFUL_AGENT,
     WORKLOADS,
     Matrix,

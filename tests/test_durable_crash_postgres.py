@@ -1,7 +1,7 @@
 """The kill-and-restart matrix of tests/test_durable_crash.py on a real PostgreSQL
 server: the one REPLAN_POSTGRES_URL names (.ci/run starts Debian's cluster on
 127.0.0.1), else a throwaway cluster started from Debian's postgresql package
-(verification/postgres.py). Skipped, with the reason, only when no server can be
+(verification/boundary/durable/postgres.py). Skipped, with the reason, only when no server can be
 started; under CI=true that is a failure."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from replan.verification.durable_crash import crash_matrix
-from replan.verification.postgres import server_url
+from replan.verification.boundary.durable.crash import crash_matrix
+from replan.verification.boundary.durable.postgres import server_url
 
 
 @pytest.fixture(scope="module")

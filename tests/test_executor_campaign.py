@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from replan.verification.executor_campaign import INVARIANTS, run_executor_campaign
-from replan.verification.executor_mutants import MUTANTS, REAL
+from replan.verification.boundary.executor.campaign import INVARIANTS, run_executor_campaign
+from replan.verification.boundary.executor.mutants import MUTANTS, REAL
 
 
 def test_real_executor_holds_every_invariant() -> None:

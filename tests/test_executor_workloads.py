@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-import replan.verification.executor_workloads as workloads
+import replan.verification.bench.executor as workloads
 from replan.controller.executor import Execution, Executor, Grant, Operation, Outcome
-from replan.verification.executor_mutants import GrantNotChecked
+from replan.verification.boundary.executor.mutants import GrantNotChecked
 
 
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))

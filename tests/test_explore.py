@@ -1,4 +1,4 @@
-"""The breadth-first explorer (verification/explore.py): state identity, the fast
+"""The breadth-first explorer (verification/engines/explore/engine.py): state identity, the fast
 successor function, coverage verdicts, shortest counterexamples, caps, symmetry.
 
 The two slow figures (the default report, SPIN's (1, 1) count) are in
@@ -23,13 +23,14 @@ from replan.spec.declaration import Replanning
 from replan.spec.generator import load_controller
 from replan.spec.model import extract
 from replan.spec.vocabulary import REGISTRY
-from replan.verification.domains import (
+from replan.verification.core.domains import (
     Domains,
     InputSpace,
     current_plans_only,
     product_domains,
 )
-from replan.verification.explore import (
+from replan.verification.core.harness import apply, load_counterexample, run_sequence
+from replan.verification.engines.explore.engine import (
     _normal,
     abstract_state,
     compare_campaign,
@@ -39,8 +40,7 @@ from replan.verification.explore import (
     shortest_path_to_violation,
     state_of_snapshot,
 )
-from replan.verification.harness import apply, load_counterexample, run_sequence
-from replan.verification.mutants import mutant_controller, without
+from replan.verification.subjects.mutants import mutant_controller, without
 
 #: A domain small enough to explore exhaustively in a fraction of a second (979 states).
 TINY = current_plans_only(
@@ -384,7 +384,7 @@ def test_abstract_state_forgets_only_what_the_contract_cannot_tell_apart() -> No
 def test_campaign_comparison_gives_coverage_and_the_shortest_equivalent_trace(tmp_path) -> None:
     """Item 5: a campaign failure gets the explorer's shortest run breaking the same
     property, saved beside it; the coverage figure comes with it."""
-    from replan.verification.campaign import run_campaign
+    from replan.verification.engines.campaign.machine import run_campaign
 
     mutant = mutant_controller("stale-plan-check-removed")
     campaign = run_campaign(

@@ -17,8 +17,8 @@ import pytest
 
 from replan.cli import main
 from replan.controller import Controller
-from replan.verification.domains import spin_domains
-from replan.verification.explore import explore
+from replan.verification.core.domains import spin_domains
+from replan.verification.engines.explore.engine import explore
 
 
 def test_default_report_reaches_every_declared_transition_and_stop_reason(
@@ -78,7 +78,10 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
     [saved] = report["saved"]
     document = json.loads(Path(saved).read_text(encoding="utf-8"))
     assert document["property"] == "propose-evidence-must-be-current"
-    assert document["implementation"] == "replan.verification.mutants:stale_plan_check_removed"
+    assert (
+        document["implementation"]
+        == "replan.verification.subjects.mutants:stale_plan_check_removed"
+    )
     assert document["source"] == "explorer" and document["steps"]
     assert main(["replay", saved]) == 1  # still fails on the mutant
     assert "propose-evidence-must-be-current" in capsys.readouterr().out
@@ -146,7 +149,7 @@ def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
     the test is quick: the wiring is what is checked)."""
     from test_explore import TINY
 
-    import replan.verification.explore as explore_module
+    import replan.verification.engines.explore.engine as explore_module
 
     monkeypatch.setattr(explore_module, "default_report_domains", lambda policy: (TINY,))
     arguments = ["campaign", "--profile", "ci", "--seed", "1", "--examples", "5", "--steps", "10"]

@@ -27,8 +27,8 @@ from replan.controller import (
     Step,
     StopReason,
 )
-from replan.verification.handwritten import HandwrittenController
-from replan.verification.harness import Operation, apply, run_sequence
+from replan.verification.core.harness import Operation, apply, run_sequence
+from replan.verification.subjects.handwritten import HandwrittenController
 
 PASSED, FAILED, UNKNOWN = EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN
 

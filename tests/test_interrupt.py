@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replan.verification import files
+from replan.verification.runtime import files
 
 ROOT = Path(__file__).resolve().parent.parent
 WEAK_GATE = ROOT / "tests" / "policies" / "commit-requires-parser-only.toml"

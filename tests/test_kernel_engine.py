@@ -1,7 +1,7 @@
 """``replan explore --engine kernel``: the declaration, bodies, policy and properties
 translated, by the translator behind ``--engine spin``, into pure Python functions
-over a state tuple (``verification/kernel.py``) and searched breadth-first
-(``verification/kernel_search.py``)."""
+over a state tuple (``verification/translate/kernel.py``) and searched breadth-first
+(``verification/engines/kernel.py``)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ from conftest import (
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.spec.vocabulary import REGISTRY, Property
-from replan.verification import harness
-from replan.verification.domains import spin_domains
-from replan.verification.explore import explore
-from replan.verification.harness import Operation, observe_call, run_view
-from replan.verification.kernel import build, successors_by_call
-from replan.verification.kernel_search import explore_kernel
-from replan.verification.mutants import MUTANTS
-from replan.verification.subject import PROJECT, Subject
-from replan.verification.symbolic import abstract_run
+from replan.verification.core import harness
+from replan.verification.core.domains import spin_domains
+from replan.verification.core.harness import Operation, observe_call, run_view
+from replan.verification.core.subject import PROJECT, Subject
+from replan.verification.engines.explore.engine import explore
+from replan.verification.engines.kernel import explore_kernel
+from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.translate.kernel import build, successors_by_call
+from replan.verification.translate.symbolic import abstract_run
 
 
 @pytest.mark.parametrize("domains", [small_domains(), spin_domains(1, 1)], ids=lambda d: d.name)

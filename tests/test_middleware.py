@@ -34,7 +34,7 @@ from replan.controller.agent import FunctionInvokingChatClient, GuardedCall, Rep
 from replan.controller.executor import Executor, Grant
 from replan.controller.sqlite_journal import SqliteJournal
 from replan.controller.telemetry import TracedController, agent_run
-from replan.verification.scripted import (
+from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
     Reply,
@@ -468,7 +468,7 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
 def test_span_names_are_the_diagrams_labels() -> None:
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
-    from replan.verification.diagram.graph import build
+    from replan.verification.report.diagram.graph import build
 
     edges = build(extract(Replanning), POLICY).edges
     assert {edge.index: edge.text for edge in edges} == dict(enumerate(LABELS))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-import replan.verification.middleware_workloads as workloads
+import replan.verification.bench.middleware as workloads
 from replan.controller.executor import Grant
 
 

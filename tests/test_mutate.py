@@ -18,8 +18,8 @@ from replan.controller import DEFAULT_POLICY
 from replan.spec import vocabulary
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification.adequacy import Judge, Matrix, run_matrix
-from replan.verification.mutation import OPERATORS, all_mutants, body_names
+from replan.verification.subjects.adequacy import Judge, Matrix, run_matrix
+from replan.verification.subjects.mutation import OPERATORS, all_mutants, body_names
 
 DECLARATION = extract(Replanning)
 EVIDENCE = Path(__file__).resolve().parent.parent / "evidence" / "mutate.json"
@@ -88,7 +88,10 @@ def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(
         k: v for k, v in vocabulary.REGISTRY.items() if k != "propose-revision-must-increase"
     }
     monkeypatch.setattr(vocabulary, "REGISTRY", trimmed)
-    from replan.verification import campaign, explore, harness, prove
+    from replan.verification.core import harness
+    from replan.verification.engines.campaign import machine as campaign
+    from replan.verification.engines.explore import engine as explore
+    from replan.verification.engines.prove import engine as prove
 
     weaker = vocabulary.Checker(trimmed.values())
     for module in (harness, campaign, explore):  # every engine's bound checker

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from replan.cli import main
-from replan.verification.executor_mutants import MUTANTS
-from replan.verification.mutation_matrix import CHECKS, run_check, run_matrix
+from replan.verification.boundary.executor.matrix import CHECKS, run_check, run_matrix
+from replan.verification.boundary.executor.mutants import MUTANTS
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "evidence" / "mutation-matrix.json"
 

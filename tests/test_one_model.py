@@ -13,7 +13,7 @@ from replan.spec.declaration import Replanning
 from replan.spec.generator import generate_source
 from replan.spec.model import extract
 from replan.spec.reference import ReferenceController
-from replan.verification.harness import ARGUMENT_NAME, OPS
+from replan.verification.core.harness import ARGUMENT_NAME, OPS
 
 DECLARATION = extract(Replanning)
 

@@ -16,7 +16,7 @@ from replan.controller.policy import DEFAULTS, policy_from_dict
 from replan.controller.records import ExecuteResult, InvalidInput
 from replan.controller.run import Run
 from replan.spec.vocabulary import REGISTRY, Checker, Property, unchanged
-from replan.verification.harness import CHECKER, Operation, observe_call, violated
+from replan.verification.core.harness import CHECKER, Operation, observe_call, violated
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,9 +17,8 @@ from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.model import MachineModel, extract
 from replan.spec.vocabulary import REGISTRY
-from replan.verification import mutants
-from replan.verification.harness import apply
-from replan.verification.prove import (
+from replan.verification.core.harness import apply
+from replan.verification.engines.prove.engine import (
     NOT_PASSED,
     _check,
     decision_difference,
@@ -29,7 +28,13 @@ from replan.verification.prove import (
     prove_equivalence,
     prove_invariants,
 )
-from replan.verification.symbolic import TranslationError, Universe, check_abstraction, encode_event
+from replan.verification.subjects import mutants
+from replan.verification.translate.symbolic import (
+    TranslationError,
+    Universe,
+    check_abstraction,
+    encode_event,
+)
 
 DECLARATION = extract(Replanning)
 
@@ -364,14 +369,14 @@ def test_replan_prove_bad_policy_exits_2_with_one_line(
 
 def test_the_counterexample_evidence_states_are_the_contracts() -> None:
     # the enumeration the proofs use is exactly EvidenceState's members
-    from replan.verification.symbolic import EVIDENCE
+    from replan.verification.translate.symbolic import EVIDENCE
 
     assert set(EVIDENCE.members) == {str(s) for s in EvidenceState}
 
 
 def test_the_saved_equivalence_counterexample_replays_from_its_state(tmp_path: Path) -> None:
-    from replan.verification.concrete import start_state
-    from replan.verification.harness import load_counterexample
+    from replan.verification.core.harness import load_counterexample
+    from replan.verification.engines.prove.concrete import start_state
 
     result = prove_equivalence(ONLY_PARSER)
     assert result.counterexample is not None
@@ -398,7 +403,7 @@ def test_decision_difference_compares_old_and_new_bodies_under_one_policy() -> N
 def test_long_proofs_say_how_far_they_got() -> None:
     """A policy with hundreds of keys proves for minutes: each line names how many
     properties are checked, the time so far and the last verdict."""
-    from replan.verification.prove import Ticker
+    from replan.verification.engines.prove.engine import Ticker
 
     lines: list[str] = []
     tick = Ticker(lines.append, every=0.0)

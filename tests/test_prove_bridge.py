@@ -19,9 +19,9 @@ from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.generator import load_controller
 from replan.spec.model import extract
-from replan.verification import mutants
-from replan.verification.harness import apply
-from replan.verification.prove import Gate, commit_gate, equivalence_operations
+from replan.verification.core.harness import apply
+from replan.verification.engines.prove.engine import Gate, commit_gate, equivalence_operations
+from replan.verification.subjects import mutants
 
 STATES = [str(s) for s in EvidenceState]
 

@@ -14,12 +14,12 @@ from replan.controller.run import Run
 from replan.spec import inputs
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification import mutants
-from replan.verification.campaign import DERIVED_EVENTS
-from replan.verification.domains import PARAMETER_TYPES
-from replan.verification.harness import CHECKER, Operation, apply
-from replan.verification.prove import properties, state_term
-from replan.verification.symbolic import (
+from replan.verification.core.domains import PARAMETER_TYPES
+from replan.verification.core.harness import CHECKER, Operation, apply
+from replan.verification.engines.campaign.machine import DERIVED_EVENTS
+from replan.verification.engines.prove.engine import properties, state_term
+from replan.verification.subjects import mutants
+from replan.verification.translate.symbolic import (
     FormulaOnRuns,
     RelationChecker,
     Translator,
@@ -137,7 +137,7 @@ def test_every_random_step_of_the_generated_controller_satisfies_the_relation() 
         fired |= seen
     # Between them the two policies' runs fire most declared transitions (the proofs
     # cover every transition symbolically; this keeps the random check meaningful).
-    from replan.verification.coverage import dead_transitions
+    from replan.verification.core.coverage import dead_transitions
 
     never = set(dead_transitions(DEFAULT_POLICY)) & set(dead_transitions(SMALL))
     live = [t for t in DECLARATION.transitions if t.label not in never]

@@ -75,8 +75,11 @@ def test_plugin_fails_a_broken_controller_with_a_replayable_counterexample(
     """The campaign half: a controller that does not count an executed step keeps the
     workflow's commit decisions, so only the campaign's properties catch it."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.campaign import mutant_implementation, resolve_implementation
-    from replan.verification.policy_check import check_policy
+    from replan.verification.engines.campaign.machine import (
+        mutant_implementation,
+        resolve_implementation,
+    )
+    from replan.verification.pipeline.policy_check import check_policy
 
     broken = resolve_implementation(mutant_implementation("step-not-counted"))
     failure, result = check_policy(
@@ -117,7 +120,7 @@ def test_hypothesis_profiles_are_the_campaign_budgets() -> None:
     from hypothesis import settings
 
     from replan.pytest_plugin import HYPOTHESIS_PROFILES
-    from replan.verification.campaign import PROFILES
+    from replan.verification.engines.campaign.machine import PROFILES
 
     assert {p.name: (p.examples, p.steps) for p in PROFILES.values()} == HYPOTHESIS_PROFILES
     for name, (examples, steps) in HYPOTHESIS_PROFILES.items():

@@ -13,7 +13,7 @@ import pytest
 from replan.cli import main
 from replan.controller import Controller, EvidenceState, ExecuteResult, Observation, Plan
 from replan.controller.policy import DEFAULT_POLICY
-from replan.verification.harness import Finding, Operation, run_sequence
+from replan.verification.core.harness import Finding, Operation, run_sequence
 
 
 class AnswersUnknownForStale(Controller):
@@ -91,11 +91,13 @@ def test_the_implementation_recorded_in_the_file_is_the_default(
     file = save(
         tmp_path / "older.json",
         OLDER_AFTER_NEWER,
-        implementation="replan.verification.mutants:older_overwrites_newer",
+        implementation="replan.verification.subjects.mutants:older_overwrites_newer",
     )
     assert main(["replay", str(file), "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
-    assert document["implementation"] == "replan.verification.mutants:older_overwrites_newer"
+    assert (
+        document["implementation"] == "replan.verification.subjects.mutants:older_overwrites_newer"
+    )
     assert document["still_fails"] is True
     assert document["failed_at"] == 2
     assert document["failure"] == "observe-older-never-overwrites"

@@ -14,8 +14,8 @@ import pytest
 from replan.cli import main
 from replan.commands.prove import counterexample_document
 from replan.controller.policy import DEFAULT_POLICY, load_policy
-from replan.verification.mutants import MUTANTS
-from replan.verification.prove import prove_all, prove_equivalence
+from replan.verification.engines.prove.engine import prove_all, prove_equivalence
+from replan.verification.subjects.mutants import MUTANTS
 
 POLICIES = Path(__file__).parent / "policies"
 

@@ -22,7 +22,7 @@ from replan.controller.policy import DEFAULT_POLICY, load_policy
 from replan.controller.records import EvidenceState, Observation, Plan
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.verification.harness import Finding, Operation, apply
+from replan.verification.core.harness import Finding, Operation, apply
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "evidence"
@@ -186,7 +186,7 @@ def test_against_a_policy_with_another_key_shows_the_diff_and_its_witness(
     """The README's example: against the three-key policy (a third prerequisite,
     `schema`), the page shows the removed key, the changed gate and z3's witness over
     the shared keys."""
-    from replan.verification.prove import decision_difference
+    from replan.verification.engines.prove.engine import decision_difference
 
     witness = decision_difference(load_policy(THREE_KEYS), DEFAULT_POLICY)
     assert witness is not None and witness.own == {"schema": "Unknown"}

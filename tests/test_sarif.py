@@ -22,8 +22,8 @@ import pytest
 from replan.cli import main
 from replan.commands.verify import Pipeline
 from replan.controller.policy import DEFAULT_POLICY, load_policy
-from replan.verification.report import CheckResult, VerifyReport
-from replan.verification.sarif import sarif_log
+from replan.verification.report.records import CheckResult, VerifyReport
+from replan.verification.report.sarif import sarif_log
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "tests" / "schemas" / "sarif-2.1.0.json"
@@ -201,7 +201,7 @@ def test_a_seeded_mutant_points_at_the_declared_transition_and_the_broken_body(
     assert all('on="execute_step"' in r for r in transitions), transitions
     assert any(r.startswith("def execute_step") for r in related)
     assert any(
-        r["physicalLocation"]["artifactLocation"]["uri"] == "verification/mutants.py"
+        r["physicalLocation"]["artifactLocation"]["uri"] == "verification/subjects/mutants.py"
         for r in result["relatedLocations"]
     )
     assert "replan replay " in result["message"]["text"]
@@ -221,7 +221,7 @@ def test_a_stale_generated_file_points_at_the_declared_transition_it_lacks(
     tmp_path: Path, validator: jsonschema.Draft202012Validator
 ) -> None:
     from replan.spec.generator import generate_source
-    from replan.verification.locations import generated_drift
+    from replan.verification.report.locations import generated_drift
 
     fresh = generate_source()
     stale = tmp_path / "_generated.py"  # generated before `pending --execute--> idle` was

@@ -23,11 +23,11 @@ import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.verification.campaign import mutant_implementation, run_campaign
-from replan.verification.campaign_workers import run_workers, share_seed, split
-from replan.verification.domains import spin_domains
-from replan.verification.example_database import DatabaseError, check_database
-from replan.verification.explore import explore
+from replan.verification.core.domains import spin_domains
+from replan.verification.engines.campaign.database import DatabaseError, check_database
+from replan.verification.engines.campaign.machine import mutant_implementation, run_campaign
+from replan.verification.engines.campaign.workers import run_workers, share_seed, split
+from replan.verification.engines.explore.engine import explore
 
 MUTANT = "stale-plan-check-removed"
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def fresh_redis(redis_url: str) -> str:
 def ray_local() -> Iterator[str]:
     """A local Ray cluster of 2 CPUs for this module."""
     pytest.importorskip("ray", reason="the scale extra (ray) is not installed")
-    from replan.verification import ray_cluster
+    from replan.verification.runtime import ray_cluster
 
     ray_cluster.connect(ray_cluster.LOCAL, cpus=2)
     try:
@@ -153,7 +153,7 @@ def test_the_first_failure_stops_the_others_and_is_saved(tmp_path: Path) -> None
 def test_a_dead_local_process_has_its_share_run_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """A share whose process is killed runs again: the merged campaign is the one
     nobody killed."""
-    from replan.verification import campaign_workers
+    from replan.verification.engines.campaign import workers as campaign_workers
 
     expected = run_workers(DEFAULT_POLICY, workers=2, seed=9, examples=20, steps=10)
     real = campaign_workers.run_share
@@ -242,7 +242,7 @@ def test_local_shares_are_not_forked_from_a_ray_driver(
     gRPC client); any other process forks them directly."""
     import sys
 
-    from replan.verification.forking import worker_context
+    from replan.verification.runtime.forking import worker_context
 
     assert worker_context().get_start_method() == "forkserver"
     monkeypatch.delitem(sys.modules, "ray")
@@ -300,9 +300,9 @@ def test_ray_shards_find_the_same_states_as_one_process(ray_local: str) -> None:
     assert shards.traps == explorer["traps"] == 0
     spin = explore(DEFAULT_POLICY, spin_domains(1, 1), workers=2, ray=True)
     assert (spin.states, spin.transitions) == (63_903, 3_003_441)  # SPIN: 63,903 states
-    from replan.verification.mutants import mutant_controller
+    from replan.verification.subjects.mutants import mutant_controller
 
-    # a broken controller travels by name (verification.mutants), never copied by value
+    # a broken controller travels by name (verification.subjects.mutants), never copied by value
     broken = mutant_controller("older-overwrites-newer")
     [one] = explore(DEFAULT_POLICY, None, broken).findings
     [two] = explore(DEFAULT_POLICY, None, broken, workers=2, ray=True).findings

@@ -1,6 +1,6 @@
 """``replan explore --engine spin``: the declaration, bodies, policy and properties
-translated to Promela (``verification/promela.py``) and searched by SPIN
-(``verification/spin_engine.py``)."""
+translated to Promela (``verification/translate/promela.py``) and searched by SPIN
+(``verification/engines/spin/engine.py``)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from conftest import (
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.spec.vocabulary import Property
-from replan.verification.domains import spin_domains
-from replan.verification.explore import explore
-from replan.verification.mutants import MUTANTS
-from replan.verification.promela import translate
-from replan.verification.spin_engine import explore_spin
-from replan.verification.subject import PROJECT
+from replan.verification.core.domains import spin_domains
+from replan.verification.core.subject import PROJECT
+from replan.verification.engines.explore.engine import explore
+from replan.verification.engines.spin.engine import explore_spin
+from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.translate.promela import translate
 
 SPIN_MISSING = shutil.which("spin") is None or shutil.which("gcc") is None
 if SPIN_MISSING and os.environ.get("CI") == "true":  # .ci/run installs them
@@ -138,7 +138,7 @@ def test_the_cli_saves_a_replayable_counterexample(
     saved = document["saved"]
     assert len(saved) == 1
     recorded = json.loads(Path(saved[0]).read_text())
-    assert recorded["implementation"] == "replan.verification.mutants:stopped_run_revived"
+    assert recorded["implementation"] == "replan.verification.subjects.mutants:stopped_run_revived"
     assert main(["replay", saved[0]]) == 1  # still fails on the mutant it names
     assert main(["replay", saved[0], "--implementation", "replan.controller:Controller"]) == 0
 

@@ -11,9 +11,9 @@ import sys
 
 from replan.controller import DEFAULT_POLICY
 from replan.spec.properties import rank, termination_bound
-from replan.verification.domains import Domains, observation_domains, plan_domains
-from replan.verification.explore import explore
-from replan.verification.prove import prove_all
+from replan.verification.core.domains import Domains, observation_domains, plan_domains
+from replan.verification.engines.explore.engine import explore
+from replan.verification.engines.prove.engine import prove_all
 
 MEANINGFUL = "--observe[changes_state]-->"  # new evidence: the host's, not counted
 

@@ -262,7 +262,7 @@ def test_snapshot_reports_the_public_view(implementation: type) -> None:
 
 def test_extended_episode_keeps_every_invariant_in_lockstep() -> None:
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.harness import Operation, run_sequence
+    from replan.verification.core.harness import Operation, run_sequence
 
     operations = [Operation(op, argument) for op, argument in EXTENDED_EPISODE]
     report = run_sequence(DEFAULT_POLICY, operations, Controller, ReferenceController)

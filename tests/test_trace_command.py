@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from replan.cli import main
-from replan.verification.episode import comparable, run_reference_episode
-from replan.verification.fixed_workflow import fixed_workflow_table
-from replan.verification.mutants import mutant_controller
+from replan.verification.subjects.episode import comparable, run_reference_episode
+from replan.verification.subjects.fixed_workflow import fixed_workflow_table
+from replan.verification.subjects.mutants import mutant_controller
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "evidence"
 

@@ -14,7 +14,7 @@ import pytest
 
 from replan.cli import main
 
-#: The episode's controller calls, in order (verification/episode.py).
+#: The episode's controller calls, in order (verification/subjects/episode.py).
 CALL_SPANS = [
     "observe #9 [else] / record_renumbered",  # host: parser Unknown
     "propose #8 [else] / accept_plan",  # sdk: p1
@@ -84,7 +84,7 @@ def test_otel_writes_the_episodes_spans_as_otlp_json(tmp_path: Path) -> None:
 def test_otel_without_the_sdk_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delitem(sys.modules, "replan.verification.otlp", raising=False)
+    monkeypatch.delitem(sys.modules, "replan.verification.report.otlp", raising=False)
     for name in [n for n in sys.modules if n.startswith("opentelemetry.sdk")] + [
         "opentelemetry.sdk"
     ]:

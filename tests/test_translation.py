@@ -12,8 +12,8 @@ from replan.controller import DEFAULT_POLICY, Controller
 from replan.spec.declaration import Replanning
 from replan.spec.generator import load_controller
 from replan.spec.model import extract
-from replan.verification.mutants import MUTANTS
-from replan.verification.translation import validate
+from replan.verification.engines.prove.translation import validate
+from replan.verification.subjects.mutants import MUTANTS
 
 DECLARATION = extract(Replanning)
 
@@ -68,7 +68,7 @@ def test_any_generated_event_with_a_transition_swapped_is_told_apart(event: str)
     positions = [i for i, t in enumerate(transitions) if t.source == "pending" and t.event == event]
     first, second = positions[0], positions[-1]
     transitions[first], transitions[second] = transitions[second], transitions[first]
-    from replan.verification.mutation import renumbered
+    from replan.verification.subjects.mutation import renumbered
 
     generated = load_controller(renumbered(DECLARATION, transitions), name=f"swap-{event}")
     equal = results(generated)["generated-matches-declaration"]

@@ -1,5 +1,5 @@
-"""The expressions both translated engines share (``verification/promela_ir.py``):
-folded in context, substituted and printed as Python (``verification/kernel.py``).
+"""The expressions both translated engines share (``verification/translate/ir.py``):
+folded in context, substituted and printed as Python (``verification/translate/kernel.py``).
 The kernel settles a call, and never runs it, when its checks fold to true, so the
 folding must keep every value; none of this needs SPIN."""
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from replan.verification.kernel import _PythonPrinter, substitute
-from replan.verification.promela_ir import (
+from replan.verification.translate.ir import (
     IR,
     Context,
     add_fact,
@@ -22,6 +21,7 @@ from replan.verification.promela_ir import (
     negate,
     var,
 )
+from replan.verification.translate.kernel import _PythonPrinter, substitute
 
 NAMES = ("a", "b", "mode")
 

@@ -17,7 +17,7 @@ import pytest
 from replan.cli import main
 from replan.commands.verify import Pipeline
 from replan.controller.policy import DEFAULT_POLICY, load_policy
-from replan.verification.report import (
+from replan.verification.report.records import (
     CheckResult,
     VerifyReport,
     stable,
@@ -240,7 +240,7 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
     """The explorer never reaches no_progress = 7 under the default policy: a
     counterexample to induction from there names that field."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.explore import explore, unreachable_fields
+    from replan.verification.engines.explore.engine import explore, unreachable_fields
 
     result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
     runs = result.runs or [result]
@@ -265,8 +265,8 @@ def test_what_no_engine_exercised_is_a_gap() -> None:
     beside the explorer that does: verify's gaps name the transitions."""
     from replan.commands.verify import Pipeline
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.campaign import run_campaign
-    from replan.verification.explore import explore
+    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.explore.engine import explore
 
     pipeline = Pipeline(DEFAULT_POLICY, Path("unused"), "ci", 0)
     pipeline.explored = explore(DEFAULT_POLICY, stop_at_first=False)

@@ -1,6 +1,6 @@
 """`replan verify` fails on every broken controller and names the rule it breaks.
 
-Each mutant of ``verification/mutants.py`` is the project with one realistic defect
+Each mutant of ``verification/subjects/mutants.py`` is the project with one realistic defect
 in the shared source (the declaration, a guard or action body, a policy default, or
 the generated code): the lockstep comparison cannot see most of them, because the
 reference model shares the defect. The generated file, the README diagram and the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replan.verification.mutants import MUTANTS
+from replan.verification.subjects.mutants import MUTANTS
 
 #: mutant -> a property `replan verify` must name as broken (it may name more).
 EXPECTED: dict[str, str] = {

@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.bench import QUICK, TOOLS, Settings, render_table, run_bench
+    from replan.verification.bench.run import QUICK, TOOLS, Settings, render_table, run_bench
 
     unknown = sorted(set(args.tool) - set(TOOLS))
     if unknown:

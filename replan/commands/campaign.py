@@ -70,7 +70,8 @@ from replan.common import (
 from replan.controller.policy import Policy
 from replan.spec.reference import ReferenceController
 from replan.spec.vocabulary import REGISTRY
-from replan.verification.campaign import (
+from replan.verification.engines.campaign.database import DatabaseError, check_database
+from replan.verification.engines.campaign.machine import (
     DEFAULT_IMPLEMENTATION,
     DEFAULT_OUT_DIR,
     DIVERGENCE,
@@ -84,9 +85,8 @@ from replan.verification.campaign import (
     resolve_implementation,
     run_campaign,
 )
-from replan.verification.example_database import DatabaseError, check_database
-from replan.verification.files import write_atomically
-from replan.verification.mutants import MUTANTS
+from replan.verification.runtime.files import write_atomically
+from replan.verification.subjects.mutants import MUTANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         write_junit(Path(args.junit), result)
     comparison = None
     if args.coverage_vs_explorer:
-        from replan.verification.explore import compare_campaign
+        from replan.verification.engines.explore.engine import compare_campaign
 
         comparison = compare_campaign(
             result, policy, resolve_implementation(implementation), Path(args.output)
@@ -301,10 +301,10 @@ def _run_shares(
     database: str | Path | None,
     out: Path,
 ) -> CampaignResult:
-    """``--workers``/``--ray``: the budget as shares (``verification.campaign_workers``)."""
-    from replan.verification.campaign_workers import WorkerError, run_workers
-    from replan.verification.example_database import is_shared
-    from replan.verification.ray_cluster import LOCAL, RayError
+    """``--workers``/``--ray``: the budget as shares (``verification.engines.campaign.workers``)."""
+    from replan.verification.engines.campaign.database import is_shared
+    from replan.verification.engines.campaign.workers import WorkerError, run_workers
+    from replan.verification.runtime.ray_cluster import LOCAL, RayError
 
     def say(text: str) -> None:
         print(f"replan campaign: {text}", file=sys.stderr, flush=True)
@@ -339,8 +339,8 @@ CONCURRENT_STEPS = 20
 
 
 def run_concurrent(args: argparse.Namespace, policy: Policy) -> int:
-    """``--threads``: the concurrent mode (``verification.concurrent_campaign``)."""
-    from replan.verification.concurrent_campaign import (
+    """``--threads``: the concurrent mode (``verification.engines.campaign.concurrent``)."""
+    from replan.verification.engines.campaign.concurrent import (
         DEFAULT_CONCURRENT_IMPLEMENTATION,
         LINEARIZABLE,
         run_concurrent_campaign,

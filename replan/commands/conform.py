@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from replan.common import CliError, add_json_option, add_policy_option, policy_from_args, print_json
-from replan.verification.conform import ConformError, conform
+from replan.verification.engines.conform.check import ConformError, conform
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

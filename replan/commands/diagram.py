@@ -60,11 +60,11 @@ from replan.common import (
     policy_from_args,
     print_json,
 )
-from replan.verification.files import write_atomically
+from replan.verification.runtime.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from replan.verification.diagram import FORMATS, VIEWS
+    from replan.verification.report.diagram import FORMATS, VIEWS
 
     add_policy_option(parser)
     parser.add_argument(
@@ -108,10 +108,10 @@ def run(args: argparse.Namespace) -> int:
         return _readme(args)
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
-    from replan.verification.diagram import SUFFIXES, render
-    from replan.verification.diagram.dot import GraphvizFailed, GraphvizMissing
-    from replan.verification.diagram.graph import build, diff, with_coverage, with_trace
-    from replan.verification.diagram.overlays import (
+    from replan.verification.report.diagram import SUFFIXES, render
+    from replan.verification.report.diagram.dot import GraphvizFailed, GraphvizMissing
+    from replan.verification.report.diagram.graph import build, diff, with_coverage, with_trace
+    from replan.verification.report.diagram.overlays import (
         OverlayError,
         load_coverage,
         load_old,
@@ -201,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _readme(args: argparse.Namespace) -> int:
-    from replan.verification.diagram import readme_mermaid
-    from replan.verification.diagram.overlays import repository_root
-    from replan.verification.diagram.readme import ReadmeError, is_fresh, update
+    from replan.verification.report.diagram import readme_mermaid
+    from replan.verification.report.diagram.overlays import repository_root
+    from replan.verification.report.diagram.readme import ReadmeError, is_fresh, update
 
     if args.view != "full":
         raise CliError("--view: --check-readme/--update-readme draw the full view only")

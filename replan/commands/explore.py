@@ -172,7 +172,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutant",
         metavar="NAME",
-        help="explore a deliberately broken controller from verification/mutants.py",
+        help="explore a deliberately broken controller from verification/subjects/mutants.py",
     )
     add_output_option(
         parser,
@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _domains(args: argparse.Namespace) -> Any:
-    from replan.verification.domains import product_domains, spin_domains
+    from replan.verification.core.domains import product_domains, spin_domains
 
     if args.spin_domains:
         return spin_domains(args.max_version or 1, args.ids or 1)
@@ -204,7 +204,7 @@ def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
             "replan.controller.Controller (generated)",
             "replan.controller:Controller",
         )
-    from replan.verification import mutants
+    from replan.verification.subjects import mutants
 
     if args.mutant not in mutants.MUTANTS:
         raise CliError(
@@ -213,12 +213,12 @@ def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
     return (
         mutants.mutant_controller(args.mutant),
         f"mutant {args.mutant}",
-        f"replan.verification.mutants:{args.mutant.replace('-', '_')}",
+        f"replan.verification.subjects.mutants:{args.mutant.replace('-', '_')}",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.explore import explore, save_findings
+    from replan.verification.engines.explore.engine import explore, save_findings
 
     policy = policy_from_args(args)
     domains = _domains(args)
@@ -244,8 +244,8 @@ def run(args: argparse.Namespace) -> int:
         "workers": args.workers,
     }
     if args.ray is not None:
-        from replan.verification import ray_cluster
-        from replan.verification.sharded import NotImportable, implementation_path
+        from replan.verification.engines.explore.sharded import NotImportable, implementation_path
+        from replan.verification.runtime import ray_cluster
 
         try:
             implementation_path(implementation)  # Ray's workers import it by name
@@ -261,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         if args.symmetry == "both":
             reduced = explore(policy, domains, implementation, symmetry=True, **settings)
     except Exception as error:  # a Ray actor that failed: one line, not a traceback
-        from replan.verification.ray_cluster import RayError
+        from replan.verification.runtime.ray_cluster import RayError
 
         if not isinstance(error, RayError):
             raise
@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
 
     spin = None
     if args.compare_spin is not None:
-        from replan.verification.spin import run_spin
+        from replan.verification.engines.spin.anchor import run_spin
 
         try:
             spin = run_spin(Path(args.compare_spin), args.max_version or 1, args.ids or 1)
@@ -319,9 +319,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progress: Any) -> int:
     """``--engine spin`` and ``--engine kernel``: the declaration translated and
     searched; a violation is replayed on the generated controller."""
-    from replan.verification.promela import domain_calls
-    from replan.verification.spin_engine import SpinUnavailable
-    from replan.verification.subject import PROJECT
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.engines.spin.engine import SpinUnavailable
+    from replan.verification.translate.promela import domain_calls
 
     engine = args.engine
     if not args.spin_domains:
@@ -342,7 +342,7 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
             raise CliError(f"{flag} is not for --engine {engine}")
     subject = PROJECT
     if args.mutant is not None:
-        from replan.verification import mutants
+        from replan.verification.subjects import mutants
 
         if args.mutant not in mutants.MUTANTS:
             raise CliError(
@@ -358,7 +358,7 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
     try:
         domain_calls(policy, domains, subject.model)  # refused before spin or gcc is sought
         if engine == "spin":
-            from replan.verification.spin_engine import explore_spin
+            from replan.verification.engines.spin.engine import explore_spin
 
             result = explore_spin(
                 policy,
@@ -369,7 +369,7 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
                 progress=progress,
             )
         else:
-            from replan.verification.kernel_search import explore_kernel
+            from replan.verification.engines.kernel import explore_kernel
 
             result = explore_kernel(
                 policy, domains, subject, max_states=args.max_states, progress=progress
@@ -393,7 +393,7 @@ def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progres
         for path in saved:
             print(f"saved {path}  (replay: replan replay {path})")
     if engine == "kernel" and args.kernel_source is not None:
-        from replan.verification.files import write_atomically
+        from replan.verification.runtime.files import write_atomically
 
         try:
             write_atomically(args.kernel_source, result.kernel.source)

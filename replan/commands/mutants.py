@@ -1,5 +1,5 @@
 """Run the executor mutation matrix: every killing check against the real executor
-and against every deliberately broken one (verification/executor_mutants.py).
+and against every deliberately broken one (verification/boundary/executor/mutants.py).
 
 Each mutant breaks one promise (grant not checked, digest not compared, replay reruns
 the effect, receipt recorded before the effect, in-doubt treated as done, ...). Each
@@ -58,8 +58,8 @@ def _chosen(names: list[str] | None, known: dict[str, object], what: str) -> lis
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.executor_mutants import MUTANTS
-    from replan.verification.mutation_matrix import CHECKS, run_matrix
+    from replan.verification.boundary.executor.matrix import CHECKS, run_matrix
+    from replan.verification.boundary.executor.mutants import MUTANTS
 
     mutants = _chosen(args.mutant, dict(MUTANTS), "mutant") or list(MUTANTS)
     without = set(_chosen(args.without, dict(CHECKS), "check"))

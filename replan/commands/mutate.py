@@ -47,7 +47,7 @@ from replan.common import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from replan.verification.mutation import OPERATORS
+    from replan.verification.subjects.mutation import OPERATORS
 
     add_policy_option(parser)
     parser.add_argument(
@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.adequacy import Verdict, mutants_for, run_matrix
+    from replan.verification.subjects.adequacy import Verdict, mutants_for, run_matrix
 
     policy = policy_from_args(args)
     chosen = mutants_for(operators=args.operator)

@@ -90,8 +90,8 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.prove import prove_all
-    from replan.verification.symbolic import TranslationError
+    from replan.verification.engines.prove.engine import prove_all
+    from replan.verification.translate.symbolic import TranslationError
 
     policy = policy_from_args(args)
     print(

@@ -30,22 +30,22 @@ from typing import Any
 
 from replan.common import CliError, add_json_option, print_json
 from replan.spec.reference import ReferenceController
-from replan.verification.campaign import (
-    DEFAULT_IMPLEMENTATION,
-    ImplementationError,
-    mutant_implementation,
-    readable,
-    resolve_implementation,
-)
-from replan.verification.harness import (
+from replan.verification.core.harness import (
     CounterexampleError,
     encode_result,
     load_counterexample,
     result_text,
     run_sequence,
 )
-from replan.verification.mutants import MUTANTS
-from replan.verification.proof_replay import PROOF_CHECKS, ProofReplay, replay_proof
+from replan.verification.engines.campaign.machine import (
+    DEFAULT_IMPLEMENTATION,
+    ImplementationError,
+    mutant_implementation,
+    readable,
+    resolve_implementation,
+)
+from replan.verification.engines.prove.replay import PROOF_CHECKS, ProofReplay, replay_proof
+from replan.verification.subjects.mutants import MUTANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +78,7 @@ def _recorded_implementation(document: dict[str, Any]) -> str | None:
 
 def _start(path: Path, document: dict[str, Any]) -> Any:
     """The state a proof's counterexample starts from (None: a fresh run)."""
-    from replan.verification.concrete import start_state
+    from replan.verification.engines.prove.concrete import start_state
 
     start = document.get("start")
     if start is None:
@@ -92,8 +92,8 @@ def _start(path: Path, document: dict[str, Any]) -> Any:
 def _subject(args: argparse.Namespace, implementation: str) -> Any:
     """The subject a proof is re-run on: the mutant named, or the project when the
     implementation is the generated controller (None for any other class)."""
-    from replan.verification.mutants import MUTANTS
-    from replan.verification.subject import PROJECT
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.subjects.mutants import MUTANTS
 
     if args.mutant is not None:
         return MUTANTS[args.mutant]

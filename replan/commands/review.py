@@ -59,7 +59,7 @@ from replan.common import (
     print_json,
 )
 from replan.controller.policy import Policy, policy_to_dict
-from replan.verification.files import write_atomically
+from replan.verification.runtime.files import write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def _verify_command(args: argparse.Namespace) -> str:
 
 
 def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
-    from replan.verification.report import VerifyReport
+    from replan.verification.report.records import VerifyReport
 
     path = evidence / "verify.json"
     if not path.is_file():
@@ -139,7 +139,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
     files, each played back. A file of the evidence directory that holds no steps (a
     proof's counterexample to induction is one symbolic step, not a run) is skipped
     with a note; a --trace file that cannot be played is bad input."""
-    from replan.verification.playback import PlaybackError, load_playback
+    from replan.verification.engines.conform.playback import PlaybackError, load_playback
 
     found: list[Path] = []
     episode = evidence / "replan-trace.json"
@@ -176,7 +176,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
 def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) -> Any:
     """The older machine and verify's ``against`` check comparing with it: the one in
     the report when it compared with the same OLD, else the same check run now."""
-    from replan.verification.diagram.overlays import OverlayError, load_old
+    from replan.verification.report.diagram.overlays import OverlayError, load_old
 
     try:
         old = load_old(args.against, None, model, args.policy)
@@ -218,7 +218,7 @@ def _command(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
-    from replan.verification.review import build_review, to_html
+    from replan.verification.report.review import build_review, to_html
 
     policy = policy_from_args(args)
     evidence = _evidence_dir(args)

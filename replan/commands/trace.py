@@ -1,6 +1,6 @@
 """Run the reference episode through Microsoft Agent Framework and record it.
 
-One SDK request in which a SCRIPTED provider (verification.scripted.ScriptedChatClient:
+One SDK request in which a SCRIPTED provider (verification.subjects.scripted.ScriptedChatClient:
 a fixed script, not a language model, no network) proposes p1 and executes it through
 the SDK's function invocation (at most 4 round trips, calls one at a time); then the
 host's evidence and the later proposals: a stale proposal refused, p2 denied by its
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutant",
         metavar="NAME",
-        help="run on a deliberately broken controller from verification.mutants",
+        help="run on a deliberately broken controller from verification.subjects.mutants",
     )
     parser.add_argument(
         "--otel",
@@ -65,9 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _otel_spans(controller_class: Any) -> dict[str, Any]:
-    """The episode's spans as an OTLP/JSON document (``verification.otlp``)."""
+    """The episode's spans as an OTLP/JSON document (``verification.report.otlp``)."""
     try:
-        from replan.verification.otlp import otlp_json, reference_episode_spans
+        from replan.verification.report.otlp import otlp_json, reference_episode_spans
     except ModuleNotFoundError as error:
         if (error.name or "").startswith("opentelemetry"):
             raise CliError(
@@ -83,7 +83,7 @@ def _controller_class(name: str | None) -> Any:
 
     if name is None:
         return Controller
-    from replan.verification.mutants import MUTANTS, mutant_controller
+    from replan.verification.subjects.mutants import MUTANTS, mutant_controller
 
     if name not in MUTANTS:
         raise CliError(f"--mutant {name!r}: no such mutant; known: {', '.join(sorted(MUTANTS))}")
@@ -115,8 +115,8 @@ def _describe(call: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.episode import failing_facts, run_reference_episode
-    from replan.verification.fixed_workflow import fixed_workflow_table
+    from replan.verification.subjects.episode import failing_facts, run_reference_episode
+    from replan.verification.subjects.fixed_workflow import fixed_workflow_table
 
     controller_class = _controller_class(args.mutant)
     if args.output is not None:

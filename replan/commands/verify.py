@@ -82,15 +82,15 @@ from replan.common import (
 )
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
 from replan.controller.records import PolicyError
-from replan.verification import interrupt
-from replan.verification.files import write_atomically
-from replan.verification.report import (
+from replan.verification.report.records import (
     CheckResult,
     VerifyReport,
     stable,
     write_junit,
     write_markdown,
 )
+from replan.verification.runtime import interrupt
+from replan.verification.runtime.files import write_atomically
 
 PROFILES = ("ci", "default", "thorough")
 #: The checkout's committed evidence: written by `replan evidence` only.
@@ -168,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutant",
         metavar="NAME",
-        help="verify a deliberately broken controller of verification/mutants.py instead "
+        help="verify a deliberately broken controller of verification/subjects/mutants.py instead "
         "of the project (its evidence goes to out/verify/mutant-NAME/)",
     )
     add_json_option(parser)
@@ -218,7 +218,7 @@ def _default_explored_states() -> int | None:
     (None in an installation without it)."""
     import json
 
-    from replan.verification.diagram.overlays import repository_root
+    from replan.verification.report.diagram.overlays import repository_root
 
     try:
         document = json.loads((repository_root() / "evidence" / "verify.json").read_text())
@@ -241,10 +241,10 @@ class Pipeline:
         deterministic: bool = False,
         workers: int | None = 1,
     ) -> None:
-        from replan.verification.subject import PROJECT
+        from replan.verification.core.subject import PROJECT
 
-        #: the explorer's shards (``verification/sharded.py``); 1: one process; None:
-        #: decided from the policy and the machine (``auto_workers``)
+        #: the explorer's shards (``verification/engines/explore/sharded.py``); 1: one
+        #: process; None: decided from the policy and the machine (``auto_workers``)
         self.workers = workers
         #: the committed form (``replan evidence``): no timings, dates or versions
         self.deterministic = deterministic
@@ -323,7 +323,7 @@ class Pipeline:
         proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
         if not labels or proofs is None or not proofs.ok:
             return {}
-        from replan.verification.prove import cannot_fire
+        from replan.verification.engines.prove.engine import cannot_fire
 
         return cannot_fire(self.policy, labels, self.subject.model, self.subject.model_class)
 
@@ -331,7 +331,7 @@ class Pipeline:
         """A proof's counterexample to induction from a state the explorer never
         reached (within its bounds) usually means an auxiliary invariant is missing,
         not a reachable bug: say so, with the fields that show it."""
-        from replan.verification.explore import unreachable_fields
+        from replan.verification.engines.explore.engine import unreachable_fields
 
         proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
         if proofs is None or proofs.ok or self.explored is None:
@@ -364,8 +364,8 @@ class Pipeline:
 
     def drift(self) -> CheckResult:
         from replan.spec.generator import check_generated
-        from replan.verification.diagram import readme_mermaid
-        from replan.verification.diagram.readme import is_fresh
+        from replan.verification.report.diagram import readme_mermaid
+        from replan.verification.report.diagram.readme import is_fresh
 
         generated = check_generated()
         readme = Path(__file__).resolve().parents[2] / "README.md"
@@ -383,7 +383,7 @@ class Pipeline:
         }
         if not generated:  # where: what a reviewer (or the SARIF log) points at
             from replan.spec.generator import GENERATED_PATH, generate_source
-            from replan.verification.locations import generated_drift
+            from replan.verification.report.locations import generated_drift
 
             details["generated"] = generated_drift(GENERATED_PATH, generate_source())
         if not diagram_fresh:
@@ -402,7 +402,7 @@ class Pipeline:
 
     def proofs(self) -> CheckResult:
         from replan.commands.prove import counterexample_document
-        from replan.verification.prove import prove_all
+        from replan.verification.engines.prove.engine import prove_all
 
         subject = self.subject
         report = prove_all(
@@ -435,7 +435,7 @@ class Pipeline:
         return result
 
     def explorer(self) -> CheckResult:
-        from replan.verification.explore import explore, save_findings
+        from replan.verification.engines.explore.engine import explore, save_findings
 
         estimate = explorer_estimate(self.policy)
         workers = auto_workers(estimate) if self.workers is None else self.workers
@@ -484,7 +484,11 @@ class Pipeline:
         return check
 
     def campaign(self) -> CheckResult:
-        from replan.verification.campaign import hypothesis_home, run_campaign, seed_missed
+        from replan.verification.engines.campaign.machine import (
+            hypothesis_home,
+            run_campaign,
+            seed_missed,
+        )
 
         options: dict[str, Any] = dict(
             seed=self.seed,
@@ -521,7 +525,7 @@ class Pipeline:
             + "; ".join(result.coverage.lines()[:1])
         )
         if self.explored is not None:
-            from replan.verification.explore import coverage as explorer_coverage
+            from replan.verification.engines.explore.engine import coverage as explorer_coverage
 
             # The explorer may search several domains; coverage is measured against each.
             measured = {}
@@ -562,7 +566,7 @@ class Pipeline:
         the controller under verification, read from its trace): where the property
         breaks. None when no transition fires (a final state, an input check) or the
         trace does not say."""
-        from replan.verification.harness import appended_since, apply, trace_length
+        from replan.verification.core.harness import appended_since, apply, trace_length
 
         if not finding.operations:
             return None
@@ -590,8 +594,8 @@ class Pipeline:
         return None
 
     def diagram(self) -> CheckResult:
-        from replan.verification.diagram import machine_diagram, render
-        from replan.verification.diagram.dot import dot_available
+        from replan.verification.report.diagram import machine_diagram, render
+        from replan.verification.report.diagram.dot import dot_available
 
         diagram = machine_diagram(self.policy)
         mermaid = render(diagram, "mermaid").decode()
@@ -611,7 +615,7 @@ class Pipeline:
         return CheckResult("diagram", "passed", summary, details={"files": written})
 
     def workflow(self) -> CheckResult:
-        from replan.verification.fixed_workflow import fixed_workflow_table
+        from replan.verification.subjects.fixed_workflow import fixed_workflow_table
 
         table = fixed_workflow_table(self.policy, self.subject.controller)
         self.write_json(self.evidence / "fixed-workflow.json", table)
@@ -628,7 +632,7 @@ class Pipeline:
         return check
 
     def episode(self) -> CheckResult:
-        from replan.verification.episode import failing_facts, run_reference_episode
+        from replan.verification.subjects.episode import failing_facts, run_reference_episode
 
         record = run_reference_episode(self.subject.controller)
         self.write_json(self.evidence / "replan-trace.json", record)
@@ -649,7 +653,7 @@ class Pipeline:
     def mutation(self) -> CheckResult:
         """Mutation adequacy: every non-equivalent mutant of the declaration, the
         bodies and the policy defaults is killed by the engines above."""
-        from replan.verification.adequacy import run_matrix
+        from replan.verification.subjects.adequacy import run_matrix
 
         matrix = run_matrix(self.policy, workers=min(2, os.cpu_count() or 1))
         document = matrix.to_json()
@@ -671,12 +675,12 @@ class Pipeline:
         holding ``policy_file``, else of the current directory) and this policy."""
         from replan.spec.declaration import Replanning
         from replan.spec.model import extract
-        from replan.verification.diagram import render
-        from replan.verification.diagram.dot import dot_available
-        from replan.verification.diagram.graph import diff
-        from replan.verification.diagram.overlays import load_old
-        from replan.verification.explore import explore
-        from replan.verification.prove import decision_difference, policy_changes
+        from replan.verification.engines.explore.engine import explore
+        from replan.verification.engines.prove.engine import decision_difference, policy_changes
+        from replan.verification.report.diagram import render
+        from replan.verification.report.diagram.dot import dot_available
+        from replan.verification.report.diagram.graph import diff
+        from replan.verification.report.diagram.overlays import load_old
 
         current = extract(Replanning)
         old_machine = load_old(old, None, current, policy_file)
@@ -889,7 +893,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
 
 
 def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -> None:
-    from replan.verification.sarif import sarif_log_or_notice, write_sarif
+    from replan.verification.report.sarif import sarif_log_or_notice, write_sarif
 
     log = sarif_log_or_notice(
         report,
@@ -905,11 +909,11 @@ def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -
 
 
 def _subject(name: str | None) -> Any:
-    from replan.verification.subject import PROJECT
+    from replan.verification.core.subject import PROJECT
 
     if name is None:
         return PROJECT
-    from replan.verification.mutants import MUTANTS
+    from replan.verification.subjects.mutants import MUTANTS
 
     if name not in MUTANTS:
         raise CliError(f"--mutant {name!r}: no such mutant (known: {', '.join(MUTANTS)})")
@@ -918,7 +922,7 @@ def _subject(name: str | None) -> Any:
 
 def _policy_check(path: str | None, subject: Any) -> CheckResult:
     """The file loaded (else exit 2, earlier); the loader's defaults are the contract's."""
-    from replan.verification.harness import CHECKER
+    from replan.verification.core.harness import CHECKER
 
     broken = CHECKER.policy(subject.load)
     name = path or "spec/policy.toml"
@@ -944,7 +948,7 @@ def _check_against(old: str, policy_file: str | None) -> None:
     """Bad --against input is a usage error (exit 2), found before any check runs."""
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
-    from replan.verification.diagram.overlays import OverlayError, load_old
+    from replan.verification.report.diagram.overlays import OverlayError, load_old
 
     try:
         load_old(old, None, extract(Replanning), policy_file)

@@ -1,0 +1,382 @@
+"""The explorer's figures, measured side by side in one run: ``replan bench --explore``.
+
+Owns: what issue #16 asks to see together, on one machine in one run: the
+explorer's transitions per second against SPIN's on the same model and domains
+((V, K) = (1, 1) and (1, 2), with SPIN's counts beside ours), one worker against two,
+and a new user's first policy (``tests/policies/first-policy.toml``: three keys, a
+completing step requiring two) through ``replan verify --profile ci`` as a user runs
+it, with its wall time and peak memory, and the campaign's operations per second at
+``ci`` against a bare Hypothesis lockstep machine. Leaves the searches to
+``verification/engines/explore/engine.py`` and ``verification/engines/explore/sharded.py``, SPIN to
+``verification/engines/spin/anchor.py``.
+
+Why these figures are measured and never asserted: the machine is shared and noisy,
+so the bench interleaves the engines round by round and quotes medians and the
+ratios of medians; a goal ("within 5x of SPIN") is read off the figures, not
+enforced by a timed test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from replan.controller.policy import DEFAULT_POLICY
+
+#: The SPIN model of the same contract (next to this repository, as ``replan explore
+#: --compare-spin`` finds it).
+SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
+#: A new user's first policy (issue #18's probe), verified as they would verify it.
+FIRST_POLICY = Path(__file__).resolve().parents[2] / "tests" / "policies" / "first-policy.toml"
+#: (V, K) domains compared with SPIN, and the interleaved rounds of each.
+DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
+QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)
+WORKERS = (1, 2)
+#: ``replan verify``'s campaign seed: the campaign measured is the one verify runs
+VERIFY_SEED = 0
+
+Progress = Callable[[str], None]
+
+
+def stderr_progress(message: str) -> None:
+    print(f"replan bench: {message}", file=sys.stderr, flush=True)
+
+
+def _explore_figure(domains: Any, workers: int) -> dict[str, Any]:
+    from replan.verification.engines.explore.engine import explore
+
+    started = time.perf_counter()
+    result = explore(DEFAULT_POLICY, domains, workers=workers)
+    seconds = time.perf_counter() - started
+    return {
+        "states": result.states,
+        "transitions": result.transitions,
+        "seconds": seconds,
+        "held": result.ok and result.complete,
+    }
+
+
+def _spin_figure(anchor: Path, versions: int, ids: int) -> dict[str, Any]:
+    from replan.verification.engines.spin.anchor import run_spin
+
+    run = run_spin(anchor, versions, ids)
+    return {
+        "states": run.states,
+        "transitions": run.transitions,
+        "seconds": run.seconds,
+        "held": run.errors == 0,
+    }
+
+
+def _spin_engine_figure(domains: Any) -> dict[str, Any]:
+    """``replan explore --engine spin`` on ``domains``: the declaration translated to
+    Promela and searched by SPIN (the search timed; translating and compiling apart)."""
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.engines.spin.engine import explore_spin
+
+    result = explore_spin(DEFAULT_POLICY, domains, PROJECT)
+    return {
+        "states": result.states,
+        "transitions": result.transitions,
+        "seconds": result.search_seconds,
+        "translate_seconds": round(result.translate_seconds, 2),
+        "compile_seconds": round(result.compile_seconds, 2),
+        "held": result.ok and result.complete,
+    }
+
+
+def _kernel_figure(kernel: Any) -> dict[str, Any]:
+    """One search of the generated kernel (built once per domain, outside the rounds)."""
+    from replan.verification.engines.kernel import search
+
+    started = time.perf_counter()
+    found = search(kernel, None, lambda _message: None)
+    seconds = time.perf_counter() - started
+    return {
+        "states": found.states,
+        "transitions": found.transitions,
+        "seconds": seconds,
+        "held": found.broken is None and found.complete,
+    }
+
+
+def _median(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = statistics.median(s["seconds"] for s in samples)
+    first = samples[0]
+    return {
+        "states": first["states"],
+        "transitions": first["transitions"],
+        "seconds": round(seconds, 3),
+        "samples_s": [round(s["seconds"], 3) for s in samples],
+        "transitions_per_second": round(first["transitions"] / max(seconds, 1e-9)),
+        "held": all(s["held"] for s in samples),
+    }
+
+
+def spin_comparison(
+    versions: int,
+    ids: int,
+    rounds: int,
+    progress: Progress,
+    *,
+    anchor: Path = SPIN_ANCHOR,
+    domains: Any = None,
+) -> dict[str, Any]:
+    """SPIN, the generated kernel's search, and the explorer with one worker and with
+    two, interleaved ``rounds`` times on SPIN's (V, K) domains (or ``domains``);
+    medians, and the per-transition ratios. Without SPIN (or its anchor directory)
+    its figure says why."""
+    from replan.verification.core.domains import spin_domains
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.translate.kernel import build
+
+    domains = spin_domains(versions, ids) if domains is None else domains
+    progress(f"explore bench: (V, K) = ({versions}, {ids}), generating the kernel")
+    started = time.perf_counter()
+    kernel: Any = None
+    why_not: dict[str, str | None] = {"spin": None, "kernel": None}
+    try:
+        kernel = build(DEFAULT_POLICY, domains, PROJECT.model, PROJECT.model_class)
+    except ValueError as error:  # domains whose calls depend on the state
+        why_not["kernel"] = str(error)
+    kernel_build_seconds = time.perf_counter() - started
+    samples: dict[str, list[dict[str, Any]]] = {"spin": [], "kernel": []}
+    samples.update({f"explore_{w}_workers": [] for w in WORKERS})
+    for round_number in range(rounds):
+        progress(f"explore bench: (V, K) = ({versions}, {ids}), round {round_number + 1}/{rounds}")
+        if why_not["spin"] is None:
+            try:
+                samples["spin"].append(_spin_figure(anchor, versions, ids))
+            except (OSError, ValueError, subprocess.TimeoutExpired) as error:
+                why_not["spin"] = str(error)
+        if kernel is not None:
+            samples["kernel"].append(_kernel_figure(kernel))
+        for workers in WORKERS:
+            samples[f"explore_{workers}_workers"].append(_explore_figure(domains, workers))
+    figures: dict[str, Any] = {"versions": versions, "ids": ids, "rounds": rounds}
+    for name, taken in samples.items():
+        figures[name] = _median(taken) if taken else {"status": "absent", "why": why_not[name]}
+    one, two = figures["explore_1_workers"], figures["explore_2_workers"]
+    if kernel is not None:
+        figures["kernel"]["build_seconds"] = round(kernel_build_seconds, 2)
+        figures["kernel"]["same_counts_as_python_explorer"] = (
+            figures["kernel"]["states"],
+            figures["kernel"]["transitions"],
+        ) == (one["states"], one["transitions"])
+    # The translated model once per domain (compiling pan takes longer than its search).
+    progress(f"explore bench: (V, K) = ({versions}, {ids}), replan explore --engine spin")
+    try:
+        engine = _spin_engine_figure(domains)
+        engine["transitions_per_second"] = round(
+            engine["transitions"] / max(engine["seconds"], 1e-9)
+        )
+        engine["same_states_as_python_explorer"] = engine["states"] == one["states"]
+        figures["spin_engine"] = engine
+    except (OSError, ValueError, RuntimeError) as error:
+        figures["spin_engine"] = {"status": "absent", "why": str(error)}
+    figures["two_workers_speedup"] = round(one["seconds"] / max(two["seconds"], 1e-9), 2)
+    figures["same_counts_across_workers"] = (one["states"], one["transitions"]) == (
+        two["states"],
+        two["transitions"],
+    )
+    spin = figures["spin"]
+    if "seconds" in spin:
+        figures["same_states_as_spin"] = spin["states"] == one["states"]
+        for name in ("kernel", "explore_1_workers", "explore_2_workers"):
+            if "seconds" not in figures[name]:
+                continue
+            ours = figures[name]["transitions_per_second"]
+            figures[name]["spin_faster_per_transition"] = round(
+                spin["transitions_per_second"] / max(ours, 1), 1
+            )
+    return figures
+
+
+#: Runs the measured command and prints its peak RSS. Linux carries a process's peak
+#: RSS across exec, so a command forked straight from this (large) process would
+#: report this process's size; forked from this small launcher it reports its own.
+_LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+_, status, usage = os.wait4(child.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def _peak_rss_of(command: list[str]) -> tuple[int, float, int]:
+    """(exit code, wall seconds, peak RSS in bytes) of a child process."""
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *command],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        check=True,
+    )
+    seconds = time.perf_counter() - started
+    code, peak_kb = (int(part) for part in completed.stdout.split())
+    return code, seconds, peak_kb * 1024
+
+
+def first_policy_verify(progress: Progress) -> dict[str, Any]:
+    """``replan verify --profile ci`` on the first policy, as a user runs it (a fresh
+    process; its report in a temporary directory): wall time, peak RSS, each check's
+    time and the campaign's coverage."""
+    progress("explore bench: replan verify --profile ci on tests/policies/first-policy.toml")
+    with tempfile.TemporaryDirectory(prefix="replan-bench-verify-") as scratch:
+        command = [
+            sys.executable,
+            "-m",
+            "replan",
+            "verify",
+            "--profile",
+            "ci",
+            "--policy",
+            str(FIRST_POLICY),
+            "-o",
+            scratch,
+        ]
+        code, seconds, peak = _peak_rss_of(command)
+        report = Path(scratch) / "verify.json"
+        document = json.loads(report.read_text()) if report.is_file() else {}
+    checks = {c["name"]: c for c in document.get("checks", [])}
+    campaign = checks.get("campaign", {}).get("details", {}).get("coverage", {})
+    transitions = campaign.get("transitions", {}) if isinstance(campaign, dict) else {}
+    return {
+        "command": "replan verify --profile ci --policy tests/policies/first-policy.toml",
+        "exit_code": code,
+        "seconds": round(seconds, 1),
+        "peak_rss_mb": round(peak / 2**20),
+        "check_seconds": {name: c.get("seconds") for name, c in checks.items()},
+        "explorer": checks.get("explorer", {}).get("summary"),
+        "campaign_transitions_covered": transitions.get("reached"),
+        "campaign_transitions_coverable": transitions.get("live"),
+    }
+
+
+def campaign_throughput(
+    rounds: int, progress: Progress, examples: int | None = None
+) -> dict[str, Any]:
+    """The campaign at ``ci`` on the default policy (every property after every
+    operation, the reference model in lockstep, coverage and visited states) against
+    the bare Hypothesis lockstep machine (``verification/bench/bare_lockstep.py``) with the
+    same examples and steps, interleaved ``rounds`` times: operations per second,
+    medians, and their ratio (``examples``: fewer than the profile's, for a smoke run)."""
+    from replan.verification.bench.bare_lockstep import bare_lockstep_rate
+    from replan.verification.engines.campaign.machine import run_campaign
+
+    campaign: list[float] = []
+    bare: list[float] = []
+    made = 0
+    for round_number in range(rounds):
+        progress(f"explore bench: campaign throughput, round {round_number + 1}/{rounds}")
+        result = run_campaign(
+            DEFAULT_POLICY, "ci", seed=VERIFY_SEED, examples=examples, out_dir=None, database=None
+        )
+        made = result.examples
+        campaign.append(result.operations / max(result.seconds, 1e-9))
+        bare.append(float(bare_lockstep_rate(VERIFY_SEED, made)["operations_per_second"]))
+    ours, baseline = statistics.median(campaign), statistics.median(bare)
+    return {
+        "rounds": rounds,
+        "examples": made,
+        "campaign_operations_per_second": round(ours),
+        "bare_lockstep_operations_per_second": round(baseline),
+        "campaign_to_bare": round(ours / max(baseline, 1e-9), 2),
+        "samples": {"campaign": [round(x) for x in campaign], "bare": [round(x) for x in bare]},
+    }
+
+
+def explore_figures(quick: bool, progress: Progress) -> dict[str, Any]:
+    """Every figure of ``replan bench --explore``."""
+    domains = QUICK_DOMAINS if quick else DOMAINS
+    return {
+        "spin": [spin_comparison(v, k, rounds, progress) for v, k, rounds in domains],
+        "campaign": campaign_throughput(1 if quick else 3, progress),
+        "first_policy": None if quick else first_policy_verify(progress),
+    }
+
+
+def explore_lines(figures: dict[str, Any]) -> list[str]:
+    """The figures as the bench's table prints them."""
+    lines = ["explorer against SPIN (same model, same domains; medians of interleaved rounds):"]
+    for each in figures["spin"]:
+        lines.append(f"  (V, K) = ({each['versions']}, {each['ids']}), {each['rounds']} rounds")
+        for name, shown in (
+            ("spin", "SPIN"),
+            ("kernel", "replan explore --engine kernel"),
+            ("explore_1_workers", "replan explore, 1 worker"),
+            ("explore_2_workers", "replan explore, 2 workers"),
+        ):
+            figure = each[name]
+            if "seconds" not in figure:
+                lines.append(f"    {shown:28} absent: {figure.get('why')}")
+                continue
+            ratio = figure.get("spin_faster_per_transition")
+            lines.append(
+                f"    {shown:28} {figure['states']:>11,} states {figure['transitions']:>12,} "
+                f"transitions {figure['seconds']:>8.2f} s {figure['transitions_per_second']:>11,}"
+                f"/s" + ("" if ratio is None else f"  (SPIN {ratio}x faster per transition)")
+            )
+        kernel = each.get("kernel", {})
+        if "build_seconds" in kernel:
+            lines.append(
+                f"    {'':28} the kernel's search timed; + generate {kernel['build_seconds']} s;"
+                " same states and transitions as the Python explorer: "
+                f"{'yes' if kernel['same_counts_as_python_explorer'] else 'NO'}"
+            )
+        engine = each.get("spin_engine", {})
+        if "seconds" in engine:
+            lines.append(
+                f"    {'replan explore --engine spin':28} {engine['states']:>11,} states "
+                f"{engine['transitions']:>12,} transitions {engine['seconds']:>8.2f} s "
+                f"{engine['transitions_per_second']:>11,}/s  (+ translate "
+                f"{engine['translate_seconds']} s, compile {engine['compile_seconds']} s); "
+                f"same states as the Python explorer: "
+                f"{'yes' if engine['same_states_as_python_explorer'] else 'NO'}"
+            )
+        elif engine:
+            lines.append(f"    {'replan explore --engine spin':28} absent: {engine.get('why')}")
+        lines.append(
+            f"    2 workers against 1: {each['two_workers_speedup']}x; same counts: "
+            f"{'yes' if each['same_counts_across_workers'] else 'NO'}"
+            + (
+                ""
+                if "same_states_as_spin" not in each
+                else f"; same states as SPIN: {'yes' if each['same_states_as_spin'] else 'NO'}"
+            )
+        )
+    throughput = figures.get("campaign")
+    if throughput:
+        lines.append(
+            f"campaign at ci (default policy, {throughput['examples']} examples; medians of "
+            f"{throughput['rounds']} interleaved rounds): "
+            f"{throughput['campaign_operations_per_second']:,} operations/s against "
+            f"{throughput['bare_lockstep_operations_per_second']:,} for a bare Hypothesis "
+            f"lockstep machine ({throughput['campaign_to_bare']}x)"
+        )
+    first = figures.get("first_policy")
+    if first:
+        lines.append(
+            f"first policy through `{first['command']}`: exit {first['exit_code']}, "
+            f"{first['seconds']} s, peak RSS {first['peak_rss_mb']} MB"
+        )
+        timed = ", ".join(
+            f"{name} {seconds:.1f} s"
+            for name, seconds in first["check_seconds"].items()
+            if isinstance(seconds, int | float)
+        )
+        lines.append(f"  checks: {timed}")
+        lines.append(
+            f"  campaign coverage: {first['campaign_transitions_covered']}/"
+            f"{first['campaign_transitions_coverable']} transitions; explorer: {first['explorer']}"
+        )
+    return lines

@@ -1,0 +1,1175 @@
+"""The model-based campaign: Hypothesis drives an implementation and the reference
+model in lockstep through interleavings of observe, propose, execute, cancel and
+replay, checking every named invariant after every operation.
+
+Owns: the ``RuleBasedStateMachine`` (``build_machine``: one class per policy and
+implementation), the input strategies, the profiles (budgets), running Hypothesis
+programmatically with a seed and an example database (``run_campaign``), turning the
+shrunk failure into a ``harness.Finding`` with its JSON and pytest files, and the
+``CampaignResult`` that ``replan campaign`` prints and ``replan verify`` consumes.
+
+Leaves to others: what an operation, a failure and a counterexample are
+(``verification.core.harness``), what the properties say (``spec.properties``), what the
+coverage targets are (``verification.core.coverage``, from the declaration).
+
+How inputs are drawn (why): a real run stresses the controller with inputs *near*
+the current state, so every rule builds its input relative to the last snapshot:
+the current evidence and plan revisions and their neighbours, versions just below,
+at and above a key's latest, redeliveries of recorded contents (identical or
+conflicting), plan ids that were completed, invalidated or never seen (a
+``Bundle``), plus unknown keys, steps and resources and malformed records. There is
+one rule per *kind* of input, so Hypothesis' built-in swarm testing (it switches
+rules off per example) yields runs that, say, only propose and execute, or never
+cancel. Two rules act in bursts because the deep targets need runs of a certain
+shape: ``advance`` (1-8 operations of a cooperative model: propose a runnable step,
+execute it) reaches step limits and ``Completed`` after replans, and
+``observe_no_progress`` (1-3 observations that teach nothing) reaches the
+no-progress limit from either active state. ``target()`` was tried for depth and
+dropped: it spent the budget deepening a few runs and cost breadth elsewhere.
+Choices shrink toward the first option, and Hypothesis draws the first option more
+often, so the first option of every choice is the common, valid case.
+
+One example drives several runs: once a run has stopped and absorbed
+``ABSORBED_CALLS`` further calls (which checks ``stop-absorbing`` with whatever came
+next), the machine starts a fresh run. A counterexample is always the operations of
+one run from its start, so it replays on a fresh controller.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, NoReturn
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.records import EvidenceState, Observation, Plan
+from replan.spec import inputs
+from replan.spec.reference import ReferenceController
+from replan.spec.vocabulary import REGISTRY
+from replan.verification.core.coverage import Coverage, declared_model, targets_for
+from replan.verification.core.domains import HAND_WRITTEN, PARAMETER_TYPES
+from replan.verification.core.harness import (
+    CHECKER,
+    Finding,
+    Implementation,
+    Operation,
+    appended_since,
+    apply,
+    pytest_source,
+    result_text,
+    run_sequence,
+    run_view,
+    same_outcome,
+    trace_length,
+)
+from replan.verification.core.visited import Visited
+from replan.verification.engines.campaign.database import example_database
+from replan.verification.engines.campaign.memory import (
+    EXAMPLES_PER_ENGINE,
+    engine_budgets,
+    engine_seed,
+)
+from replan.verification.runtime import interrupt
+from replan.verification.runtime.files import write_atomically
+from replan.verification.subjects import mutants
+
+Factory = Callable[[Policy], Implementation]
+
+#: The implementation tested when none is named: the generated controller.
+DEFAULT_IMPLEMENTATION = "replan.controller:Controller"
+#: Where a failure's JSON and pytest file go when no directory is named (out/ is in
+#: the repository's .gitignore; nothing is written into the repository uninvited).
+DEFAULT_OUT_DIR = Path("out") / "campaign"
+#: Hypothesis' example database (a failure found once is retried first next time):
+#: with the output, in Hypothesis' own directory there (``hypothesis_home``).
+DEFAULT_DATABASE = DEFAULT_OUT_DIR / ".hypothesis" / "examples"
+#: Calls a stopped run absorbs (each checked) before the machine starts a fresh run.
+ABSORBED_CALLS = 3
+#: Labels of the two ways a run can fail that are not invariants.
+DIVERGENCE = "divergence"
+
+SOURCES = ("ci", "owner")
+#: Events whose parameter type no rule below spells out (drawn by ``derived_event``).
+DERIVED_EVENTS = tuple(e for e, kind in PARAMETER_TYPES.items() if kind not in HAND_WRITTEN)
+STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
+#: size -> the strategy of an index into that many options (``CampaignMachine._index``)
+_INDEXES: dict[int, st.SearchStrategy[int]] = {}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A budget: Hypothesis examples, and operations (steps) per example."""
+
+    name: str
+    examples: int
+    steps: int
+    description: str
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("ci", 200, 60, "the test suite and CI: full coverage on the default policy"),
+        Profile("default", 600, 80, "a local check after a change"),
+        Profile("thorough", 3000, 100, "before a release"),
+    )
+}
+
+
+_ENUM_REPR = re.compile(r"<(EvidenceState|ExecuteResult|StopReason)\.(\w+): '[^']*'>")
+
+
+def readable(operation: Operation) -> str:
+    """An operation as a line of Python a person can read and paste
+    (``EvidenceState.PASSED`` rather than its angle-bracket repr)."""
+    return _ENUM_REPR.sub(r"\1.\2", str(operation))
+
+
+def program(operations: Sequence[Operation], results: Sequence[Any]) -> str:
+    """Numbered operations with their outcomes, one per line."""
+    return "\n".join(
+        f"{number:3}. {readable(operation)}  ->  {result_text(result)}"
+        for number, (operation, result) in enumerate(zip(operations, results, strict=True), 1)
+    )
+
+
+# ---- naming implementations ----------------------------------------------------------
+
+
+class ImplementationError(ValueError):
+    """An implementation named as "module:Class" that cannot be loaded."""
+
+
+def resolve_implementation(path: str) -> type[Any]:
+    """Load the class named ``module:Class`` (e.g. ``controller:Controller``,
+    ``verification.subjects.mutants:step_limit_off_by_one``)."""
+    module_name, colon, class_name = path.partition(":")
+    if not colon or not module_name or not class_name:
+        raise ImplementationError(f"{path!r}: expected module:Class, e.g. {DEFAULT_IMPLEMENTATION}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImplementationError(f"{path!r}: cannot import {module_name!r} ({error})") from None
+    try:
+        found = getattr(module, class_name)
+    except AttributeError:
+        raise ImplementationError(f"{path!r}: {module_name} has no {class_name!r}") from None
+    if not callable(found):
+        raise ImplementationError(f"{path!r}: {class_name!r} is not a class")
+    return found  # type: ignore[no-any-return]
+
+
+def mutant_implementation(name: str) -> str:
+    """The "module:Class" path of the broken controller ``name`` (see
+    ``verification.subjects.mutants.MUTANTS``)."""
+    if name not in mutants.MUTANTS:
+        raise ImplementationError(
+            f"{name!r} is not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
+        )
+    return f"replan.verification.subjects.mutants:{mutants.importable_name(name)}"
+
+
+# ---- the failure a rule raises ------------------------------------------------------------
+
+
+class PropertyFailure(AssertionError):
+    """An invariant broke, or the implementation and the reference diverged. Carries
+    the operations of the run so far, so the shrunk example's are at hand."""
+
+    def __init__(
+        self, property_name: str, detail: str, operations: list[Operation], results: list[Any]
+    ) -> None:
+        super().__init__(f"{property_name}: {detail}")
+        self.property = property_name
+        self.detail = detail
+        self.operations = list(operations)
+        self.results = list(results)
+
+
+# ---- what one campaign accumulates across examples --------------------------------------------
+
+
+@dataclass
+class Progress:
+    """What a progress display shows (the CLI draws it on stderr)."""
+
+    examples: int
+    budget: int
+    operations: int
+    seconds: float
+    failing: bool  # a failure was found; Hypothesis is shrinking it
+
+
+@dataclass
+class Recorder:
+    """Counts across every example Hypothesis runs (generation and shrinking)."""
+
+    coverage: Coverage
+    budget: int
+    collect_visited: bool = True
+    progress: Callable[[Progress], None] | None = None
+    examples: int = 0
+    runs: int = 0
+    operations: int = 0
+    properties_checked: int = 0  # operations checked against every property
+    failures: int = 0  # failing runs seen (the first, then each one while shrinking)
+    first_failure_at: int | None = None  # the example in which the first was seen
+    visited: Visited = field(default_factory=Visited)
+    started: float = field(default_factory=time.perf_counter)
+    _last_report: float = 0.0
+
+    def example_started(self) -> None:
+        interrupt.check()  # Ctrl-C, even if it landed where it was swallowed
+        self.examples += 1
+        if self.progress is not None:
+            now = time.perf_counter()
+            if now - self._last_report >= 0.2:
+                self._last_report = now
+                self.progress(
+                    Progress(
+                        self.examples,
+                        self.budget,
+                        self.operations,
+                        now - self.started,
+                        self.failures > 0,
+                    )
+                )
+
+
+# ---- the machine ----------------------------------------------------------------------
+
+
+def ill_typed(record: Callable[..., Any], *fields: Any) -> Any:
+    """A record built with fields of the wrong type, on purpose (malformed input)."""
+    return record(*fields)
+
+
+def _other(options: Sequence[str], taken: Sequence[str], stem: str) -> str:
+    """A name not in ``taken`` (an unknown key, step or resource for this policy)."""
+    candidate, number = stem, 1
+    while candidate in taken or candidate in options:
+        number += 1
+        candidate = f"{stem}-{number}"
+    return candidate
+
+
+class CampaignMachine(RuleBasedStateMachine):
+    """Lockstep: every operation a rule makes is applied to the implementation and
+    to the reference; after it, same outcome, equal snapshots, every invariant holds.
+
+    Subclasses (``build_machine``) fix the policy, the implementation and the
+    recorder; the rules below read only those and the last snapshot."""
+
+    policy: ClassVar[Policy] = DEFAULT_POLICY
+    implementation: ClassVar[Any]  # a Factory: called with the policy, one run
+    reference: ClassVar[Any] = ReferenceController  # None: no lockstep
+    recorder: ClassVar[Recorder]
+    unknown_key: ClassVar[str] = "unknown-key"
+    unknown_step: ClassVar[str] = "unknown-step"
+    disallowed_resource: ClassVar[str] = "resource-not-allowed"
+    commit_first: ClassVar[tuple[str, ...]] = ()  # step names, run-completing first
+
+    #: the events ``derived_event`` draws (``moving_events``)
+    derived_events: ClassVar[tuple[str, ...]] = ()
+    #: operations every example starts with (an explorer witness: ``seed_missed``)
+    prefix: ClassVar[tuple[Operation, ...]] = ()
+    #: (reference factory, policy, its instance) reset for every run (``_fresh_twin``)
+    _twin: ClassVar[tuple[Any, Policy, ReferenceController] | None] = None
+
+    plan_ids = Bundle("plan_ids")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.recorder.example_started()
+        self._fresh = 0
+        self._new_run()
+        for operation in self.prefix:
+            self._do(operation.op, operation.argument)
+
+    # ---- running one operation on both, and checking it ---------------------------------
+
+    def _new_run(self) -> None:
+        self.subject = self.implementation(self.policy)
+        # None: the properties alone judge the run (``replan mutate`` does this for a
+        # changed declaration, which the reference model could not follow)
+        self.twin = self._fresh_twin()
+        self.operations: list[Operation] = []
+        self.results: list[Any] = []
+        #: per call: (canonical snapshot before, op, outcome, stop reason it caused);
+        #: joined with the trace's transition labels when the run ends (``_tally``).
+        self.calls: list[tuple[str, str, Any, str | None]] = []
+        self.absorbed = 0
+        self.last: dict[str, Any] = self.subject.snapshot()
+        self.view = run_view(self.subject)  # what the properties read as "before"
+        self.last_key = (
+            self.recorder.visited.state(self.last) if self.recorder.collect_visited else b""
+        )
+        self.recorder.runs += 1
+        broken = CHECKER.initial(self.view, self.policy) + CHECKER.state(self.view)
+        if broken:
+            self._fail(broken[0], f"a fresh run breaks {', '.join(broken)}")
+        if self.twin is not None and self.last != self.twin.snapshot():
+            self._fail(DIVERGENCE, "a fresh run's snapshot differs from the reference model's")
+
+    def _fresh_twin(self) -> Any:
+        """The reference model for a new run: this machine class's one
+        ``ReferenceController``, ``reset`` (building one costs more than a whole run
+        of operations: ``spec.reference``), or a new instance of any other reference.
+        Only one run is live at a time in an engine, and a class is built per engine
+        (``build_machine``), so its instance is never shared by two live runs."""
+        factory = self.reference
+        if factory is None:
+            return None
+        machine = type(self)
+        kept = machine._twin
+        if kept is not None and kept[0] is factory and kept[1] is self.policy:
+            kept[2].reset()
+            return kept[2]
+        twin = factory(self.policy)
+        if isinstance(twin, ReferenceController):
+            machine._twin = (factory, self.policy, twin)
+        return twin
+
+    def _tally(self) -> None:
+        """Count what the run's calls fired, by the transition label each trace record
+        names (the implementation's trace; the reference's if it keeps none). Done
+        once per run: reading a trace renders all of it."""
+        labels: list[str | None] = []
+        for implementation in (
+            (self.subject, self.twin) if self.twin is not None else (self.subject,)
+        ):
+            trace = getattr(implementation, "trace", None)
+            if isinstance(trace, list) and len(trace) >= len(self.calls):
+                labels = [record.get("transition") for record in trace[: len(self.calls)]]
+                break
+        labels += [None] * (len(self.calls) - len(labels))
+        recorder = self.recorder
+        for (before_key, op, result, stopped_now), label in zip(self.calls, labels, strict=True):
+            recorder.coverage.record(label, op, result, stopped_now)
+            if recorder.collect_visited and label is not None and " absorbs " not in label:
+                recorder.visited.transition(before_key, label)
+        self.calls = []
+
+    def teardown(self) -> None:
+        self._tally()
+
+    def _fail(self, property_name: str, detail: str) -> NoReturn:
+        self.recorder.failures += 1
+        if self.recorder.first_failure_at is None:
+            self.recorder.first_failure_at = self.recorder.examples
+        raise PropertyFailure(property_name, detail, self.operations, self.results)
+
+    def _do(self, op: str, argument: Any = None) -> Any:
+        operation = Operation(op, argument)
+        before = self.last
+        mark = trace_length(self.subject)
+        result = apply(self.subject, operation)
+        after = self.subject.snapshot()
+        view = run_view(self.subject)
+        self.operations.append(operation)
+        self.results.append(result)
+        recorder = self.recorder
+        recorder.operations += 1
+        stopped_now = after["stop_reason"] if before["stop_reason"] is None else None
+        self.calls.append((self.last_key, op, result, stopped_now))
+        if recorder.collect_visited:
+            self.last_key = recorder.visited.state(after)
+        recorder.properties_checked += 1
+        broken = CHECKER.call(
+            op, self.view, argument, result, view, appended_since(self.subject, mark)
+        ) + CHECKER.state(view)
+        self.view = view
+        if broken:
+            self._fail(
+                broken[0], f"{operation} -> {result_text(result)} breaks {', '.join(broken)}"
+            )
+        if self.twin is not None:
+            self._lockstep(operation, result, after)
+        self.last = after
+        if before["stop_reason"] is not None:
+            self.absorbed += 1
+            if self.absorbed >= ABSORBED_CALLS:
+                self._tally()
+                self._new_run()
+        return result
+
+    def _lockstep(self, operation: Operation, result: Any, after: dict[str, Any]) -> None:
+        expected = apply(self.twin, operation)
+        if not same_outcome(result, expected):
+            self._fail(
+                DIVERGENCE,
+                f"{operation}: implementation answered {result_text(result)}, "
+                f"the reference model {result_text(expected)}",
+            )
+        reference_after = self.twin.snapshot()
+        if after != reference_after:
+            differing = sorted(k for k in after if after[k] != reference_after.get(k))
+            self._fail(
+                DIVERGENCE,
+                f"{operation}: same answer but the snapshots differ in {', '.join(differing)}",
+            )
+
+    # ---- drawing relative to the current state -----------------------------------------
+
+    def _index(self, data: st.DataObject, size: int) -> int:
+        """An index into ``size`` options, drawn through the test case's own
+        ``ConjectureData``: the same choice and the same span as ``data.draw`` makes,
+        so the same examples and the same shrinking, without what ``DataObject.draw``
+        adds around each draw for a run the campaign never makes (the explain phase's
+        argument comments, a printed line per draw, a check that the strategy left
+        the global random state alone: together more than the draw itself, and the
+        rules draw two to four times per operation). ``conjecture_data`` is the
+        semi-stable attribute Hypothesis keeps for this; pyproject.toml pins it."""
+        strategy = _INDEXES.get(size)
+        if strategy is None:
+            strategy = _INDEXES[size] = st.integers(0, size - 1)
+        return data.conjecture_data.draw(strategy)
+
+    def _pick(self, data: st.DataObject, options: Sequence[Any]) -> Any:
+        """One of ``options``; shrinks toward the first."""
+        return options[self._index(data, len(options))] if len(options) > 1 else options[0]
+
+    def _latest(self, key: str) -> int:
+        entry = self.last["evidence"].get(key)
+        return 0 if entry is None else int(entry["version"])
+
+    def _state(self, key: str) -> EvidenceState:
+        entry = self.last["evidence"].get(key)
+        return EvidenceState.UNKNOWN if entry is None else EvidenceState(entry["state"])
+
+    def _fresh_id(self) -> str:
+        self._fresh += 1
+        return f"p{self._fresh}"
+
+    def _older_gaps(self) -> list[tuple[str, int]]:
+        seen = {(k, v) for k, v, _, _ in self.last["contents"]}
+        return [
+            (key, version)
+            for key in self.policy.keys
+            for version in range(1, self._latest(key))
+            if (key, version) not in seen
+        ]
+
+    # ---- observe ---------------------------------------------------------------------
+
+    @rule(data=st.data())
+    def observe_change(self, data: st.DataObject) -> None:
+        """A newer version with another state: meaningful evidence."""
+        key = self._pick(data, self.policy.keys)
+        state = self._pick(data, [s for s in STATES if s != self._state(key)])
+        version = self._latest(key) + self._pick(data, (2, 1, 3))
+        self._do("observe", Observation(key, version, state, self._pick(data, SOURCES)))
+
+    @precondition(lambda self: bool(self._not_passed()))
+    @rule(data=st.data())
+    def observe_pass(self, data: st.DataObject) -> None:
+        """Prerequisites that were not Passed now are, all of them or one (the
+        evidence a run needs to reach Completed, as its own rule so that swarm
+        testing can favour it)."""
+        missing = self._not_passed()
+        for key in missing if self._pick(data, (True, False)) else missing[:1]:
+            if self.last["stop_reason"] is not None:
+                break
+            version = self._latest(key) + self._pick(data, (2, 1))
+            self._do("observe", Observation(key, version, EvidenceState.PASSED, SOURCES[0]))
+
+    def _not_passed(self) -> list[str]:
+        required = {key for step in self.policy.steps for key in step.requires}
+        return [
+            key
+            for key in self.policy.keys
+            if key in required and self._state(key) != EvidenceState.PASSED
+        ]
+
+    @rule(data=st.data())
+    def observe_no_progress(self, data: st.DataObject) -> None:
+        """One to three observations that teach nothing, as a stalled evidence source
+        sends them: a newer version with the same state (Unknown for a key never
+        observed), a version below the key's latest never seen, or an identical
+        redelivery. (A burst, so that the no-progress limit is reached in any state.)"""
+        for _ in range(self._pick(data, (1, 2, 3))):
+            if self.last["stop_reason"] is not None:
+                break
+            gaps = self._older_gaps()
+            how = self._pick(data, ("renumbered", "older", "redelivered"))
+            if how == "older" and gaps:
+                key, version = self._pick(data, gaps)
+                state, source = self._pick(data, STATES), self._pick(data, SOURCES)
+            elif how == "redelivered" and self.last["contents"]:
+                key, version, state, source = self._pick(data, self.last["contents"])
+            else:
+                key = self._pick(data, self.policy.keys)
+                version = self._latest(key) + self._pick(data, (1, 2))
+                state, source = self._state(key), self._pick(data, SOURCES)
+            self._do("observe", Observation(key, version, EvidenceState(state), source))
+
+    @precondition(lambda self: bool(self.last["contents"]))
+    @rule(data=st.data())
+    def observe_redelivery(self, data: st.DataObject) -> None:
+        """A recorded (key, version) again: identical, or with other content."""
+        key, version, state, source = self._pick(data, self.last["contents"])
+        how = self._pick(data, ("identical", "other state", "other source"))
+        if how == "other state":
+            state = self._pick(data, [s for s in STATES if s != state])
+        elif how == "other source":
+            source = next(s for s in (*SOURCES, "replayer") if s != source)
+        self._do("observe", Observation(key, version, EvidenceState(state), source))
+
+    @rule(data=st.data())
+    def observe_near(self, data: st.DataObject) -> None:
+        """Any field near the current state: declared or unknown key, version below,
+        at or above the latest (or not valid), any state, a source or an empty one;
+        now and then a host bug (not an Observation, a field of the wrong type)."""
+        if self._pick(data, (False, False, False, True)):
+            self._do("observe", self._pick(data, self._malformed_observations()))
+            return
+        key = self._pick(data, (*self.policy.keys, self.unknown_key))
+        latest = self._latest(key) if key in self.policy.key_set else 1
+        version = self._pick(data, (latest + 1, latest, latest - 1, 1, 0))
+        state = self._pick(data, STATES)
+        source = self._pick(data, (*SOURCES, ""))
+        self._do("observe", Observation(key, version, state, source))
+
+    def _malformed_observations(self) -> list[Any]:
+        key = self.policy.keys[0]
+        version = self._latest(key) + 1
+        passed = EvidenceState.PASSED
+        return [
+            None,
+            (key, version, "Passed", "ci"),
+            *(
+                ill_typed(Observation, *fields)
+                for fields in (
+                    (key, True, passed, "ci"),
+                    (key, str(version), passed, "ci"),
+                    (key, version, "Passed", "ci"),
+                    (key, version, passed, None),
+                    (None, version, passed, "ci"),
+                )
+            ),
+        ]
+
+    # ---- propose ---------------------------------------------------------------------
+
+    def _current_plan(self, data: st.DataObject, plan_id: str) -> Plan:
+        """A plan the controller should accept. Its step is drawn run-completing
+        steps first: a model eager to commit before the evidence is in is the case
+        the commit gate exists for."""
+        return Plan(
+            plan_id,
+            self.last["plan_revision"] + self._pick(data, (1, 2)),
+            self.last["evidence_revision"],
+            self._pick(data, self.commit_first),
+            self._pick(data, self.policy.resources),
+        )
+
+    @rule(target=plan_ids, data=st.data())
+    def propose_current(self, data: st.DataObject) -> str:
+        """A plan citing the current revisions, a declared step, an allowed resource
+        and a fresh id: accepted on an active run with slots left (superseding a
+        pending one)."""
+        plan = self._current_plan(data, self._fresh_id())
+        self._do("propose", plan)
+        return plan.id
+
+    @rule(target=plan_ids, data=st.data())
+    def propose_near(self, data: st.DataObject) -> str:
+        """A current plan with one or two fields moved to a neighbour: a revision
+        -1, +-0 or +1 off, an unknown step, a resource not allowed, an id once
+        accepted or completed; or not a well-formed plan at all."""
+        last = self.last
+        fields: dict[str, Any] = {
+            "id": None,  # a fresh one unless an old one is drawn below
+            "revision": last["plan_revision"] + 1,
+            "evidence_revision": last["evidence_revision"],
+            "step": self._pick(data, [s.name for s in self.policy.steps]),
+            "resource": self._pick(data, self.policy.resources),
+        }
+        for _ in range(self._pick(data, (1, 1, 1, 2))):
+            how = self._pick(data, ("evidence", "revision", "step", "resource", "id", "malformed"))
+            if how == "revision":
+                fields["revision"] = last["plan_revision"] + self._pick(data, (0, -1))
+            elif how == "evidence":
+                fields["evidence_revision"] = last["evidence_revision"] + self._pick(data, (-1, 1))
+            elif how == "step":
+                fields["step"] = self.unknown_step
+            elif how == "resource":
+                fields["resource"] = self.disallowed_resource
+            elif how == "id" and (last["accepted"] or last["completed"]):
+                fields["id"] = self._pick(data, (*last["completed"], *last["accepted"]))
+            elif how == "malformed":
+                plan_id = fields["id"] or self._fresh_id()
+                self._do("propose", self._pick(data, self._malformed_plans(plan_id)))
+                return plan_id
+        fields["id"] = fields["id"] or self._fresh_id()
+        plan = Plan(**fields)
+        self._do("propose", plan)
+        return plan.id
+
+    def _malformed_plans(self, plan_id: str) -> list[Any]:
+        revision = self.last["plan_revision"] + 1
+        evidence = self.last["evidence_revision"]
+        step = self.policy.steps[0].name
+        resource = self.policy.resources[0]
+        return [
+            None,
+            "commit everything",
+            *(
+                ill_typed(Plan, *fields)
+                for fields in (
+                    ("", revision, evidence, step, resource),
+                    (7, revision, evidence, step, resource),
+                    (plan_id, True, evidence, step, resource),
+                    (plan_id, float(revision), evidence, step, resource),
+                    (plan_id, revision, str(evidence), step, resource),
+                    (plan_id, revision, evidence, None, resource),
+                    (plan_id, revision, evidence, step, None),
+                )
+            ),
+        ]
+
+    @precondition(lambda self: bool(self.last["completed"]))
+    @rule(data=st.data())
+    def propose_completed(self, data: st.DataObject) -> None:
+        """A current, otherwise valid plan reusing a completed id."""
+        self._do("propose", self._current_plan(data, self._pick(data, self.last["completed"])))
+
+    @precondition(lambda self: self.last["pending"] is not None)
+    @rule(data=st.data())
+    def while_pending(self, data: st.DataObject) -> None:
+        """With a plan pending, what must leave it pending: a rejected or
+        superseding proposal, or evidence that teaches nothing. (A rule of its own
+        because runs spend most operations idle: an accepted plan is soon executed
+        or invalidated, yet every rejection has a pending twin to reach.)"""
+        kinds: list[Callable[[st.DataObject], Any]] = [
+            self.propose_near,
+            self.observe_no_progress,
+        ]
+        if self.last["contents"]:
+            kinds.append(self.observe_redelivery)
+        if self.last["completed"]:
+            kinds.append(self.propose_completed)
+        self._pick(data, kinds)(data)
+
+    # ---- execute, replay, cancel ---------------------------------------------------------
+
+    @precondition(lambda self: self.last["pending"] is not None)
+    @rule()
+    def execute_pending(self) -> None:
+        """Execute the pending plan, whether or not its prerequisites are Passed."""
+        self._do("execute", self.last["pending"]["id"])
+
+    @rule(target=plan_ids, data=st.data())
+    def advance(self, data: st.DataObject) -> Any:
+        """Move the run forward as a cooperative model would, for one or several
+        operations: execute the pending plan when its prerequisites are Passed,
+        otherwise propose a current plan for a step that may run now. (The happy
+        path as its own rule, several operations at a time, so that runs get deep:
+        that is how step limits and Completed after replans are reached.)"""
+        proposed = []
+        for _ in range(self._pick(data, (1, 2, 3, 5, 8))):
+            if self.last["stop_reason"] is not None:
+                break
+            pending = self.last["pending"]
+            if pending is not None and self._may_run(pending["step"]):
+                self._do("execute", pending["id"])
+                continue
+            # a cooperative planner commits as soon as it may: run-completing steps first
+            runnable = [name for name in self.commit_first if self._may_run(name)]
+            plan = Plan(
+                self._fresh_id(),
+                self.last["plan_revision"] + 1,
+                self.last["evidence_revision"],
+                self._pick(data, runnable or [s.name for s in self.policy.steps]),
+                self._pick(data, self.policy.resources),
+            )
+            self._do("propose", plan)
+            proposed.append(plan.id)
+        return multiple(*proposed)
+
+    def _may_run(self, step: str) -> bool:
+        requires = self.policy.requirements.get(step, ())
+        return all(self._state(key) == EvidenceState.PASSED for key in requires)
+
+    @rule(plan_id=plan_ids, data=st.data())
+    def execute_id(self, plan_id: str, data: st.DataObject) -> None:
+        """Execute an id proposed earlier in the example (pending, completed,
+        invalidated, superseded, rejected, or from an earlier run: never seen here),
+        or one never proposed or not a non-empty string (UnknownPlan, never raises)."""
+        if self._pick(data, (False, False, False, True)):
+            plan_id = self._pick(data, ("never-seen", "", None, 7))
+        self._do("execute", plan_id)
+
+    @precondition(lambda self: bool(self._stale_ids()))
+    @rule(data=st.data())
+    def execute_stale(self, data: st.DataObject) -> None:
+        """Execute an id that was accepted and has since been invalidated by new
+        evidence or superseded by another plan: StalePlan."""
+        self._do("execute", self._pick(data, self._stale_ids()))
+
+    def _stale_ids(self) -> list[str]:
+        pending = self.last["pending"]
+        current = None if pending is None else pending["id"]
+        completed = set(self.last["completed"])
+        return [i for i in self.last["accepted"] if i != current and i not in completed]
+
+    @precondition(lambda self: bool(self.last["completed"]))
+    @rule(data=st.data())
+    def replay(self, data: st.DataObject) -> None:
+        """Execute a completed id again: Replayed, nothing changes."""
+        self._do("execute", self._pick(data, self.last["completed"]))
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        """The host cancels the run (rarely: a cancel ends the run, and deep states
+        need long runs; a skipped cancel is no operation)."""
+        if self._pick(data, (False, False, True)):
+            self._do("cancel")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text).strip("_")
+
+
+def _derived_event(self: CampaignMachine, data: st.DataObject) -> None:
+    """An event no rule of ``CampaignMachine`` spells out, its argument drawn from what
+    ``spec.inputs`` says it can be in this state: a new event is sampled without a rule
+    of its own. (Added to a machine only for the events that can move a run to another
+    state under its policy: ``moving_events``.)"""
+    event = self._pick(data, self.derived_events)
+    self._do(event, self._pick(data, inputs.arguments(PARAMETER_TYPES[event], self.view)))
+
+
+def moving_events(policy: Policy, events: Sequence[str]) -> tuple[str, ...]:
+    """Those of ``events`` with a transition that can fire under ``policy`` and leaves
+    its state (an approval under a policy with approval steps). An event that can only
+    be refused where it stays (an approval under a policy without any) adds nothing a
+    rule must reach: the explorer's witnesses cover its refusals (``seed_missed``)."""
+    live = set(targets_for(policy).live_transitions)
+    return tuple(
+        event
+        for event in events
+        if any(
+            t.event == event and t.source != t.target and t.label in live
+            for t in declared_model().transitions
+        )
+    )
+
+
+def build_machine(
+    policy: Policy,
+    implementation: Factory,
+    recorder: Recorder,
+    *,
+    identity: str,
+    reference: Factory | None = ReferenceController,
+    prefix: Sequence[Operation] = (),
+) -> type[CampaignMachine]:
+    """A machine class for this policy and implementation. ``identity`` names the
+    pair in the example database, so a failure saved for one implementation or
+    policy is retried first for the same one."""
+    keys = policy.keys
+    steps = [s.name for s in policy.steps]
+    attributes: dict[str, Any] = {
+        "policy": policy,
+        "implementation": staticmethod(implementation),
+        "reference": None if reference is None else staticmethod(reference),
+        "recorder": recorder,
+        "unknown_key": _other(keys, (), "unknown-key"),
+        "unknown_step": _other(steps, (), "unknown-step"),
+        "disallowed_resource": _other(policy.resources, (), "resource-not-allowed"),
+        "commit_first": tuple(
+            s.name for s in sorted(policy.steps, key=lambda step: not step.completes_run)
+        ),
+        "prefix": tuple(prefix),
+        # function_digest(machine) hashes this in: the example database's key.
+        "_hypothesis_internal_add_digest": identity.encode(),
+    }
+    derived = moving_events(policy, DERIVED_EVENTS)
+    if derived:
+        attributes["derived_events"] = derived
+        attributes["derived_event"] = rule(data=st.data())(_derived_event)
+    return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)
+
+
+# ---- running a campaign ---------------------------------------------------------------
+
+
+@dataclass
+class CampaignResult:
+    """What a campaign did and found. ``visited`` (its distinct states and (state,
+    declared transition) pairs, see ``verification.core.visited``) is what the explorer
+    compares against."""
+
+    policy: Policy
+    profile: str
+    seed: int
+    implementation: str
+    examples: int
+    runs: int
+    operations: int
+    seconds: float
+    coverage: Coverage
+    finding: Finding | None = None
+    replayed: bool = True  # the finding reproduced when replayed by the harness
+    saved: list[Path] = field(default_factory=list)
+    visited: Visited = field(default_factory=Visited)
+    budget: tuple[int, int] = (0, 0)  # (examples, steps per example)
+    #: the example (1-based, in the order Hypothesis ran them) that first failed: 1
+    #: when the example database handed back a failure found before
+    found_at_example: int | None = None
+
+    #: transitions whose explorer witness seeded extra examples (``seed_missed``)
+    seeded: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.finding is None
+
+    def absorb(self, other: CampaignResult) -> None:
+        """Count ``other``'s examples as this campaign's own (same policy)."""
+        self.examples += other.examples
+        self.runs += other.runs
+        self.operations += other.operations
+        self.seconds += other.seconds
+        self.properties_checked += other.properties_checked
+        for mine, theirs in (
+            (self.coverage.transitions, other.coverage.transitions),
+            (self.coverage.execute_results, other.coverage.execute_results),
+            (self.coverage.stop_reasons, other.coverage.stop_reasons),
+            (self.coverage.absorbed, other.coverage.absorbed),
+        ):
+            mine.update(theirs)
+        self.coverage.refused += other.coverage.refused
+        self.visited.merge(other.visited)
+        if self.finding is None and other.finding is not None:
+            self.finding, self.saved, self.replayed = other.finding, other.saved, other.replayed
+
+    @property
+    def operations_per_second(self) -> float:
+        return round(self.operations / self.seconds, 1) if self.seconds > 0 else 0.0
+
+    properties_checked: int = 0
+
+    @property
+    def invariants_checked(self) -> int:
+        """Operations checked against the properties (every one of them, each
+        against every property of its event and every state invariant)."""
+        return self.properties_checked
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "passed": self.passed,
+            "profile": self.profile,
+            "seed": self.seed,
+            "implementation": self.implementation,
+            "budget": {"examples": self.budget[0], "steps_per_example": self.budget[1]},
+            "examples": self.examples,
+            "runs": self.runs,
+            "operations": self.operations,
+            "seconds": round(self.seconds, 2),
+            "operations_per_second": self.operations_per_second,
+            "properties": list(REGISTRY),
+            "operations_checked": self.invariants_checked,
+            "distinct_states_visited": len(self.visited),
+            "distinct_state_transitions_visited": self.visited.transition_count,
+            "coverage": self.coverage.to_json(),
+            "seeded_from_explorer": self.seeded,
+            "policy": policy_to_dict(self.policy),
+            "finding": None,
+        }
+        if self.finding is not None:
+            document["finding"] = {
+                **self.finding.to_json(),
+                "reproduced_by_replay": self.replayed,
+                "found_at_example": self.found_at_example,
+                "saved": [str(path) for path in self.saved],
+            }
+        return document
+
+    def summary_lines(self) -> list[str]:
+        lines = [
+            f"campaign: {'PASSED' if self.passed else 'FAILED'} - {self.implementation} "
+            f"against the reference model, profile {self.profile}, seed {self.seed}",
+            f"examples: {self.examples} (budget {self.budget[0]} x {self.budget[1]} steps; "
+            f"{self.runs} runs), operations: {self.operations}, "
+            f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
+            f"operations checked: {self.invariants_checked} (the {len(REGISTRY)} properties "
+            "of spec/properties.py after every operation, plus lockstep with the "
+            "reference model)",
+        ]
+        if self.seeded:
+            lines.append(
+                f"seeded: {len(self.seeded)} transitions the rules missed, "
+                f"{SEEDED_EXAMPLES} examples each from the explorer's witness"
+            )
+        if len(self.visited):
+            lines.append(f"distinct states visited: {len(self.visited)}")
+        lines += self.coverage.lines()
+        return lines
+
+
+#: Examples run from each explorer witness of a transition the campaign missed.
+SEEDED_EXAMPLES = 3
+
+
+def seed_missed(
+    result: CampaignResult,
+    reached: Sequence[str],
+    witness: Callable[[str], Sequence[Operation] | None],
+    **campaign: Any,
+) -> list[str]:
+    """Close the campaign's gaps against the explorer. Random rules reach a rare
+    state (one entered by a single argument of a single event, say) too seldom to
+    fire all of its transitions, and the explorer has a shortest run to each. For
+    every transition of ``reached`` that ``result`` never fired, run a few campaign
+    examples that start with the explorer's ``witness`` of it and continue with the
+    rules: the same lockstep and properties check every operation, the prefix
+    included. Their counts are merged into ``result``; the first failure becomes its
+    finding. Returns the labels seeded (``campaign``: ``run_campaign``'s options)."""
+    seeded: list[str] = []
+    for label in reached:
+        if result.coverage.transitions[label] or not result.passed:
+            continue
+        prefix = witness(label)
+        if prefix is None:
+            continue
+        extra = run_campaign(result.policy, examples=SEEDED_EXAMPLES, prefix=prefix, **campaign)
+        result.absorb(extra)
+        seeded.append(label)
+    result.seeded = seeded
+    return seeded
+
+
+@contextmanager
+def hypothesis_home(directory: str | Path) -> Iterator[None]:
+    """Hypothesis' own directory (its example database when none is named, and its
+    ``constants`` cache, which it writes even without a database) in ``directory``
+    rather than ``.hypothesis/`` wherever the process runs; restored afterwards."""
+    from hypothesis import configuration
+
+    previous = getattr(configuration, "__hypothesis_home_directory", None)
+    configuration.set_hypothesis_home_dir(directory)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(previous)
+
+
+def _settings(examples: int, steps: int, database: str | Path | None) -> settings:
+    """One engine's Hypothesis settings: its share of the examples, the campaign's steps."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=example_database(database),
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        derandomize=False,
+    )
+
+
+def _run_engine(machine: type[RuleBasedStateMachine], chosen: settings) -> PropertyFailure | None:
+    """Run one Hypothesis engine; the failure it shrank and replayed, if any."""
+    try:
+        with _seed_alone():
+            run_state_machine_as_test(machine, settings=chosen)
+    except PropertyFailure as caught:  # Hypothesis replayed its minimal example
+        return caught
+    return None
+
+
+_SEED_ALONE = threading.Lock()
+#: (engines running under ``_seed_alone``, the function it replaced)
+_seed_alone_state: list[Any] = [0, None]
+
+
+@contextmanager
+def _seed_alone() -> Iterator[None]:
+    """The engine's draws depend on its seed alone, not on which modules this process
+    happened to import. Why: Hypothesis mixes into its draws the literals of every
+    *local* module loaded (for an editable install or a checkout, every replan module
+    imported so far), so the same seed gave other examples in ``replan verify``, in
+    ``replan campaign`` and in a worker process that imported less (a Ray task of
+    ``verification.engines.campaign.workers``, whose share must be the same share when it runs
+    again). Here the local pool is empty; Hypothesis's global constants stay. (A
+    module-level function of ``hypothesis.internal.conjecture.providers``, of the
+    version pyproject.toml pins; ``tests/test_campaign.py`` checks the independence.)"""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    with _SEED_ALONE:  # engines in several threads: the first in installs, the last out restores
+        if _seed_alone_state[0] == 0:
+            empty = Constants()
+            _seed_alone_state[1] = providers._get_local_constants
+            providers._get_local_constants = lambda: empty
+            providers.CONSTANTS_CACHE.cache.clear()
+        _seed_alone_state[0] += 1
+    try:
+        yield
+    finally:
+        with _SEED_ALONE:
+            _seed_alone_state[0] -= 1
+            if _seed_alone_state[0] == 0:
+                providers._get_local_constants = _seed_alone_state[1]
+                providers.CONSTANTS_CACHE.cache.clear()
+
+
+def run_campaign(
+    policy: Policy | None = None,
+    profile: str = "ci",
+    *,
+    seed: int | None = None,
+    examples: int | None = None,
+    steps: int | None = None,
+    implementation: str | type[Any] | None = None,
+    reference: Factory | None = ReferenceController,
+    out_dir: str | Path | None = DEFAULT_OUT_DIR,
+    database: str | Path | None = DEFAULT_DATABASE,
+    progress: Callable[[Progress], None] | None = None,
+    collect_visited: bool = True,
+    prefix: Sequence[Operation] = (),
+    examples_per_engine: int | None = EXAMPLES_PER_ENGINE,
+) -> CampaignResult:
+    """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
+    generated controller) against ``reference`` under ``policy`` with the profile's
+    budget (``examples``/``steps`` override it). Deterministic for a ``seed``
+    (a random one is chosen and reported when None). On a failure, the shrunk
+    counterexample is replayed through the harness and, when ``out_dir`` is given,
+    saved there as JSON and as a pytest file. Every example starts with ``prefix``.
+    The budget runs as consecutive Hypothesis engines of at most
+    ``examples_per_engine`` examples (``verification.engines.campaign.memory``: memory stays
+    bounded; None: one engine)."""
+    policy = policy or DEFAULT_POLICY
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
+    budget = PROFILES[profile]
+    examples = budget.examples if examples is None else examples
+    steps = budget.steps if steps is None else steps
+    if examples < 1 or steps < 1:
+        raise ValueError("examples and steps must be at least 1")
+    if seed is None:
+        seed = random.SystemRandom().randrange(1_000_000)
+    if implementation is None:
+        implementation = DEFAULT_IMPLEMENTATION
+    if isinstance(implementation, str):
+        path, implementation_class = implementation, resolve_implementation(implementation)
+    else:
+        implementation_class = implementation
+        path = f"{implementation.__module__}:{implementation.__qualname__}"
+
+    recorder = Recorder(
+        Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
+    )
+    identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
+    failure: PropertyFailure | None = None
+    for number, share in enumerate(engine_budgets(examples, examples_per_engine)):
+        machine = build_machine(
+            policy,
+            implementation_class,
+            recorder,
+            identity=identity,
+            reference=reference,
+            prefix=prefix,
+        )
+        failure = _run_engine(
+            hypothesis_seed(engine_seed(seed, number))(machine),
+            _settings(share, steps, database),
+        )
+        if failure is not None:
+            break
+    seconds = time.perf_counter() - recorder.started
+
+    result = CampaignResult(
+        policy=policy,
+        profile=profile,
+        seed=seed,
+        implementation=path,
+        examples=recorder.examples,
+        runs=recorder.runs,
+        operations=recorder.operations,
+        seconds=seconds,
+        coverage=recorder.coverage,
+        visited=recorder.visited,
+        budget=(examples, steps),
+        found_at_example=recorder.first_failure_at,
+        properties_checked=recorder.properties_checked,
+    )
+    if failure is not None:
+        _record_failure(result, failure, implementation_class, reference, out_dir)
+    return result
+
+
+def _record_failure(
+    result: CampaignResult,
+    failure: PropertyFailure,
+    implementation: Factory,
+    reference: Factory | None,
+    out_dir: str | Path | None,
+) -> None:
+    """Confirm the shrunk failure through the harness (the same code ``replan replay``
+    runs), then keep it as a Finding and, with ``out_dir``, as JSON and pytest."""
+    report = run_sequence(result.policy, failure.operations, implementation, reference)
+    result.replayed = report.failure is not None
+    if report.failure is not None:
+        failed_at = report.failed_at if report.failed_at is not None else len(report.results) - 1
+        operations = list(failure.operations[: failed_at + 1])
+        results, property_name, detail = report.results, report.failure, report.detail
+    else:  # kept as found; the report says it did not reproduce
+        operations, results = failure.operations, failure.results
+        property_name, detail = failure.property, failure.detail
+    result.finding = Finding(
+        property=property_name,
+        policy=result.policy,
+        operations=operations,
+        results=results,
+        message=detail,
+        source="campaign",
+        extra={"implementation": result.implementation, "seed": result.seed},
+    )
+    if out_dir is not None:
+        save_finding(result, out_dir)
+
+
+def save_finding(result: CampaignResult, out_dir: str | Path) -> None:
+    """Keep ``result``'s finding in ``out_dir`` as counterexample JSON and a pytest file
+    (``replan replay FILE`` runs either)."""
+    finding = result.finding
+    assert finding is not None
+    directory = Path(out_dir)
+    stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(finding.property)}"
+    json_path = finding.save(directory / f"campaign_{stem}.json")
+    test_path = write_atomically(
+        directory / f"test_campaign_{stem}.py",
+        pytest_source(
+            result.policy,
+            finding.property,
+            finding.operations,
+            name=f"campaign_{stem}",
+            implementation=result.implementation,
+        ),
+    )
+    result.saved = [json_path, test_path]

@@ -1,0 +1,237 @@
+"""A recorded run checked after the fact against the proved model.
+
+``replan conform LOG`` reads what a production run recorded (a run log of
+``controller.durable``, in SQLite, or the trace a controller wrote, as JSON: a list of
+``Controller.trace`` records, or an episode record with ``calls``), replays every call
+through the reference model (``spec.reference``: the declaration run by
+python-statemachine) and checks every contract property after each one. The first
+call whose recorded answer differs from the model's, or after which a property
+breaks, is the divergence: its position, the call, both answers.
+
+A run log holds only the calls that changed the run, which is enough: a call that
+changed nothing changes nothing when left out. It names its policy and the
+declaration it ran under; a log of another declaration is refused (it cannot be
+checked against this model). A trace names no policy: ``--policy`` gives it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replan.controller import Controller
+from replan.controller._generated import DECLARATION_DIGEST
+from replan.controller.durable.log import (
+    Entry,
+    Header,
+    RunLogError,
+    SqliteRunLog,
+    canonical,
+    decode_argument,
+    encode_answer,
+)
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
+from replan.controller.records import RECORD_KINDS, PolicyError
+from replan.spec.reference import ReferenceController
+from replan.verification.core.harness import Operation, observe_call, violated
+
+
+class ConformError(ValueError):
+    """The log cannot be read or checked (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first recorded call the model does not reproduce."""
+
+    position: int
+    call: str
+    recorded: str
+    model: str
+    broken: tuple[str, ...]  # properties the model's call breaks (then: recorded is odd)
+
+    def line(self) -> str:
+        if self.recorded != self.model:
+            return (
+                f"position {self.position}: {self.call} was answered {self.recorded} in the "
+                f"log, {self.model} by the model"
+            )
+        return f"position {self.position}: {self.call} breaks {', '.join(self.broken)}"
+
+
+@dataclass(frozen=True)
+class Conformance:
+    source: str  # "run log" or "trace"
+    calls: int
+    divergence: Divergence | None
+
+    @property
+    def conforms(self) -> bool:
+        return self.divergence is None
+
+
+#: A trace's answer for a call the input check refused (``InvalidInput``): the call
+#: changed nothing, and its argument, rendered as JSON, may no longer say why (a
+#: ``str`` and an ``EvidenceState`` read alike), so it is not replayed.
+_REFUSED_INPUT = canonical({"error": "InvalidInput"})
+
+
+def _answer(result: Any) -> str:
+    if isinstance(result, type) and issubclass(result, BaseException):
+        return canonical({"error": result.__name__})
+    return encode_answer(result)
+
+
+def check(entries: list[Entry], policy: Policy) -> Divergence | None:
+    """Replay ``entries`` on the reference model; the first divergence, if any."""
+    reference = ReferenceController(policy)
+    for entry in entries:
+        if entry.answer == _REFUSED_INPUT:
+            continue  # changed nothing; a trace cannot tell a str from an EvidenceState
+        try:
+            parameter_type = Controller.events[entry.op][1]
+            argument = decode_argument(parameter_type, entry.argument)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConformError(
+                f"position {entry.position}: {entry.op}({entry.argument}) is not a call of "
+                f"this declaration's events ({type(error).__name__}: {error})"
+            ) from None
+        call = observe_call(policy, reference, Operation(entry.op, argument))
+        model = _answer(call.result)
+        broken = tuple(violated(call))
+        if model != entry.answer or broken:
+            shown = "" if parameter_type is None else entry.argument
+            return Divergence(entry.position, f"{entry.op}({shown})", entry.answer, model, broken)
+    return None
+
+
+def _trace_entries(records: list[Any]) -> list[Entry]:
+    """Trace records (``Controller.trace``) as log entries, every call kept."""
+    entries = []
+    for index, record in enumerate(records, start=1):
+        try:
+            op = record["op"]
+            parameter, parameter_type, _caller = Controller.events[op]
+            value = None if parameter is None else record["args"][parameter]
+            result = record["result"]
+        except (KeyError, TypeError):
+            raise ConformError(
+                f"calls[{index - 1}]: not a trace record of this declaration's events "
+                f"({', '.join(Controller.events)})"
+            ) from None
+        if parameter_type in RECORD_KINDS and not (
+            isinstance(value, dict) and set(value) == set(RECORD_KINDS[parameter_type])
+        ):
+            value = {"malformed": value}
+        entries.append(Entry(index, op, canonical(value), canonical(result)))
+    return entries
+
+
+def _is_durable_store(path: Path) -> bool:
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return False
+    return "replan_durable_log" in tables
+
+
+def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
+    """One run's log from a DBOS database (``controller.durable.dbos``)."""
+    try:
+        import sqlalchemy
+
+        from replan.controller.durable.dbos import Store
+    except ImportError as error:
+        raise ConformError(
+            f"{path}: a DBOS database; reading it needs the dbos extra "
+            f"(pip install 'replan[dbos]'): {error}"
+        ) from None
+    store = Store(f"sqlite:///{path}", read_only=True)
+    try:
+        return _store_run(store, path, run_id)
+    except (RunLogError, sqlalchemy.exc.SQLAlchemyError) as error:
+        raise ConformError(f"{path}: {' '.join(str(error).split())[:200]}") from None
+    finally:
+        store.close()
+
+
+def _store_run(store: Any, path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
+    from replan.controller.durable.dbos import SqlRunLog
+
+    runs = store.run_ids()
+    if run_id is None or run_id not in runs:
+        listed = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
+        asked = "name one with --run" if run_id is None else f"no run {run_id!r} in it"
+        raise ConformError(f"{path}: a DBOS store of {len(runs)} runs ({listed}): {asked}")
+    log = SqlRunLog(store, run_id)
+    return _checked("run log", log.header(), log.entries(), path)
+
+
+def _checked(
+    source: str, header: Header | None, entries: list[Entry], path: Path
+) -> tuple[str, list[Entry], Policy]:
+    if header is None:
+        raise ConformError(f"{path}: the run log is empty (no header)")
+    if header.declaration_digest != DECLARATION_DIGEST:
+        raise ConformError(
+            f"{path}: written under declaration {header.declaration_digest[:19]}, this "
+            f"model is {DECLARATION_DIGEST[:19]}: it cannot be checked against it"
+        )
+    try:
+        logged = policy_from_dict(header.policy)
+    except PolicyError as error:
+        raise ConformError(f"{path}: the log's policy: {error}") from None
+    return source, entries, logged
+
+
+def load(
+    path: Path, policy: Policy | None, run_id: str | None = None
+) -> tuple[str, list[Entry], Policy]:
+    """(what the file is, its calls, the policy to check them under)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16)
+    except OSError as error:
+        raise ConformError(f"{path}: cannot read ({error.strerror})") from None
+    if head.startswith(b"SQLite format 3") and _is_durable_store(path):
+        return _load_store(path, run_id)
+    if head.startswith(b"SQLite format 3"):
+        try:
+            log = SqliteRunLog(path, read_only=True)
+        except RunLogError:
+            raise ConformError(f"{path}: an SQLite file without a replan run log") from None
+        try:
+            header = log.header()
+            entries = log.entries()
+        except (RunLogError, sqlite3.Error) as error:
+            raise ConformError(f"{path}: {error}") from None
+        finally:
+            log.close()
+        return _checked("run log", header, entries, path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ConformError(f"{path}: neither a run log nor JSON ({error})") from None
+    records = document.get("calls") if isinstance(document, dict) else document
+    if not isinstance(records, list):
+        raise ConformError(f"{path}: JSON without a trace (a list of records, or 'calls')")
+    if policy is None and isinstance(document, dict) and isinstance(document.get("policy"), dict):
+        try:
+            policy = policy_from_dict(document["policy"])
+        except PolicyError as error:
+            raise ConformError(f"{path}: its policy: {error}") from None
+    return "trace", _trace_entries(records), policy or DEFAULT_POLICY
+
+
+def conform(path: Path, policy: Policy | None = None, run_id: str | None = None) -> Conformance:
+    """Check the recorded run at ``path`` (``ConformError`` if it cannot be read);
+    ``run_id``: which run of a DBOS database."""
+    source, entries, used = load(path, policy, run_id)
+    return Conformance(source, len(entries), check(entries, used))

@@ -1,0 +1,488 @@
+"""The explorer's breadth-first search over forked worker processes, shared-nothing:
+the state space is sharded by the hash of each state, as distributed TLC splits its
+fingerprint set.
+
+Owns: the workers (one ``Shard`` each, whose ``_Engine`` owns the states
+``_Engine.owner`` maps to it: forked processes on this machine, or Ray actors on a
+cluster, ``replan explore --ray``), the level-by-level exchange between them, and the
+merge of their states, edges and counts into the parent's engine, so that the
+report, the graph, the traps and the shortest counterexamples are computed from it
+exactly as after a serial search.
+Leaves to ``verification/engines/explore/engine.py`` how one state is expanded and checked.
+
+Why this shape: the earlier design kept the one index in the parent and had workers
+expand chunks of each layer; every successor then went through the parent, which
+re-keyed it serially, and two workers were slower than one. Here a worker keeps the
+index of its own shard, so a successor crosses a process boundary only when another
+shard owns it, once per level and sender.
+
+One level is two rounds:
+
+1. **insert**: every worker adds the successors the others sent it (the first
+   sender's parent is kept, as a serial search keeps the first), checks the state
+   invariants of each new one, and answers with their local indices;
+2. **expand**: every worker replaces its placeholders for the successors it sent
+   with their global ids (local index * shards + shard), takes the serial numbers
+   the driver gave this level's states, then expands them in that order, queueing
+   the successors other shards own.
+
+The search is level-synchronous, so every state gets its breadth-first depth. Between
+the rounds the driver numbers the level's states as a serial search would (by their
+first discoverer: the parent's serial number, then the operation index), so parents,
+state numbers and counterexamples are the serial search's, whatever shard a state's
+hash gave it. A violation, a
+``max_depth`` or a ``max_states`` ends the search at the end of a level.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from array import array
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from replan.verification.runtime import interrupt
+
+#: What a worker sends back at the end: everything the parent's engine needs.
+Dump = dict[str, Any]
+
+
+class Shard:
+    """One shard's engine, answering the driver's rounds: in a forked process
+    (``_serve``) or as a Ray actor (``_RayWorkers``), the same code either way."""
+
+    def __init__(self, setup: dict[str, Any], shard: tuple[int, int]) -> None:
+        from replan.verification.engines.campaign.machine import resolve_implementation
+        from replan.verification.engines.explore.engine import _Engine
+
+        implementation = setup["implementation"]
+        if isinstance(implementation, str):  # sent by name to another process
+            setup = {**setup, "implementation": resolve_implementation(implementation)}
+        self.engine = _Engine(**setup, shard=shard)
+
+    def handle(self, command: str, payload: Any) -> Any:
+        engine = self.engine
+        if command == "insert":
+            engine.level = payload["level"]
+            indices = [_insert(engine, batch) for batch in payload["batches"]]
+            start = payload["start"]
+            return {
+                "indices": indices,
+                # this level's states, each by its first discoverer: the driver
+                # orders them all as a serial search numbers them
+                "discovered": [
+                    (engine.parent[local], engine.via[local])
+                    for local in range(start, len(engine.keys))
+                ],
+                "states": len(engine.keys),
+                "violations": len(engine.raw_violations) + len(engine.state_failures),
+            }
+        if command == "expand":
+            _patch(engine, payload["replies"])
+            engine.ranks.extend(payload["ranks"])
+            start = payload["start"]
+            engine.level = payload["level"] + 1
+            end = len(engine.keys)
+            ranks = engine.ranks
+            for source in sorted(range(start, end), key=ranks.__getitem__):
+                engine.expand(source)
+            outgoing, engine.outgoing = engine.outgoing, [[] for _ in range(engine.shards)]
+            return {"outgoing": outgoing, "next": end}
+        if command == "finish":
+            _patch(engine, payload["replies"])
+            engine.ranks.extend(payload["ranks"])
+            return _dump(engine)
+        raise ValueError(f"unknown round {command!r}")
+
+
+def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]) -> None:
+    """A forked worker: one shard, answering the driver's rounds until "finish"."""
+    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
+    worker = Shard(setup, shard)
+    while True:
+        command, payload = connection.recv()
+        connection.send(worker.handle(command, payload))
+        if command == "finish":
+            return
+
+
+def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
+    """Add the successors another shard sent (new ones checked against the state
+    invariants, as a serial search checks a new state); their local indices. A state
+    of this level keeps its first discoverer in serial order, the least (parent's
+    serial number, operation index): the state's parent and the transition a serial
+    search charges its invariants to."""
+    from replan.verification.core.harness import CHECKER
+
+    indices: list[int] = []
+    index = engine.index
+    level = engine.level
+    parents, vias, levels = engine.parent, engine.via, engine.levels
+    scratch: Any = None
+    for state, parent, via in batch:
+        key = engine.key(state)
+        found = index.get(key)
+        if found is None:
+            found = engine.add_state(key, parent, via)
+            if engine.check_invariants:
+                if scratch is None:
+                    scratch = engine.implementation(engine.policy)
+                scratch._import_state(engine.full(key))
+                failures = CHECKER.state(scratch)
+                if failures:
+                    engine.state_failures[found] = failures
+        elif levels[found] == level and (parent, via) < (parents[found], vias[found]):
+            parents[found], vias[found] = parent, via
+        indices.append(found)
+    return indices
+
+
+def _patch(engine: Any, replies: dict[int, list[int]]) -> None:
+    """Replace the placeholders of the last exchange by the owners' global ids."""
+    if not engine.foreign_refs:
+        return
+    shards = engine.shards
+    resolved = [
+        replies[owner][position] * shards + owner for owner, position in engine.foreign_refs
+    ]
+
+    def real(target: int) -> int:
+        return resolved[-2 - target] if target < 0 else target
+
+    for source in engine.unpatched_open:
+        engine.open_states[source] = sorted(map(real, engine.open_states[source]))
+    for source, number, target in engine.unpatched_edges:
+        engine.edges.add((source, number, real(target)))
+    engine.unpatched_open.clear()
+    engine.unpatched_edges.clear()
+    engine.foreign.clear()
+    engine.foreign_refs.clear()
+
+
+def _dump(engine: Any) -> Dump:
+    """This shard's states (in local order, with their serial numbers, parents and
+    levels), edges, counts and violations, with every id global."""
+    shards, shard = engine.shards, engine.shard
+    full = engine.full
+    labels = engine.edge_labels
+    violations = [
+        (source, via, names, full(concrete))
+        for source, via, names, concrete in engine.raw_violations
+    ]
+    violations += [
+        (engine.parent[local], engine.via[local], names, full(engine.keys[local]))
+        for local, names in engine.state_failures.items()
+    ]
+    # States as keys over this shard's interned parts, and edges as three arrays: the
+    # parent maps part numbers instead of re-interning every state, and unpickles
+    # numbers instead of a tuple per edge.
+    edge_sources, edge_labels, edge_targets = array("l"), array("l"), array("l")
+    for source, label, target in engine.edges:
+        edge_sources.append(source * shards + shard)
+        edge_labels.append(label)
+        edge_targets.append(target)
+    return {
+        "keys": engine.keys,
+        "parts": engine.parts,
+        "ranks": engine.ranks,
+        "parent": engine.parent,
+        "via": engine.via,
+        "levels": engine.levels,
+        "edges": (edge_sources, edge_labels, edge_targets),
+        "edge_labels": labels,
+        "open": {s * shards + shard: targets for s, targets in engine.open_states.items()},
+        "violations": violations,
+        "transitions": engine.transitions,
+        "distinct_edges": engine.distinct_edges,
+        "evaluations": engine.evaluations,
+        "fired": engine.fired,
+        "absorbed": engine.absorbed,
+    }
+
+
+class NotImportable(ValueError):
+    """An implementation no other process can import by name."""
+
+
+def implementation_path(implementation: type) -> str:
+    """The ``module:Class`` another process resolves to this very class: its own
+    module's, or a deliberately broken controller's name in ``verification.subjects.mutants``.
+    ``NotImportable`` for a class no other process can import."""
+    from replan.spec.generator import GENERATED_PREFIX
+    from replan.verification.engines.campaign.machine import (
+        ImplementationError,
+        resolve_implementation,
+    )
+    from replan.verification.subjects import mutants
+
+    module = implementation.__module__
+    candidates = [f"{module}:{implementation.__qualname__}"]
+    if module.startswith(GENERATED_PREFIX):  # a mutant's generated module, by its name
+        candidates.append(f"{mutants.__name__}:{module.removeprefix(GENERATED_PREFIX)}")
+    for candidate in candidates:
+        try:
+            if resolve_implementation(candidate) is implementation:
+                return candidate
+        except ImplementationError:
+            continue
+    raise NotImportable(
+        f"{implementation.__module__}.{implementation.__qualname__}: another process "
+        "cannot import this implementation by name, so Ray workers cannot run it "
+        "(give a module:Class, or a mutant of verification/subjects/mutants.py)"
+    )
+
+
+def _setup(engine: Any) -> dict[str, Any]:
+    """What a shard's engine is built from (the parent engine's own settings)."""
+    return dict(
+        policy=engine.policy,
+        space=engine.space,
+        implementation=engine.implementation,
+        symmetry=engine.symmetry,
+        check_invariants=engine.check_invariants,
+        keep_graph=engine.keep_graph,
+        stop_at_first=engine.stop_at_first,
+    )
+
+
+class _Workers:
+    """The forked workers and their pipes."""
+
+    def __init__(self, engine: Any, shards: int) -> None:
+        setup = _setup(engine)
+        context = multiprocessing.get_context("fork")
+        self.pipes: list[Connection] = []
+        self.processes: list[Any] = []
+        for shard in range(shards):
+            mine, theirs = context.Pipe()
+            process = context.Process(
+                target=_serve, args=(theirs, setup, (shard, shards)), daemon=True
+            )
+            process.start()
+            theirs.close()
+            self.pipes.append(mine)
+            self.processes.append(process)
+
+    @property
+    def shards(self) -> int:
+        return len(self.pipes)
+
+    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
+        """Send each worker its message, then collect every answer (they work at once)."""
+        for pipe, message in zip(self.pipes, messages, strict=True):
+            pipe.send(message)
+        answers = []
+        for pipe in self.pipes:
+            while not pipe.poll(0.2):
+                interrupt.check()
+            answers.append(pipe.recv())
+        return answers
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+            process.join()
+
+
+class _RayWorkers:
+    """The shards as Ray actors (``verification/runtime/ray_cluster.py``): the same rounds,
+    each a method call, on whatever nodes the cluster places them."""
+
+    def __init__(self, engine: Any, shards: int) -> None:
+        from replan.verification.runtime import ray_cluster
+
+        self._ray = ray_cluster
+        actor = ray_cluster.remote_class(Shard)
+        # by name: a class Ray would copy by value (a mutant built in this process)
+        # could arrive as something else
+        setup = {**_setup(engine), "implementation": implementation_path(engine.implementation)}
+        self.actors = [actor.remote(setup, (shard, shards)) for shard in range(shards)]
+
+    @property
+    def shards(self) -> int:
+        return len(self.actors)
+
+    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
+        pending = [
+            actor.handle.remote(command, payload)
+            for actor, (command, payload) in zip(self.actors, messages, strict=True)
+        ]
+        remaining = list(pending)
+        while remaining:  # every shard works at once; Ctrl-C is checked meanwhile
+            interrupt.check()
+            _, remaining = self._ray.wait_one(remaining, timeout=0.2)
+        return self._ray.get(pending)
+
+    def close(self) -> None:
+        self._ray.kill(self.actors)
+
+
+def search_sharded(
+    engine: Any,
+    shards: int,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+    ray: bool = False,
+) -> tuple[int, str | None]:
+    """The breadth-first search of ``engine`` over ``shards`` forked workers (Ray
+    actors with ``ray``, on the cluster this process joined); on return the engine
+    holds the whole search's states, edges and counts. (depth, why it stopped early
+    or None), as ``_search_serial`` returns."""
+    workers: _Workers | _RayWorkers = (
+        _RayWorkers(engine, shards) if ray else _Workers(engine, shards)
+    )
+    try:
+        depth, stopped_by, last = _levels(
+            workers, max_states, max_depth, stop_at_first, progress, progress_every, label
+        )
+        dumps = workers.ask([("finish", last[shard]) for shard in range(shards)])
+    finally:
+        workers.close()
+    _adopt(engine, dumps, shards)
+    return depth, stopped_by
+
+
+def _serial_numbers(answers: list[dict[str, Any]], numbered: int) -> list[list[int]]:
+    """Per shard, the serial numbers of its states of the level just completed: a
+    serial search numbers a level's states in the order of their first discoverers
+    (parent's serial number, then operation index), after the ``numbered`` states of
+    the levels before."""
+    order = sorted(
+        (discoverer, shard, position)
+        for shard, answer in enumerate(answers)
+        for position, discoverer in enumerate(answer["discovered"])
+    )
+    ranks = [[0] * len(answer["discovered"]) for answer in answers]
+    for number, (_, shard, position) in enumerate(order, start=numbered):
+        ranks[shard][position] = number
+    return ranks
+
+
+def _levels(
+    workers: _Workers | _RayWorkers,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+    label: str,
+) -> tuple[int, str | None, list[dict[str, Any]]]:
+    """The rounds, level by level: (depth, why it stopped early, per shard the
+    replies it still has to patch in and the serial numbers of its last level)."""
+    shards = workers.shards
+    started = last_report = time.perf_counter()
+    starts = [0] * shards
+    incoming: list[list[list[Any]]] = [[] for _ in range(shards)]  # per owner, per sender
+    senders: list[list[int]] = [[] for _ in range(shards)]
+    numbered = 0  # the states of the completed levels
+    level = 0
+    while True:
+        answers = workers.ask(
+            [
+                ("insert", {"level": level, "batches": incoming[s], "start": starts[s]})
+                for s in range(shards)
+            ]
+        )
+        replies: list[dict[int, list[int]]] = [{} for _ in range(shards)]
+        for owner, answer in enumerate(answers):
+            for sender, indices in zip(senders[owner], answer["indices"], strict=True):
+                replies[sender][owner] = indices
+        ranks = _serial_numbers(answers, numbered)
+        last = [{"replies": replies[s], "ranks": ranks[s]} for s in range(shards)]
+        frontier = sum(len(a["discovered"]) for a in answers)
+        numbered += frontier
+        states = sum(a["states"] for a in answers)
+        if stop_at_first and any(a["violations"] for a in answers):
+            return max(level - 1, 0), "violation", last
+        if frontier == 0:
+            return max(level - 1, 0), None, last
+        if max_depth is not None and level >= max_depth:
+            return level, "max_depth", last
+        if max_states is not None and states >= max_states:
+            return level, "max_states", last
+        answers = workers.ask(
+            [("expand", {**last[s], "start": starts[s], "level": level}) for s in range(shards)]
+        )
+        incoming = [[] for _ in range(shards)]
+        senders = [[] for _ in range(shards)]
+        for sender, answer in enumerate(answers):
+            starts[sender] = answer["next"]
+            for owner, batch in enumerate(answer["outgoing"]):
+                if batch:
+                    incoming[owner].append(batch)
+                    senders[owner].append(sender)
+        level += 1
+        now = time.perf_counter()
+        if progress is not None and now - last_report >= progress_every:
+            last_report = now
+            progress(
+                f"explore ({label}): depth {level}, {states:,} states, frontier "
+                f"{frontier:,}, {shards} shards, {states / max(now - started, 1e-9):,.0f} "
+                f"states/s, {now - started:.0f} s"
+            )
+
+
+def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
+    """Fill the parent's engine from the shards: every state under the number a
+    serial search gives it, every id and count merged."""
+    order = sorted(
+        (rank, shard, local)
+        for shard, dump in enumerate(dumps)
+        for local, rank in enumerate(dump["ranks"])
+    )
+    number_of = {local * shards + shard: rank for rank, shard, local in order}
+    engine.keys, engine.index = [], {}
+    engine.parent, engine.via, engine.levels = array("l"), array("l"), array("l")
+    engine.stop_seen = set()
+    from replan.verification.engines.explore.engine import _SCALARS as scalars
+
+    part_numbers = [[engine.intern(part) for part in dump["parts"]] for dump in dumps]
+    for _, shard, local in order:
+        dump = dumps[shard]
+        numbers = part_numbers[shard]
+        key = dump["keys"][local]
+        engine.level = dump["levels"][local]
+        engine.add_state(
+            (*key[:scalars], *(numbers[n] for n in key[scalars:])),
+            dump["parent"][local],
+            dump["via"][local],
+        )
+    engine.open_states = {}
+    engine.edges = set()
+    found = []
+    for dump in dumps:
+        for source, targets in dump["open"].items():
+            engine.open_states[number_of[source]] = sorted(number_of[t] for t in targets)
+        label_numbers = []
+        for label in dump["edge_labels"]:
+            number = engine.edge_label_index.get(label)
+            if number is None:
+                number = engine.edge_label_index[label] = len(engine.edge_labels)
+                engine.edge_labels.append(label)
+            label_numbers.append(number)
+        add_edge = engine.edges.add
+        for source, label_number, target in zip(*dump["edges"], strict=True):
+            add_edge((number_of[source], label_numbers[label_number], number_of[target]))
+        found.extend(dump["violations"])
+        engine.transitions += dump["transitions"]
+        engine.distinct_edges += dump["distinct_edges"]
+        engine.evaluations += dump["evaluations"]
+        for fired, count in dump["fired"].items():
+            engine.fired[fired] = engine.fired.get(fired, 0) + count
+        for shown, count in dump["absorbed"].items():
+            engine.absorbed[shown] = engine.absorbed.get(shown, 0) + count
+    # One transition's violations are one finding, as in a serial search: the shard
+    # that expanded it reports the call properties and the shard that owns the new
+    # state its invariants. Sources are serial numbers already.
+    merged: dict[tuple[int, int], tuple[list[str], tuple[Any, ...]]] = {}
+    for source, via, names, concrete in found:
+        merged.setdefault((source, via), ([], concrete))[0].extend(names)
+    for (source, via), (names, concrete) in sorted(merged.items()):
+        engine._violation(names, source, via, engine.key(concrete))

@@ -1,0 +1,145 @@
+"""Writing the files the tools produce: atomically, and in a command all at its end.
+
+Owns ``write_atomically`` (every report, counterexample, evidence file, page and log
+under ``replan/`` and ``verification/`` is written through it) and ``held`` (what
+``replan.cli.main`` runs every command in), and nothing else.
+
+``write_atomically(path, data)``: the bytes (or UTF-8 text) go to a temporary file
+in the same directory, are fsynced and then renamed over ``path`` (``os.replace``): a
+reader sees the old file or the new one, never part of one.
+
+``held()``: writes are kept in memory, and ``Held.commit()`` writes them, in the order
+they were made, once the command has finished; an interrupted (or crashed) command
+writes none of them. So a counterexample never lands without the report that names it,
+and a report never describes a run that did not finish.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from replan.verification.runtime import interrupt
+
+#: Writes held by the innermost ``held()`` (a stack: nested ones commit into it).
+_held: list[dict[Path, bytes]] = []
+#: Temporary files being written now (removed by the interrupt's last resort).
+_temporary: set[str] = set()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+
+
+def write_atomically(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (or hold it, inside ``held()``); the
+    directory is created if missing. ``OSError`` when it cannot be written."""
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if _held:
+        where = target.absolute()  # held: the directory it meant, even after a chdir
+        _held[-1].pop(where, None)  # written again: it goes where the last write was
+        _held[-1][where] = payload
+        return target
+    _write_now(target, payload)
+    return target
+
+
+def _write_now(target: Path, payload: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
+    )
+    _temporary.add(temporary)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, _MODE)  # mkstemp's 0600 -> what a plain open() would give
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+    finally:
+        _temporary.discard(temporary)
+    with suppress(OSError):  # the rename itself, durable (not on every file system)
+        directory = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+class Held:
+    """The writes of one ``held()`` block, written by ``commit``."""
+
+    def __init__(self, pending: dict[Path, bytes]) -> None:
+        self.pending = pending
+
+    @property
+    def paths(self) -> list[Path]:
+        return list(self.pending)
+
+    def commit(self) -> list[Path]:
+        """Write every held file (Ctrl-C waits until they all are); each is atomic.
+        ``OSError`` (its ``filename`` set) on the first that cannot be written."""
+        written = []
+        outer = _enclosing(self.pending)
+        with interrupt.held():
+            while self.pending:
+                target, payload = next(iter(self.pending.items()))
+                if outer is not None:  # a nested block: its writes join the outer one's
+                    outer.pop(target, None)
+                    outer[target] = payload
+                else:
+                    try:
+                        _write_now(target, payload)
+                    except OSError as error:
+                        if error.filename is None:
+                            error.filename = str(target)
+                        raise
+                del self.pending[target]
+                written.append(target)
+        return written
+
+
+def _position(pending: dict[Path, bytes]) -> int | None:
+    return next((i for i, entry in enumerate(_held) if entry is pending), None)
+
+
+def _enclosing(pending: dict[Path, bytes]) -> dict[Path, bytes] | None:
+    position = _position(pending)
+    if position is None:
+        return _held[-1] if _held else None
+    return _held[position - 1] if position > 0 else None
+
+
+@contextmanager
+def held() -> Iterator[Held]:
+    """Hold every write made inside until ``commit()``; leaving without committing
+    (an exception, Ctrl-C) drops them."""
+    pending: dict[Path, bytes] = {}
+    _held.append(pending)
+    try:
+        yield Held(pending)
+    finally:
+        position = _position(pending)
+        if position is not None:
+            del _held[position]
+
+
+def remove_temporary() -> None:
+    """Remove the temporary files of writes under way (the process is ending)."""
+    for temporary in list(_temporary):
+        with suppress(OSError):
+            os.unlink(temporary)
