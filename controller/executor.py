@@ -8,17 +8,21 @@ way through:
 - **authority** (``Grant``): the resources and steps the run's *owner* allows. The
   planner never writes a grant; an operation outside it is ``Denied`` and its effect
   never runs.
-- **content binding** (``Operation.digest()``): a SHA-256 over a canonical encoding of
-  plan id, step, resource and arguments. The first intent recorded for a plan id binds
-  its digest; the same plan id with any other content is a ``ContentMismatch``, so an
-  approved identity cannot carry different arguments.
+- **content binding** (``Operation.digest()``): a SHA-256 over the RFC 8785 canonical
+  JSON of plan id, step, resource and arguments. The first record of a plan id (its
+  intent, or the owner's approval of the call) binds its digest; the same plan id with
+  any other content is a ``ContentMismatch``, so an approved call cannot carry
+  different arguments. The digest is also the effect's idempotency key.
 - **receipts** (``controller.journal``): an intent is recorded before the effect and a
   receipt (digest, result, time) after it. A repeated request for a completed
   operation is ``Replayed`` with the stored receipt and the effect does not run again.
 - **in doubt**: an intent without a receipt (the process died, or the effect raised,
   between the two records) is answered ``InDoubt`` with its digest, never rerun and
   never reported done, until the owner says what happened (``resolve``: it did, here
-  is the result; ``abandon``: it did not, it may run again).
+  is the result; ``abandon``: it did not, and its next request runs it once more).
+- **approval of a call** (``approve_call``): a step that needs approval runs only the
+  call the owner approved, by its digest: the approval is recorded in the journal
+  before the controller approves the plan, and binds the call id to that content.
 
 ``perform`` wires the controller and the executor in the only safe order, so a host
 cannot forget it: the grant and the content are checked first (a refused operation
@@ -39,6 +43,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
+import rfc8785
+
 from replan.controller.journal import (
     Entry,
     InMemoryJournal,
@@ -47,17 +53,44 @@ from replan.controller.journal import (
     JournalError,
     JSONValue,
     Receipt,
+    bound,
     canonical_json,
     check_json,
+    fold,
 )
-from replan.controller.records import ExecuteResult, InvalidInput, Plan
+from replan.controller.records import Approval, ExecuteResult, InvalidInput, Plan, plan_digest
 
-#: The domain tag of an operation digest: bump it if the encoding ever changes.
-DIGEST_DOMAIN = "replan.operation.v1"
-# The canonical encoding (as ``controller.journal.canonical_json``) of checked content.
-_CONTENT = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
+#: The domain tag of an operation digest: bump it if the encoding ever changes (v1 was
+#: sorted-key JSON; v2 is RFC 8785, so any JSON library gives the same digest).
+DIGEST_DOMAIN = "replan.operation.v2"
+#: The integers RFC 8785 carries exactly (IEEE 754 doubles).
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _beyond_rfc8785(value: object, root: str, path: tuple[object, ...] = ()) -> None:
+    """Raise ``InvalidInput`` naming the path of an integer RFC 8785 cannot carry
+    (``value`` already passed ``check_json``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _beyond_rfc8785(item, root, (*path, key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _beyond_rfc8785(item, root, (*path, index))
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _SAFE_INTEGER:
+        where = root + "".join(f"[{step!r}]" for step in path)
+        raise InvalidInput(
+            f"{where}: {value if value.bit_length() < 200 else 'an integer'} is beyond "
+            "RFC 8785 canonical JSON (integers up to 2**53 - 1 in size)"
+        )
+
+
+def canonical_content(content: Mapping[str, Any], root: str) -> str:
+    """The RFC 8785 canonical JSON of ``content`` (checked JSON), as text."""
+    try:
+        return rfc8785.dumps(content).decode()
+    except rfc8785.CanonicalizationError:
+        _beyond_rfc8785(content, root)
+        raise InvalidInput(f"{root}: not representable in RFC 8785 canonical JSON") from None
 
 
 class Outcome(StrEnum):
@@ -155,8 +188,10 @@ class Operation:
             raise InvalidInput(f"Operation.arguments: {arguments!r} is not a mapping")
         arguments = dict(arguments)
         check_json(arguments, "Operation.arguments")
-        encoding = _CONTENT.encode(
-            {"arguments": arguments, "plan_id": plan_id, "resource": resource, "step": step}
+        _beyond_rfc8785(arguments, "Operation.arguments")
+        encoding = canonical_content(
+            {"arguments": arguments, "plan_id": plan_id, "resource": resource, "step": step},
+            "Operation.arguments",
         )
         digest = hashlib.sha256(f"{DIGEST_DOMAIN}\n{encoding}".encode()).hexdigest()
         for name, value in (
@@ -178,14 +213,20 @@ class Operation:
 
     @property
     def arguments(self) -> dict[str, Any]:
-        """A fresh copy of the arguments exactly as digested."""
+        """A fresh copy of the arguments exactly as digested (RFC 8785 writes ``1.0``
+        as ``1``: the copy holds the int, which is the same JSON value)."""
         content: dict[str, Any] = json.loads(self.encoding)
         arguments: dict[str, Any] = content["arguments"]
         return arguments
 
     def digest(self) -> str:
-        """SHA-256 (hex) of the domain tag and the canonical encoding."""
+        """SHA-256 (hex) of the domain tag and the canonical encoding: the call
+        digest an approval names, and the idempotency key handed to the effect."""
         return self._digest
+
+    def intent(self, time: float) -> Intent:
+        """The journal's record of this operation at ``time``."""
+        return Intent(self.plan_id, self._digest, self.encoding, time)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Operation) and self.encoding == other.encoding
@@ -224,13 +265,18 @@ class Executor:
     """Runs an operation's effect at most once, with authority, on bound content, and
     keeps its receipt in a journal (in memory unless one is given)."""
 
-    __slots__ = ("clock", "journal")
+    __slots__ = ("awaiting", "clock", "journal")
 
     def __init__(
         self, journal: Journal | None = None, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.journal: Journal = InMemoryJournal() if journal is None else journal
         self.clock = clock
+        #: The calls the controller answered ``AwaitingApproval`` for, by plan id: what
+        #: the owner reads before approving one (``approve_call``). Kept in memory: a
+        #: call awaiting approval has run nothing, so after a restart its retry shows
+        #: it again.
+        self.awaiting: dict[str, Operation] = {}
 
     # ---- the boundary ----------------------------------------------------------------
 
@@ -274,14 +320,16 @@ class Executor:
 
     def check(self, operation: Operation, grant: Grant) -> Execution | None:
         """The refusal ``run`` would give without running anything (Denied; a
-        ContentMismatch or InDoubt from the journal), or None. Writes nothing."""
+        ContentMismatch or InDoubt from the journal, the content bound by an approval
+        included), or None. Writes nothing."""
         denied = self._denied(operation, grant)
         if denied is not None:
             return denied
-        entry = self.journal.entry(operation.plan_id)
+        records = self.journal.records(operation.plan_id)
+        entry = fold(records)
         if entry is not None and (entry.intent.digest != operation.digest() or entry.in_doubt):
             return self._answer_recorded(operation, entry)
-        return None
+        return self._unbound(operation, bound(records))
 
     # ---- the owner's view and decisions about in-doubt operations ---------------------
 
@@ -303,10 +351,18 @@ class Executor:
         self.journal.complete(receipt)
         return receipt
 
-    def abandon(self, plan_id: str) -> Intent:
-        """The owner checked: the in-doubt effect of ``plan_id`` did not happen. The
-        plan id is free again (its next request runs the effect)."""
-        return self.journal.abandon(plan_id, self.clock())
+    def abandon(
+        self, plan_id: str, reason: str = "", *, operation: Operation | None = None
+    ) -> Intent:
+        """The owner checked: the in-doubt effect of ``plan_id`` did not happen
+        (``reason`` is recorded with the decision). Its next request runs the effect
+        once more, with the same content. ``operation``: the call, when the journal
+        holds no record of it (the controller completed it and the process stopped
+        before its intent was written). ``JournalError`` when it is not in doubt."""
+        unrecorded = None if operation is None else operation.intent(self.clock())
+        if operation is not None and operation.plan_id != plan_id:
+            raise JournalError(f"plan id {plan_id!r}: the operation names {operation.plan_id!r}")
+        return self.journal.abandon(plan_id, self.clock(), reason, unrecorded)
 
     # ---- the pieces (named, so a mutant can break exactly one) ------------------------
 
@@ -316,7 +372,10 @@ class Executor:
         denied = self._denied(operation, grant)
         if denied is not None:
             return denied
-        intent = Intent(operation.plan_id, operation.digest(), operation.encoding, self.clock())
+        unbound = self._unbound(operation, self.journal.bound(operation.plan_id))
+        if unbound is not None:
+            return unbound
+        intent = operation.intent(self.clock())
         existing = self.journal.claim(intent)
         if existing is not None:
             return self._answer_recorded(operation, existing)
@@ -336,19 +395,28 @@ class Executor:
             return None
         return Execution(Outcome.DENIED, operation.plan_id, operation.digest(), None, None, reason)
 
+    def _unbound(self, operation: Operation, binding: str | None) -> Execution | None:
+        """``ContentMismatch`` when the plan id is bound to other content (None: it is
+        bound to this operation's, or to nothing yet)."""
+        digest = operation.digest()
+        if binding is None or binding == digest:
+            return None
+        return Execution(
+            Outcome.CONTENT_MISMATCH,
+            operation.plan_id,
+            digest,
+            None,
+            binding,
+            f"plan {operation.plan_id!r} is bound to other content (digest "
+            f"{binding[:12]}, this operation {digest[:12]})",
+        )
+
     def _answer_recorded(self, operation: Operation, entry: Entry) -> Execution:
         digest = operation.digest()
         recorded = entry.intent.digest
-        if recorded != digest:
-            return Execution(
-                Outcome.CONTENT_MISMATCH,
-                operation.plan_id,
-                digest,
-                None,
-                recorded,
-                f"plan {operation.plan_id!r} is bound to other content (digest "
-                f"{recorded[:12]}, this operation {digest[:12]})",
-            )
+        mismatch = self._unbound(operation, recorded)
+        if mismatch is not None:
+            return mismatch
         if entry.receipt is None:
             return Execution(
                 Outcome.IN_DOUBT,
@@ -410,18 +478,23 @@ def perform(
     """Carry out ``operation`` for the controller's plan ``operation.plan_id``.
 
     1. The executor's refusals come first (``Denied``; ``ContentMismatch`` against the
-       journal or against the pending plan's step and resource; ``InDoubt`` until the
-       owner settles it): the controller is not asked, so a refused operation consumes
-       no step.
+       content the journal binds to the plan id, against the pending plan's step and
+       resource, or for a plan the controller holds approved without a recorded
+       approval of this call; ``InDoubt`` until the owner settles it): the controller
+       is not asked, so a refused operation consumes no step.
     2. The controller decides. ``Executed``: the executor runs the effect (or, if its
        journal already completed this content, replays the receipt). ``Replayed``: the
-       executor answers from its journal and the effect is not called. Anything else:
-       nothing reaches the executor.
+       executor answers from its journal and the effect is not called, unless the
+       owner abandoned the call's in-doubt attempt: then it runs once more (the step
+       was counted when the controller first answered ``Executed``, and is not counted
+       again). ``AwaitingApproval``: the executor keeps the call for the owner to
+       approve (``approve_call``). Anything else: nothing reaches the executor.
     """
     decided = _decide(controller, executor, operation, grant)
     if isinstance(decided, Performed):
         return decided
-    return Performed(decided, executor.run(operation, grant, effect))
+    answer, rerun = decided
+    return _ran(answer, rerun, executor.run(operation, grant, effect))
 
 
 async def perform_async(
@@ -437,39 +510,134 @@ async def perform_async(
     decided = _decide(controller, executor, operation, grant)
     if isinstance(decided, Performed):
         return decided
-    return Performed(decided, await executor.run_async(operation, grant, effect))
+    answer, rerun = decided
+    return _ran(answer, rerun, await executor.run_async(operation, grant, effect))
+
+
+def _ran(answer: ExecuteResult, rerun: str | None, execution: Execution) -> Performed:
+    """The answer of a run; ``rerun``: the owner's reason, when it runs a call whose
+    in-doubt attempt the owner abandoned."""
+    if rerun is not None and execution.outcome is Outcome.EXECUTED:
+        why = rerun or "no reason given"
+        execution = execution._replace(
+            reason=f"executed again: the owner abandoned its in-doubt attempt ({why})"
+        )
+    return Performed(answer, execution)
+
+
+def _mismatch(operation: Operation, reason: str) -> Performed:
+    return Performed(
+        None,
+        Execution(
+            Outcome.CONTENT_MISMATCH, operation.plan_id, operation.digest(), None, None, reason
+        ),
+    )
 
 
 def _decide(
     controller: Approver, executor: Executor, operation: Operation, grant: Grant
-) -> Performed | ExecuteResult:
-    """Everything ``perform`` decides before the effect: the final answer, or
-    ``Executed`` when the effect is to run now."""
+) -> Performed | tuple[ExecuteResult, str | None]:
+    """Everything ``perform`` decides before the effect: the final answer, or the
+    controller's answer and (for a rerun after an abandon) the owner's reason, when
+    the effect is to run now."""
     refusal = executor.check(operation, grant)
     if refusal is not None:
         return Performed(None, refusal)
     pending = controller.pending
-    if (
-        pending is not None
-        and pending.id == operation.plan_id
-        and (pending.step, pending.resource) != (operation.step, operation.resource)
-    ):
-        return Performed(
-            None,
-            Execution(
-                Outcome.CONTENT_MISMATCH,
-                operation.plan_id,
-                operation.digest(),
-                None,
-                None,
+    if pending is not None and pending.id == operation.plan_id:
+        if (pending.step, pending.resource) != (operation.step, operation.resource):
+            return _mismatch(
+                operation,
                 f"plan {pending.id!r} was approved for step {pending.step!r} on "
                 f"{pending.resource!r}; the operation names step {operation.step!r} on "
                 f"{operation.resource!r}",
-            ),
-        )
+            )
+        if (
+            getattr(controller, "declared_state", None) == "approved"
+            and executor.journal.approved(operation.plan_id) != operation.digest()
+        ):
+            return _mismatch(
+                operation,
+                f"plan {pending.id!r} is approved, but no approval of this call's content "
+                f"(digest {operation.digest()[:12]}) is recorded: approve the call "
+                "(approve_call), not only its plan",
+            )
     answer = controller.execute(operation.plan_id)
     if answer == ExecuteResult.EXECUTED:
-        return answer
+        return answer, None
     if answer == ExecuteResult.REPLAYED:
+        reason = executor.journal.abandoned(operation.plan_id)
+        if reason is not None:
+            return answer, reason
         return Performed(answer, executor.replay(operation, grant))
+    if answer == ExecuteResult.AWAITING_APPROVAL:
+        executor.awaiting[operation.plan_id] = operation
     return Performed(answer, None)
+
+
+# ---- the owner's approval of a call -----------------------------------------------------
+
+
+class ApprovingController(Approver, Protocol):
+    """What ``approve_call`` needs of a controller (``controller.Controller`` has it)."""
+
+    @property
+    def declared_state(self) -> str: ...
+
+    def approve(self, approval: Approval) -> bool: ...
+
+
+class Approved(NamedTuple):
+    """The answer to an approval of a call: accepted, or why not (one line)."""
+
+    accepted: bool
+    reason: str
+
+
+def check_approval(approval: object) -> Approval:
+    """``approval`` when it is an ``Approval`` of two non-empty strings; else
+    ``InvalidInput`` naming the field (a host bug, like a malformed observation)."""
+    if type(approval) is not Approval:
+        raise InvalidInput(f"approval: expected an Approval, got {type(approval).__name__}")
+    for field, value in zip(approval._fields, approval, strict=True):
+        if type(value) is not str or value == "":
+            raise InvalidInput(f"approval.{field}: expected a non-empty string, got {value!r:.80}")
+    return approval
+
+
+def approve_call(
+    controller: ApprovingController, executor: Executor, approval: Approval
+) -> Approved:
+    """The owner approves one call: ``approval.plan_id`` is its call id and
+    ``approval.digest`` its call digest (``Operation.digest()``: step, resource and
+    arguments, as the call reached the executor). Refused, writing nothing: no such
+    call awaits approval here, the digest is another content's, or the controller no
+    longer holds the call waiting (superseded, invalidated, the run stopped).
+    Accepted: the journal records the approval (binding the call id to that content),
+    then the controller approves the plan. A malformed approval raises
+    ``InvalidInput``."""
+    plan_id, digest = check_approval(approval)
+    operation = executor.awaiting.get(plan_id)
+    if operation is None:
+        return Approved(False, f"no call {plan_id!r} awaits approval")
+    if digest != operation.digest():
+        return Approved(
+            False,
+            f"digest {digest[:12]} is not the digest of the call awaiting approval "
+            f"({operation.digest()[:12]}); nothing approved",
+        )
+    pending = controller.pending
+    state = controller.declared_state
+    if pending is None or pending.id != plan_id or state not in ("awaiting_approval", "approved"):
+        del executor.awaiting[plan_id]
+        return Approved(False, f"call {plan_id!r} no longer awaits approval (the run is {state})")
+    try:
+        executor.journal.approve(operation.intent(executor.clock()))
+    except JournalError as error:
+        return Approved(False, str(error))
+    if state == "awaiting_approval" and not controller.approve(
+        Approval(plan_id, plan_digest(pending))
+    ):
+        return Approved(False, f"the controller refused the approval of plan {plan_id!r}")
+    del executor.awaiting[plan_id]
+    return Approved(True, f"call {plan_id!r} approved (digest {digest[:12]})")

@@ -16,7 +16,14 @@ Why append-only: a record, once committed, is never updated or deleted, so "noth
 recorded is lost" is a property of the storage, not of careful code. The state of a
 plan id is the fold of its records in order (``fold``): an intent opens an entry, a
 completion closes it with a receipt, an abandon record (the owner's word that an
-in-doubt effect did not happen) clears it so the operation may run again.
+in-doubt effect did not happen, with a reason) clears it so the operation may run
+again. An approval record (the owner approved the call's content before it ran) opens
+no entry.
+
+Why every record of a plan id carries the same digest (``bound``): the first record
+binds the call's content. An approved call cannot then run other arguments, and a
+call retried after its in-doubt attempt was abandoned runs what was abandoned, not
+something else under its id. The journal refuses a write that would break that.
 """
 
 from __future__ import annotations
@@ -89,11 +96,12 @@ def canonical_json(value: object, where: str = "value") -> str:
 
 
 class RecordKind(StrEnum):
-    """The three records a journal holds."""
+    """The four records a journal holds."""
 
     INTENT = "intent"
     COMPLETION = "completion"
     ABANDON = "abandon"
+    APPROVAL = "approval"
 
 
 class Record(NamedTuple):
@@ -106,6 +114,20 @@ class Record(NamedTuple):
     digest: str
     body: str
     time: float
+
+
+#: The body of an abandon record written without a reason (and by earlier journals).
+NO_REASON: str = "null"
+
+
+def abandon_reason(body: str) -> str:
+    """The owner's reason an abandon record holds ("" when none was given)."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return ""
+    reason = document.get("reason") if isinstance(document, dict) else None
+    return reason if isinstance(reason, str) else ""
 
 
 class Intent(NamedTuple):
@@ -146,10 +168,35 @@ class JournalError(ValueError):
     would break the journal's rules. The message names the file or plan id."""
 
 
+def bound(records: Sequence[Record]) -> str | None:
+    """The digest a plan id's records bind (its first record's; None: no record).
+    ``JournalError`` when a later record carries another one."""
+    if not records:
+        return None
+    digest = records[0].digest
+    for record in records[1:]:
+        if record.digest != digest:
+            raise JournalError(
+                f"plan id {record.plan_id!r}: {record.kind} #{record.seq} names digest "
+                f"{record.digest[:12]}, the plan id is bound to {digest[:12]}"
+            )
+    return digest
+
+
 def fold(records: Iterable[Record]) -> Entry | None:
-    """The entry that a plan id's records, in order, leave (None: no live entry)."""
+    """The entry that a plan id's records, in order, leave (None: no live entry). An
+    approval opens none; an abandon with no open intent is the owner settling a call
+    that left no record (the controller completed it before its intent was written)."""
     entry: Entry | None = None
     for record in records:
+        if record.kind is RecordKind.APPROVAL:
+            if entry is not None:
+                raise JournalError(
+                    f"plan id {record.plan_id!r}: approval #{record.seq} after its intent"
+                )
+            continue
+        if record.kind is RecordKind.ABANDON and entry is None:
+            continue
         if record.kind is RecordKind.INTENT:
             if entry is not None:
                 raise JournalError(
@@ -218,6 +265,35 @@ class Journal(ABC):
         """The live entry of ``plan_id`` (None if it has none)."""
         return fold(self.records(plan_id))
 
+    def knows(self, plan_id: str) -> bool:
+        """Whether any record of ``plan_id`` is here (a request of it is a retry)."""
+        return bool(self.records(plan_id))
+
+    def bound(self, plan_id: str) -> str | None:
+        """The digest ``plan_id``'s records bind (None: no record)."""
+        return bound(self.records(plan_id))
+
+    def approved(self, plan_id: str) -> str | None:
+        """The digest the owner approved for ``plan_id`` (None: no approval record)."""
+        found = [r.digest for r in self.records(plan_id) if r.kind is RecordKind.APPROVAL]
+        return found[-1] if found else None
+
+    def abandoned(self, plan_id: str) -> str | None:
+        """The owner's reason, when ``plan_id``'s last record is an abandon (its last
+        attempt did not happen, and it has not run since); else None."""
+        records = self.records(plan_id)
+        if records and records[-1].kind is RecordKind.ABANDON:
+            return abandon_reason(records[-1].body)
+        return None
+
+    def _check_bound(self, plan_id: str, digest: str) -> None:
+        binding = self.bound(plan_id)
+        if binding is not None and binding != digest:
+            raise JournalError(
+                f"plan id {plan_id!r} is bound to digest {binding[:12]}; refusing a record "
+                f"of digest {digest[:12]}"
+            )
+
     def entries(self) -> list[Entry]:
         """Every live entry, in the order their plan ids first appeared."""
         by_plan: dict[str, list[Record]] = {}
@@ -233,6 +309,7 @@ class Journal(ABC):
         with self._atomic():
             existing = self.entry(intent.plan_id)
             if existing is None:
+                self._check_bound(intent.plan_id, intent.digest)
                 self._append(
                     RecordKind.INTENT, intent.plan_id, intent.digest, intent.operation, intent.time
                 )
@@ -252,15 +329,44 @@ class Journal(ABC):
                 )
             self._append(RecordKind.COMPLETION, receipt.plan_id, receipt.digest, body, receipt.time)
 
-    def abandon(self, plan_id: str, time: float) -> Intent:
+    def abandon(
+        self,
+        plan_id: str,
+        time: float,
+        reason: str = "",
+        unrecorded: Intent | None = None,
+    ) -> Intent:
         """Write that the open intent of ``plan_id`` never took effect (the owner
-        checked); the plan id is free again. Returns the abandoned intent."""
+        checked, for ``reason``); the plan id is free again, bound to the same content.
+        Returns the abandoned intent. ``unrecorded``: the operation of a call with no
+        record at all (the controller completed it, its intent was never written),
+        which the owner names to abandon it."""
+        body = canonical_json({"reason": reason}, "reason")
         with self._atomic():
-            entry = self.entry(plan_id)
+            records = self.records(plan_id)
+            entry = fold(records)
+            if entry is None and not records and unrecorded is not None:
+                self._append(RecordKind.ABANDON, plan_id, unrecorded.digest, body, time)
+                return unrecorded
             if entry is None or entry.receipt is not None:
                 raise JournalError(f"plan id {plan_id!r}: no open intent to abandon")
-            self._append(RecordKind.ABANDON, plan_id, entry.intent.digest, "null", time)
+            self._append(RecordKind.ABANDON, plan_id, entry.intent.digest, body, time)
             return entry.intent
+
+    def approve(self, intent: Intent) -> None:
+        """Write the owner's approval of the call ``intent`` describes (its digest and
+        canonical content), before any intent of it: it binds the call id to that
+        content. Refused (``JournalError``) once the call started or under other
+        content; approving the same content again is one more record."""
+        with self._atomic():
+            if self.entry(intent.plan_id) is not None:
+                raise JournalError(
+                    f"plan id {intent.plan_id!r}: already started, too late to approve"
+                )
+            self._check_bound(intent.plan_id, intent.digest)
+            self._append(
+                RecordKind.APPROVAL, intent.plan_id, intent.digest, intent.operation, intent.time
+            )
 
 
 class InMemoryJournal(Journal):

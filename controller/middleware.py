@@ -16,7 +16,14 @@ stay as they are and none runs unless the controller and the executor let it:
 - the **execution**: ``controller.executor.perform_async`` (grant, content digest,
   intent before the tool and receipt after it, in the host's journal). Only the
   controller's ``Executed`` reaches the tool (``call_next``); a retried call (the same
-  call id) is answered from its receipt and the tool does not run again.
+  call id) is answered from its receipt and the tool does not run again. The tool
+  finds the call digest, its idempotency key, in ``context.metadata`` under
+  ``IDEMPOTENCY_KEY``;
+- the **approval** of a call whose step needs one: the host reads the calls awaiting
+  approval (``awaiting()``: each call's arguments and digest) and approves one by its
+  digest (``approve``); the call id is then bound to those arguments. The owner's
+  word on an in-doubt call goes to the executor (``executor.resolve``,
+  ``executor.abandon``).
 
 A refused call never runs the tool: ``call_next`` is not called and the model reads a
 one-line refusal, ``Kind: detail`` (``StalePlan: evidence changed, re-plan``,
@@ -49,17 +56,20 @@ from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from replan.controller.executor import (
+    Approved,
     AsyncEffect,
     Executor,
     Grant,
     Operation,
     Outcome,
     Performed,
+    approve_call,
     perform_async,
 )
 from replan.controller.journal import JSONValue, canonical_json
 from replan.controller.policy import Policy, Step
 from replan.controller.records import (
+    Approval,
     EvidenceState,
     ExecuteResult,
     InvalidInput,
@@ -91,6 +101,9 @@ EXECUTED: Final = "Executed"
 REPLAYED: Final = "Replayed"
 #: The kind of the guard's own refusals (no controller answer applies).
 REFUSED: Final = "Refused"
+#: Where a tool finds its call's idempotency key (the call digest) in
+#: ``FunctionInvocationContext.metadata``: the same on every attempt of the call.
+IDEMPOTENCY_KEY: Final = "replan.idempotency_key"
 
 
 @dataclass(frozen=True)
@@ -321,6 +334,10 @@ class ReplanMiddleware(FunctionMiddleware):
         self.model_view = ModelView(self)
         #: Every call guarded, in order.
         self.calls: list[GuardedCall] = []
+        #: The call ids this guard has charged: a retry answered from its receipt by a
+        #: guard that has not charged the call (one restored after a crash between the
+        #: receipt and the charge) charges it then.
+        self._charged: set[str] = set()
         self._lock = asyncio.Lock()
 
     @property
@@ -370,7 +387,7 @@ class ReplanMiddleware(FunctionMiddleware):
 
     async def _journal_knows(self, call_id: str) -> bool:
         """Whether the journal holds a record of ``call_id`` (the call is a retry)."""
-        return self.executor.journal.entry(call_id) is not None
+        return self.executor.journal.knows(call_id)
 
     async def _perform(
         self, operation: Operation, context: FunctionInvocationContext, effect: AsyncEffect
@@ -378,6 +395,24 @@ class ReplanMiddleware(FunctionMiddleware):
         """The execution through the executor; ``effect`` runs the tool and returns
         what its receipt keeps."""
         return await perform_async(self.controller, self.executor, operation, self.grant, effect)
+
+    # ---- the host's approval of a call ------------------------------------------------
+
+    def awaiting(self) -> list[Operation]:
+        """The calls awaiting the host's approval now (their arguments, and the
+        digest an approval must name)."""
+        run = self.run
+        pending = run.pending
+        if pending is None or run.declared_state != "awaiting_approval":
+            return []
+        waiting = self.executor.awaiting.get(pending.id)
+        return [] if waiting is None else [waiting]
+
+    def approve(self, approval: Approval) -> Approved:
+        """Approve one call awaiting approval, by its call id and digest
+        (``controller.executor.approve_call``): its next request runs it, with those
+        arguments and no others."""
+        return approve_call(self.controller, self.executor, approval)
 
     # ---- budgets ----------------------------------------------------------------------
 
@@ -469,6 +504,7 @@ class ReplanMiddleware(FunctionMiddleware):
                     return refuse(*rejected, plan=plan)
 
         async def effect(_operation: Operation) -> JSONValue:
+            context.metadata[IDEMPOTENCY_KEY] = _operation.digest()
             started = self.clock()
             await call_next()
             return _stored(context.result, (self.clock() - started) * 1000)
@@ -486,14 +522,25 @@ class ReplanMiddleware(FunctionMiddleware):
             if self.observe_result is not None:
                 for observation in self.observe_result(name, arguments, text):
                     self.controller.observe(observation)
-            extra = Usage(0, 0, 0) if self.tool_usage is None else self.tool_usage(call)
-            self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(tool_ms)))
+            self._charge_call(call, tool_ms)
             return call
         if execution.outcome is Outcome.REPLAYED:
             assert execution.receipt is not None
             context.result = _restored(execution.receipt.result)
-            return GuardedCall(name, call_id, arguments, REPLAYED, _text(context.result), plan)
+            tool_ms = _tool_ms(execution.receipt.result)
+            call = GuardedCall(name, call_id, arguments, REPLAYED, _text(context.result), plan)
+            if call_id not in self._charged:
+                self._charge_call(call, tool_ms)
+            return call
         return refuse(str(execution.outcome), execution.reason, plan)
+
+    def _charge_call(self, call: GuardedCall, tool_ms: float) -> None:
+        """Charge the run a call's tool time and the host's usage for it, before its
+        answer reaches the model."""
+        extra = Usage(0, 0, 0) if self.tool_usage is None else self.tool_usage(call)
+        self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(tool_ms)))
+        if call.call_id is not None:
+            self._charged.add(call.call_id)
 
     # ---- what the model reads when the controller refuses ------------------------------
 
@@ -543,6 +590,7 @@ class ReplanMiddleware(FunctionMiddleware):
 
 __all__ = [
     "EXECUTED",
+    "IDEMPOTENCY_KEY",
     "REFUSED",
     "REPLAYED",
     "WARN_AT",

@@ -5,8 +5,7 @@ opening one (``SqliteJournal(path)``, which refuses a missing, empty, foreign, c
 read-only or incomplete file), the record chain that makes a lost or altered record
 visible, and the checks that run before anything is written.
 
-Why each choice (issue #15, items 10-14: receipts were lost silently, so effects would
-have run again):
+Why each choice (receipts were once lost silently, so effects would have run again):
 
 - **Create apart from open.** A missing or empty file is never silently a new journal:
   a deleted or truncated journal would otherwise open empty and every effect would
@@ -58,14 +57,17 @@ from replan.controller.journal import (
     JournalError,
     Record,
     RecordKind,
+    bound,
     fold,
 )
 
 #: PRAGMA application_id of a replan journal ("RPLJ"): a file without it is not ours.
 APPLICATION_ID: Final = 0x52504C4A
 #: PRAGMA user_version: the layout this code reads. 2 added the chain and rollback mode
-#: (a version-1 journal, WAL mode without a chain, is refused: no migration).
-SCHEMA_VERSION: Final = 2
+#: (a version-1 journal, WAL mode without a chain, is refused: no migration); 3 the
+#: approval record and the abandon's reason (a version-2 journal is refused likewise:
+#: its digests are of the earlier encoding, so none would match a call now).
+SCHEMA_VERSION: Final = 3
 #: The chain value before the first record.
 GENESIS: Final = hashlib.sha256(b"replan journal").hexdigest()
 
@@ -73,7 +75,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE records (
     seq     INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind    TEXT NOT NULL CHECK (kind IN ('intent', 'completion', 'abandon')),
+    kind    TEXT NOT NULL CHECK (kind IN ('intent', 'completion', 'abandon', 'approval')),
     plan_id TEXT NOT NULL,
     digest  TEXT NOT NULL,
     body    TEXT NOT NULL,
@@ -414,5 +416,6 @@ def _check_contents(connection: sqlite3.Connection) -> int:
     if (highest := _highest_seq(connection)) != count:
         raise JournalError(f"records after #{count} are gone (record #{highest} was written)")
     for records in by_plan.values():
+        bound(records)
         fold(records)
     return count

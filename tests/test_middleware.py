@@ -27,7 +27,6 @@ from replan.controller import (
     PolicyError,
     Step,
     Usage,
-    plan_digest,
 )
 from replan.controller._generated import LABELS, TRANSITIONS
 from replan.controller.agent import FunctionInvokingChatClient, GuardedCall, ReplanMiddleware
@@ -331,9 +330,9 @@ def test_a_call_awaiting_approval_runs_once_approved() -> None:
     assert harness.answers() == [
         ("d1", "AwaitingApproval: a person must approve this call before it runs")
     ]
-    pending = harness.controller.pending
-    assert pending is not None and pending.id == "d1"
-    assert harness.controller.approve(Approval("d1", plan_digest(pending)))
+    (waiting,) = harness.guard.awaiting()  # the call, its arguments and its digest
+    assert waiting.plan_id == "d1"
+    assert harness.guard.approve(Approval("d1", waiting.digest())).accepted
     harness.request([call("deploy", "d1")])  # the same call, asked again: not re-proposed
     assert harness.answers()[1] == ("d1", "deploy done on input-A")
     assert harness.runs == Counter({"deploy": 1})

@@ -122,7 +122,7 @@ class DurableGuard(ReplanMiddleware):
         return known
 
     def _journal_holds(self, call_id: str) -> bool:
-        return self.executor.journal.entry(call_id) is not None
+        return self.executor.journal.knows(call_id)
 
     async def _perform(
         self, operation: Operation, context: FunctionInvocationContext, effect: AsyncEffect

@@ -462,6 +462,7 @@ class _StepExecutor(Executor):
 
     def __init__(self, run: DurableRun, effect: TransactionalEffect) -> None:
         super().__init__(run.journal, clock=run.executor.clock)
+        self.awaiting = run.executor.awaiting  # the calls awaiting approval are the run's
         self._run = run
         self._effect = effect
 
@@ -480,6 +481,7 @@ class AsyncStepExecutor(Executor):
 
     def __init__(self, run: DurableRun) -> None:
         super().__init__(run.journal, clock=run.executor.clock)
+        self.awaiting = run.executor.awaiting  # the calls awaiting approval are the run's
         self._run = run
 
     async def run_async(self, operation: Operation, grant: Grant, effect: AsyncEffect) -> Execution:

@@ -22,7 +22,8 @@ Invariants (checked after every rule; the first three are the issue's):
   Executed).
 
 The owner is honest here: an in-doubt operation whose work was done is resolved with
-its result, one whose work was not done is abandoned (and may run again).
+its result, one whose work was not done is abandoned (and may run again, with the
+content its first record bound).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class ExecutorMachine(RuleBasedStateMachine):
         self.executor = self._new_executor()
         self.grant = Grant(resources=["input-A"], steps=STEPS)
         self.violations: list[str] = []
-        #: model: plan id -> [bound digest, "done" | "doubt"]
+        #: model: plan id -> [bound digest, "done" | "doubt" | "abandoned"]
         self.model: dict[str, list[str]] = {}
         #: every operation whose work was done, in order (plan id, digest)
         self.work: list[tuple[str, str]] = []
@@ -144,7 +145,9 @@ class ExecutorMachine(RuleBasedStateMachine):
         if bound is None:
             return Outcome.EXECUTED
         if bound[0] != operation.digest():
-            return Outcome.CONTENT_MISMATCH
+            return Outcome.CONTENT_MISMATCH  # the first record binds, an abandon included
+        if bound[1] == "abandoned":
+            return Outcome.EXECUTED
         return Outcome.IN_DOUBT if bound[1] == "doubt" else Outcome.REPLAYED
 
     def _check_answer(self, operation: Operation, answer: Execution, expected: Outcome) -> None:
@@ -225,8 +228,8 @@ class ExecutorMachine(RuleBasedStateMachine):
             self.executor.resolve(plan_id, {"resolved": True})
             self.model[plan_id][1] = "done"
         else:
-            self.executor.abandon(plan_id)
-            del self.model[plan_id]
+            self.executor.abandon(plan_id, "the owner found no trace of it")
+            self.model[plan_id][1] = "abandoned"
 
     # ---- invariants -----------------------------------------------------------------------
 

@@ -85,6 +85,10 @@ class StepGrantIgnored(Executor):
 class DigestNotCompared(Executor):
     __slots__ = ()
 
+    def _unbound(self, operation: Operation, binding: str | None) -> Execution | None:
+        """BROKEN: the content a plan id is bound to is never compared."""
+        return None
+
     def _answer_recorded(self, operation: Operation, entry: Entry) -> Execution:
         """BROKEN: the plan id alone finds the record; other content under it is
         answered as if it were the recorded operation."""
