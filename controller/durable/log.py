@@ -11,7 +11,8 @@ change nothing either.
 
 Owns: the log's header (format, the declaration's and the policy's digests, the
 policy itself), the exact encoding of each call's argument and answer, and the
-storage: in memory and in one SQLite file (a sibling of the executor's journal, say).
+storage: in memory and in one SQLite file (a sibling of the executor's journal, say),
+with the checks that keep a restore from rebuilding an older run (``verify``).
 ``controller.durable.dbos`` keeps the same log in DBOS's own database. Appends are
 idempotent by position: writing the entry already at a position is a no-op when it is
 equal and an error when it is not, so a run re-executed from its start (DBOS
@@ -22,8 +23,11 @@ Leaves to others: which calls are logged and the restore (``controller.durable.l
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import secrets
 import sqlite3
 import typing
 from abc import ABC, abstractmethod
@@ -35,10 +39,12 @@ from typing import Any, NamedTuple
 import replan.controller.records as _records_module
 from replan.controller.records import RECORD_KINDS, EvidenceState
 from replan.controller.run import shown
-from replan.controller.sqlite_journal import APPLICATION_ID as JOURNAL_APPLICATION_ID
 
-#: The header's format tag: bump it if the encoding ever changes.
-FORMAT = "replan.runlog.v1"
+#: The header's format tag: bump it if the encoding ever changes (v2: chained entries
+#: and the witness file, in rollback-journal mode).
+FORMAT = "replan.runlog.v2"
+#: The chain value before the first entry.
+GENESIS = hashlib.sha256(b"replan run log").hexdigest()
 
 #: An int with more bits than this is stored as hex text (``json`` refuses to print
 #: an int of more than ~4,300 digits, and a plan's revision may be any int).
@@ -221,6 +227,13 @@ class RunLog(ABC):
     def close(self) -> None:
         """Release the storage."""
 
+    def verify(self) -> None:
+        """Refuse (``RunLogError``, one line naming what is missing or differs) a log
+        that may be older or other than the one written. Storage that cannot lose a
+        committed entry (memory, a database server's transactions) has nothing to
+        check; the SQLite log checks its chain and its witness."""
+        return None
+
     # ---- the rules ------------------------------------------------------------------
 
     def header(self) -> Header | None:
@@ -244,6 +257,7 @@ class RunLog(ABC):
             self._length = 0
             return
         refuse_other_rules(written, header)
+        self.verify()
 
     def __len__(self) -> int:
         if self._length is None:
@@ -355,25 +369,56 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS replan_run_header (only INTEGER PRIMARY KEY CHECK (only = 1),
     header TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS replan_run_log (position INTEGER PRIMARY KEY, op TEXT NOT NULL,
-    argument TEXT NOT NULL, answer TEXT NOT NULL);
+    argument TEXT NOT NULL, answer TEXT NOT NULL, chain TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS replan_run_snapshots (position INTEGER PRIMARY KEY,
     snapshot TEXT NOT NULL)
 """
+_LOG_COLUMNS = ["position", "op", "argument", "answer", "chain"]
+
+
+def chain_after(previous: str, entry: Entry) -> str:
+    """The chain value of ``entry`` after the chain value ``previous``."""
+    return hashlib.sha256(json.dumps([previous, *entry]).encode()).hexdigest()
+
+
+def _fsync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        handle = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
 
 
 class SqliteRunLog(RunLog):
-    """A run log in one SQLite file (WAL, ``synchronous=FULL``: an entry is on disk
-    when ``append`` returns, so a killed process loses no call it logged). The
-    tables are named ``replan_run_*``, so the file may be the executor's journal
+    """A run log in one SQLite file, and its witness beside it.
+
+    Why rollback-journal mode (``journal_mode=DELETE``, ``synchronous=FULL``): a
+    committed entry is in the file when ``append`` returns. In WAL mode it lived in the
+    ``-wal`` until a checkpoint, and a ``-wal`` lost after a kill made restore rebuild
+    an older run, in which effects that had already run were allowed again.
+
+    Why a chain and a witness: each entry stores ``chain = sha256(previous chain,
+    entry)``, and after each commit the entry count and the chain's head are written to
+    ``<file>.head`` (replaced atomically, fsynced). A file rolled back to an older copy
+    (or with pages lost) has fewer entries than its witness names; an altered entry
+    breaks the chain. ``verify`` (run by ``restore``) refuses both, naming the entries
+    that are missing, and writes nothing. The witness may lag the file by one entry
+    (a kill between the commit and the witness), never more.
+
+    The tables are named ``replan_run_*``, so the file may be the executor's journal
     (once ``SqliteJournal.create`` has made it: a journal opens only a file it made);
-    in a journal's file the log keeps the journal's rollback mode, which the journal
-    requires (``controller.sqlite_journal`` says why)."""
+    both keep the same rollback mode.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """Open (or create) the log at ``path``; ``read_only``: open an existing one
         and change nothing in it (``replan conform`` reads a user's log so)."""
         self.path = Path(path)
+        self.witness = self.path.with_name(self.path.name + ".head")
         self._length: int | None = None
+        #: (position, chain value) of the last entry, once read or written
+        self._head: tuple[int, str] | None = None
         try:
             if read_only:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
@@ -381,9 +426,7 @@ class SqliteRunLog(RunLog):
                 self._check_layout()
                 return
             self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
-            (application_id,) = self._connection.execute("PRAGMA application_id").fetchone()
-            if application_id != JOURNAL_APPLICATION_ID:  # a journal stays in rollback mode
-                self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA journal_mode=DELETE")
             self._connection.execute("PRAGMA synchronous=FULL")
             with self._transaction():
                 for statement in _SCHEMA.split(";"):
@@ -393,16 +436,19 @@ class SqliteRunLog(RunLog):
             raise RunLogError(f"{self.path}: not a usable run log ({error})") from None
 
     def _check_layout(self) -> None:
-        """Refuse tables of the same names laid out otherwise (another program's)."""
-        columns = [
-            row[1] for row in self._connection.execute("PRAGMA table_info(replan_run_header)")
-        ]
-        if columns != ["only", "header"]:
-            self._connection.close()
-            raise RunLogError(
-                f"{self.path}: its replan_run_header table is not a run log's "
-                f"(columns {', '.join(columns)})"
-            )
+        """Refuse tables of the same names laid out otherwise (another program's, or a
+        log of an earlier format, whose entries carry no chain)."""
+        for table, expected in (
+            ("replan_run_header", ["only", "header"]),
+            ("replan_run_log", _LOG_COLUMNS),
+        ):
+            columns = [row[1] for row in self._connection.execute(f"PRAGMA table_info({table})")]
+            if columns != expected:
+                self._connection.close()
+                raise RunLogError(
+                    f"{self.path}: its {table} table is not a run log's of this format "
+                    f"(columns {', '.join(columns)}; expected {', '.join(expected)})"
+                )
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -420,6 +466,8 @@ class SqliteRunLog(RunLog):
 
     def _write_header(self, text: str) -> None:
         self._connection.execute("INSERT INTO replan_run_header VALUES (1, ?)", (text,))
+        self._head = (0, GENESIS)
+        self._write_witness(0, GENESIS, text)
 
     def _read_entries(self, after: int, upto: int | None) -> list[Entry]:
         rows = self._connection.execute(
@@ -433,8 +481,48 @@ class SqliteRunLog(RunLog):
         row = self._connection.execute("SELECT MAX(position) FROM replan_run_log").fetchone()
         return int(row[0] or 0)
 
+    def _last(self) -> tuple[int, str]:
+        if self._head is None:
+            row = self._connection.execute(
+                "SELECT position, chain FROM replan_run_log ORDER BY position DESC LIMIT 1"
+            ).fetchone()
+            self._head = (0, GENESIS) if row is None else (int(row[0]), str(row[1]))
+        return self._head
+
     def _write_entry(self, entry: Entry) -> None:
-        self._connection.execute("INSERT INTO replan_run_log VALUES (?, ?, ?, ?)", entry)
+        position, previous = self._last()
+        if entry.position != position + 1:
+            raise RunLogError(f"run log: position {entry.position} written after {position}")
+        chain = chain_after(previous, entry)
+        self._connection.execute(
+            "INSERT INTO replan_run_log VALUES (?, ?, ?, ?, ?)", (*entry, chain)
+        )
+        self._head = (entry.position, chain)
+        header = self._read_header()
+        self._write_witness(entry.position, chain, header or "")
+
+    def _write_witness(self, entries: int, chain: str, header: str) -> None:
+        """Replace the witness atomically: a draft written and fsynced, renamed over
+        it, the directory fsynced (so the rename survives a power loss too)."""
+        text = canonical(
+            {
+                "format": FORMAT,
+                "entries": entries,
+                "chain": chain,
+                "header": hashlib.sha256(header.encode()).hexdigest(),
+            }
+        )
+        draft = self.witness.with_name(f".{self.witness.name}.{secrets.token_hex(4)}")
+        try:
+            with draft.open("w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(draft, self.witness)
+        except OSError as error:
+            draft.unlink(missing_ok=True)
+            raise RunLogError(f"{self.witness}: cannot write the witness ({error})") from None
+        _fsync_directory(self.witness.parent)
 
     def _read_snapshot_positions(self) -> list[int]:
         rows = self._connection.execute("SELECT position FROM replan_run_snapshots")
@@ -448,6 +536,89 @@ class SqliteRunLog(RunLog):
 
     def _write_snapshot(self, position: int, text: str) -> None:
         self._connection.execute("INSERT INTO replan_run_snapshots VALUES (?, ?)", (position, text))
+
+    # ---- the checks a restore runs first ------------------------------------------------
+
+    def verify(self) -> None:
+        """Every entry's chain value, positions without gaps, and the count and head
+        the witness names (see the class docstring). Reads only."""
+        header = self._read_header()
+        witness = self._read_witness()
+        if header is None:
+            if witness is not None and witness["entries"] > 0:
+                raise RunLogError(
+                    f"{self.path}: the run log lost its header and entries #1 to "
+                    f"#{witness['entries']} (its witness names them); refusing to restore"
+                )
+            return
+        if witness is None:
+            raise RunLogError(
+                f"{self.witness} is missing: the run log's entries cannot be counted, so "
+                "it may be an older copy; refusing to restore"
+            )
+        if witness["header"] != hashlib.sha256(header.encode()).hexdigest():
+            raise RunLogError(
+                f"{self.witness}: the witness of another run log; refusing to restore"
+            )
+        chains = self._check_chain()
+        held, named = len(chains) - 1, witness["entries"]
+        if held < named:
+            raise RunLogError(
+                f"{self.path}: entries #{held + 1} to #{named} are missing (the file holds "
+                f"{held}, its witness names {named}): an older copy of the run log, or lost "
+                "pages; refusing to restore an older run"
+            )
+        if held > named + 1:
+            raise RunLogError(
+                f"{self.path}: its witness names {named} entries, the file holds {held}: "
+                "the witness is older than the log (replaced?); refusing to restore"
+            )
+        if chains[named] != witness["chain"]:
+            raise RunLogError(
+                f"{self.path}: entries #1 to #{named} are not the ones written (their chain "
+                "differs from the witness's); refusing to restore"
+            )
+
+    def _check_chain(self) -> list[str]:
+        """The chain values after 0, 1, ... entries; ``RunLogError`` at the first
+        missing position or altered entry."""
+        chains = [GENESIS]
+        rows = self._connection.execute(
+            "SELECT position, op, argument, answer, chain FROM replan_run_log ORDER BY position"
+        )
+        for position, op, argument, answer, stored in rows:
+            if position != len(chains):
+                raise RunLogError(
+                    f"{self.path}: entry at position {len(chains)} is missing (the next is "
+                    f"#{position}); refusing to restore"
+                )
+            chain = chain_after(chains[-1], Entry(position, op, argument, answer))
+            if stored != chain:
+                raise RunLogError(
+                    f"{self.path}: the entry at position {position} does not match its chain "
+                    "value (altered); refusing to restore"
+                )
+            chains.append(chain)
+        return chains
+
+    def _read_witness(self) -> dict[str, Any] | None:
+        try:
+            text = self.witness.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeError) as error:
+            raise RunLogError(f"{self.witness}: cannot read the witness ({error})") from None
+        try:
+            document = json.loads(text)
+            entries, chain, header = document["entries"], document["chain"], document["header"]
+            if document.get("format") != FORMAT or type(entries) is not int or entries < 0:
+                raise ValueError(f"format {document.get('format')!r}, entries {entries!r}")
+            if not (isinstance(chain, str) and isinstance(header, str)):
+                raise ValueError("chain and header must be strings")
+        except (ValueError, KeyError, TypeError) as error:
+            raise RunLogError(f"{self.witness}: not a run log's witness ({error})") from None
+        witness: dict[str, Any] = document
+        return witness
 
     def close(self) -> None:
         self._connection.close()

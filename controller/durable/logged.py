@@ -8,12 +8,13 @@ lock, so threads sharing the run cannot log in another order than they ran. The
 events are read from the declaration's interface (``Controller.events``), never
 listed here, so an event the declaration adds is logged with no edit.
 
-``restore(log, policy)`` refuses a log written under another declaration or policy,
-then rebuilds the run: from the newest snapshot but one (or the start), it replays the
-logged calls, checks every replayed answer against the logged one and the state
-against the newest snapshot, and replays the rest. The restored controller goes on
-logging into the same log. A replay runs no effect: effects are the executor's, and
-its journal answers a completed one with its receipt.
+``restore(log, policy)`` refuses a log that may be older than the one written
+(``RunLog.verify``: a SQLite log checks its chain and its witness) or written under
+another declaration or policy, then rebuilds the run: from the newest snapshot but
+one (or the start), it replays the logged calls, checks every replayed answer against
+the logged one and the state against the newest snapshot, and replays the rest. The
+restored controller goes on logging into the same log. A replay runs no effect:
+effects are the executor's, and its journal answers a completed one with its receipt.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ def restore(
     on into ``log``. ``check_all``: replay from the start and check every snapshot
     (``replan conform`` does), instead of from the newest snapshot but one."""
     policy = DEFAULT_POLICY if policy is None else policy
+    log.verify()
     written = log.header()
     if written is None:
         raise RunLogError("restore: the run log is empty (no header): nothing to restore")
