@@ -554,13 +554,13 @@ def _decide(
             )
         if (
             getattr(controller, "declared_state", None) == "approved"
-            and executor.journal.approved(operation.plan_id) != operation.digest()
+            and executor.journal.approved(operation.plan_id) is None
         ):
+            # the content an approval binds is compared with the rest (``check``)
             return _mismatch(
                 operation,
-                f"plan {pending.id!r} is approved, but no approval of this call's content "
-                f"(digest {operation.digest()[:12]}) is recorded: approve the call "
-                "(approve_call), not only its plan",
+                f"plan {pending.id!r} is approved, but no approval of a call is recorded "
+                "for it: approve the call (approve_call), not only its plan",
             )
     answer = controller.execute(operation.plan_id)
     if answer == ExecuteResult.EXECUTED:

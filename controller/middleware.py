@@ -484,14 +484,19 @@ class ReplanMiddleware(FunctionMiddleware):
 
         plan: Plan | None = None
         pending = self.run.pending
-        retried = await self._journal_knows(call_id) or (
-            pending is not None and pending.id == call_id
+        retried = (
+            await self._journal_knows(call_id)
+            or (pending is not None and pending.id == call_id)
+            or call_id in self.run._completed
         )
         if not retried:
             # A new call: propose it. A retry is not proposed again: a call id the
             # journal knows is answered from it, and the pending plan of this id (one
             # denied by its precondition, or awaiting approval) is executed as it is;
-            # proposing it again would use a slot, and supersede an approval.
+            # proposing it again would use a slot, and supersede an approval. A call the
+            # controller completed is answered by the executor even in a stopped run
+            # (from its receipt, or in doubt when its intent was never written), never
+            # "Stopped" as if it had not been decided.
             cited = (
                 self.seen_revision
                 if self.seen_revision is not None

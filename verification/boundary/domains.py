@@ -1,0 +1,270 @@
+"""The boundary's small domains, and the operations a run of the boundary is made of.
+
+Owns what the explorer enumerates and the campaign draws from: the calls of a run
+(one per step of the policy, and a second call of the first step), the two contents a
+call can carry (``A``: one row, evidence Passed; ``B``: a million rows, evidence
+Failed), the resources (the plan's, one the owner grants but the policy does not
+allow, one nobody grants), the crash points (``CallLife.crash_points``), the tampering
+a restore may meet, and the operations themselves as plain JSON-ready records (a saved
+counterexample is a list of them).
+
+The boundary is checked under ``boundary_policy(policy)``: the policy itself when a
+step needs approval, else the policy with its first step that does not complete the
+run needing approval, so the approval path is exercised whatever the policy.
+
+Leaves to ``verification.boundary.model`` what each operation does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from replan.controller.policy import Policy
+from replan.verification.boundary.declaration import CallLife
+
+#: The two contents a call can carry: its arguments (the guard's tools take both).
+CONTENTS: dict[str, dict[str, Any]] = {
+    "A": {"rows": 1, "verdict": "Passed"},
+    "B": {"rows": 1_000_000, "verdict": "Failed"},
+}
+#: The crash points, in the order one call reaches them.
+CRASH_POINTS: tuple[str, ...] = CallLife.crash_points
+#: The crash points a request (not an approval) can stop at, per channel: the host
+#: channel (``perform``) charges nothing.
+REQUEST_POINTS = {
+    "model": ("proposed", "decided", "intended", "effected", "receipted", "charged"),
+    "host": ("proposed", "decided", "intended", "effected", "receipted"),
+}
+APPROVAL_POINTS = ("approval_recorded", "approved")
+#: What may be done to the files before a restore (each must be refused).
+TAMPERING = ("rollback-log", "drop-witness", "edit-journal", "foreign-log")
+CHANNELS = ("model", "host")
+
+
+def boundary_policy(policy: Policy) -> Policy:
+    """The policy the boundary is checked under (see the module docstring)."""
+    if policy.approval_steps:
+        return policy
+    chosen = next((s for s in policy.steps if not s.completes_run), policy.steps[0])
+    steps = tuple(
+        dataclasses.replace(s, needs_approval=True) if s is chosen else s for s in policy.steps
+    )
+    return dataclasses.replace(policy, steps=steps)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the domain: its id, its tool (a step), and its number (the tokens
+    the host's ``tool_usage`` charges for it; its tool takes ``number + 1`` ms)."""
+
+    id: str
+    step: str
+    number: int
+
+    @property
+    def tool_ms(self) -> int:
+        return self.number + 1
+
+
+@dataclass(frozen=True)
+class Domains:
+    """Everything a boundary run draws from, for one policy."""
+
+    policy: Policy
+    calls: tuple[Call, ...]
+    resource: str  # the plan's (the policy's first)
+    other_resource: str  # granted by the owner, not allowed by the policy
+    ungranted: str  # granted by nobody
+
+    @classmethod
+    def of(cls, policy: Policy) -> Domains:
+        steps = [s.name for s in policy.steps]
+        names = [*steps, steps[0]]
+        calls = tuple(Call(f"c{n}", name, n) for n, name in enumerate(names, start=1))
+        resource = policy.resources[0]
+        return cls(policy, calls, resource, f"{resource}~granted", f"{resource}~ungranted")
+
+    def call(self, call_id: str) -> Call:
+        for call in self.calls:
+            if call.id == call_id:
+                return call
+        raise KeyError(call_id)
+
+    def index(self, call_id: str) -> int:
+        return next(i for i, call in enumerate(self.calls) if call.id == call_id)
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return (self.resource, self.other_resource, self.ungranted)
+
+    @property
+    def granted(self) -> tuple[str, ...]:
+        return (*self.policy.resources, self.other_resource)
+
+    def arguments(self, call: Call, content: str, resource: str) -> dict[str, Any]:
+        """The arguments of ``call`` carrying ``content`` (with the resource, when the
+        step names it in an argument)."""
+        arguments = dict(CONTENTS[content])
+        named = self.policy.step(call.step).resource_argument
+        if named is not None:
+            arguments[named] = resource
+        return arguments
+
+    def observed_key(self, step: str) -> str | None:
+        """The evidence key a step's result reports (a key its name contains)."""
+        return next((key for key in self.policy.keys if key in step), None)
+
+
+# ---- the operations ------------------------------------------------------------------
+
+
+class Request(NamedTuple):
+    """A request: the model's reply of one or more calls (channel ``model``, through
+    the guard and the SDK's function loop), or the host's ``perform`` of one
+    (``host``). Each call is (call id, content, resource). ``crash``: (point, call id)
+    where the work stops, or None."""
+
+    channel: str
+    calls: tuple[tuple[str, str, str], ...]
+    crash: tuple[str, str] | None = None
+
+
+class Approve(NamedTuple):
+    """The owner approves ``call`` with the digest of ``content``."""
+
+    call: str
+    content: str
+    crash: str | None = None
+
+
+class Settle(NamedTuple):
+    """The owner checks ``call`` and says truthfully what happened (resolve when its
+    in-doubt attempt ran, abandon when it did not; a call not in doubt: abandon,
+    which must be refused)."""
+
+    call: str
+
+
+class Observe(NamedTuple):
+    """The host delivers evidence: ``key`` is ``state``."""
+
+    key: str
+    state: str
+
+
+class Cancel(NamedTuple):
+    """The host cancels the run."""
+
+
+class Restart(NamedTuple):
+    """The process stops (or was killed); a fresh one restores from the files, first
+    after ``tamper`` was done to them (which must be refused), then from the files as
+    they were."""
+
+    tamper: str | None = None
+
+
+Op = Request | Approve | Settle | Observe | Cancel | Restart
+_KINDS: dict[str, type[Any]] = {
+    "request": Request,
+    "approve": Approve,
+    "settle": Settle,
+    "observe": Observe,
+    "cancel": Cancel,
+    "restart": Restart,
+}
+
+
+def op_to_json(op: Op) -> dict[str, Any]:
+    kind = next(name for name, cls in _KINDS.items() if isinstance(op, cls))
+    fields = {
+        name: [list(item) for item in value] if name == "calls" else value
+        for name, value in op._asdict().items()
+    }
+    return {"op": kind, **fields}
+
+
+def op_from_json(document: Mapping[str, Any]) -> Op:
+    """The operation ``op_to_json`` wrote; ``ValueError`` naming what is wrong."""
+    try:
+        cls = _KINDS[document["op"]]
+        fields = {k: v for k, v in document.items() if k != "op"}
+        if cls is Request:
+            fields["calls"] = tuple(tuple(item) for item in fields["calls"])
+            crash = fields.get("crash")
+            fields["crash"] = None if crash is None else tuple(crash)
+        op: Op = cls(**fields)
+        return op
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a boundary operation: {dict(document)!r:.120} ({error})") from None
+
+
+def describe(op: Op) -> str:
+    """One line naming ``op`` (a counterexample's steps are printed so)."""
+    if isinstance(op, Request):
+        calls = ", ".join(f"{c}[{content}]@{resource}" for c, content, resource in op.calls)
+        crash = f", crash after {op.crash[0]} of {op.crash[1]}" if op.crash else ""
+        return f"{op.channel} requests {calls}{crash}"
+    if isinstance(op, Approve):
+        crash = f", crash after {op.crash}" if op.crash else ""
+        return f"the owner approves {op.call}[{op.content}]{crash}"
+    if isinstance(op, Settle):
+        return f"the owner settles {op.call}"
+    if isinstance(op, Observe):
+        return f"the host observes {op.key} {op.state}"
+    if isinstance(op, Cancel):
+        return "the host cancels the run"
+    return f"restart{f' after {op.tamper}' if op.tamper else ''}"
+
+
+def requests(domains: Domains, pairs: bool = True) -> Iterator[Request]:
+    """Every request of the domain without a crash: each call alone on each channel
+    with each content (the host's also on each resource), and, for the model, the
+    first call followed by each other call in one reply."""
+    for call in domains.calls:
+        for content in CONTENTS:
+            yield Request("model", ((call.id, content, domains.resource),))
+            for resource in domains.resources:
+                yield Request("host", ((call.id, content, resource),))
+    if pairs:
+        first = domains.calls[0]
+        for call in domains.calls[1:-1]:
+            yield Request(
+                "model", ((first.id, "A", domains.resource), (call.id, "A", domains.resource))
+            )
+
+
+def with_crashes(request: Request) -> Iterator[Request]:
+    """``request``, and the same request stopped at each crash point of each of its calls."""
+    yield request
+    for call_id, _content, _resource in request.calls:
+        for point in REQUEST_POINTS[request.channel]:
+            yield request._replace(crash=(point, call_id))
+
+
+__all__ = [
+    "APPROVAL_POINTS",
+    "CHANNELS",
+    "CONTENTS",
+    "CRASH_POINTS",
+    "REQUEST_POINTS",
+    "TAMPERING",
+    "Approve",
+    "Call",
+    "Cancel",
+    "Domains",
+    "Observe",
+    "Op",
+    "Request",
+    "Restart",
+    "Settle",
+    "boundary_policy",
+    "describe",
+    "op_from_json",
+    "op_to_json",
+    "requests",
+    "with_crashes",
+]

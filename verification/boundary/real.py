@@ -1,0 +1,528 @@
+"""The real effect boundary, driven one operation at a time, with crashes.
+
+Owns one run of a ``BoundarySubject``'s real components on disk: the SQLite journal
+and the SQLite run log in a directory of their own, a ``LoggedController`` logging
+into the run log, the ``Executor`` over the journal, and ``ReplanMiddleware`` in front
+of one tool per step, reached through the agent SDK's real function-invocation loop
+from a scripted chat client (``verification.subjects.scripted``). The host's channel
+calls ``perform`` directly.
+
+A crash is a ``Crash`` (a ``BaseException``, so no ``except Exception`` in the code
+under test swallows it) raised right after the durable write a crash point names:
+by the journal and the run log (subclasses of the subject's own, built here) after
+their write, by the tool after its effect. The work stops there; the objects are
+dropped; ``restart`` builds fresh ones from the files (``SqliteJournal(path)``,
+``restore(SqliteRunLog(path))``), first after the files were tampered with when asked
+(which must be refused in one line, leaving the files as they were).
+
+Everything the checks compare is recorded here as plain values: the answers, the
+effects the tools saw, the journal's records, the controller's snapshot; and whether
+each answer the model read was charged first (checked when the model reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agent_framework import Agent, FunctionInvocationContext, FunctionTool
+from pydantic import create_model
+
+from replan.controller.agent import FunctionInvokingChatClient
+from replan.controller.records import (
+    Approval,
+    EvidenceState,
+    ExecuteResult,
+    Observation,
+    Plan,
+    Usage,
+)
+from replan.verification.boundary.domains import (
+    Approve,
+    Call,
+    Cancel,
+    Domains,
+    Observe,
+    Op,
+    Request,
+    Restart,
+    Settle,
+)
+from replan.verification.boundary.model import CONTROLLER_REFUSALS
+from replan.verification.boundary.properties import EffectRun, Violation
+from replan.verification.boundary.subjects import BoundarySubject
+from replan.verification.subjects.scripted import (
+    FunctionCallRequest,
+    FunctionResult,
+    Reply,
+    ScriptedChatClient,
+)
+
+#: The run log takes a snapshot every this many entries, so a restore replays ranges
+#: between snapshots (a range read one short shows there).
+SNAPSHOT_EVERY = 2
+_CONFIGURATION: Any = {"max_iterations": 4, "allow_concurrent_invocation": False}
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+class Done(NamedTuple):
+    """What the real boundary did in one operation."""
+
+    answers: list[tuple[str, str]]  # (call id, kind) for each call answered
+    effects: list[EffectRun]
+    crashed_at: tuple[str, str] | None = None
+    approved: bool | None = None
+    settled: str | None = None
+    refusal: str | None = None  # a restore's or an owner's one-line refusal
+    violations: tuple[Violation, ...] = ()
+
+
+class RealBoundary:
+    """One run of the subject's boundary in ``directory`` (see the module docstring)."""
+
+    def __init__(self, subject: BoundarySubject, domains: Domains, directory: Path) -> None:
+        self.subject = subject
+        self.domains = domains
+        self.policy = domains.policy
+        self.journal_path = directory / "journal.db"
+        self.log_path = directory / "run.log"
+        self.grant = subject.component("executor", "Grant")(
+            domains.granted, [s.name for s in self.policy.steps]
+        )
+        self.effects: list[EffectRun] = []
+        self.version = 1
+        self.now = 0.0
+        self.ticks = 0
+        self.armed: tuple[str, str] | None = None
+        self.crashed_at: tuple[str, str] | None = None
+        self.requested: dict[str, tuple[str, str]] = {}  # call -> (content, resource) now
+        self.attempts: dict[str, tuple[str, str]] = {}  # call -> its last decided content
+        self.ran_since_intent: dict[str, bool] = {}
+        self.found: list[Violation] = []
+        self._journal_class = _hooked_journal(subject, self)
+        self._log_class = _hooked_log(subject, self)
+        self.journal = self._journal_class.create(self.journal_path)
+        self.log = self._log_class(self.log_path)
+        logged = subject.component("durable.logged", "LoggedController")
+        self._wire(logged(self.policy, log=self.log, snapshot_every=SNAPSHOT_EVERY))
+        self.first_log = self.log_path.read_bytes()
+        self.tools = [self._tool(step.name) for step in self.policy.steps]
+
+    # ---- wiring ----------------------------------------------------------------------
+
+    def _wire(self, controller: Any) -> None:
+        self.controller = controller
+        self.executor = self.subject.component("executor", "Executor")(
+            self.journal, clock=self._tick
+        )
+        self.guard = self.subject.component("middleware", "ReplanMiddleware")(
+            controller,
+            executor=self.executor,
+            grant=self.grant,
+            observe_result=self._observe_result,
+            tool_usage=lambda call: Usage(self.domains.call(call.call_id).number, 0, 0),
+            clock=lambda: self.now,
+        )
+
+    def _tick(self) -> float:
+        self.ticks += 1
+        return float(self.ticks)
+
+    def reached(self, point: str, call_id: str) -> None:
+        """A durable write (or the effect) of ``call_id`` at ``point`` is done."""
+        if point == "intended":
+            self.ran_since_intent[call_id] = False
+        elif point == "decided" and call_id in self.requested:
+            self.attempts[call_id] = self.requested[call_id]
+        if self.armed == (point, call_id):
+            self.armed = None
+            self.crashed_at = (point, call_id)
+            raise Crash(f"crash after {point} of {call_id}")
+
+    def _effect(
+        self, call_id: str, step: str, resource: str, arguments: Mapping[str, Any], key: object
+    ) -> None:
+        """The effect itself: record what it was asked to do, take the call's time."""
+        content = next(
+            (
+                name
+                for name in ("A", "B")
+                if dict(arguments)
+                == self.domains.arguments(self.domains.call(call_id), name, resource)
+            ),
+            "?",
+        )
+        operation = self.subject.component("executor", "Operation")
+        expected_key = operation(call_id, step, resource, dict(arguments)).digest()
+        self.effects.append(EffectRun(call_id, step, (content, resource), key == expected_key))
+        self.ran_since_intent[call_id] = True
+        self.now += self.domains.call(call_id).tool_ms / 1000
+        self.reached("effected", call_id)
+
+    def _tool(self, step: str) -> FunctionTool:
+        fields: dict[str, Any] = {"rows": (int, ...), "verdict": (str, ...)}
+        named = self.policy.step(step).resource_argument
+        if named is not None:
+            fields[named] = (str, ...)
+        model = create_model(f"Arguments_{len(step)}", **fields)
+        key_name = self.subject.component("middleware", "IDEMPOTENCY_KEY")
+
+        def run(ctx: FunctionInvocationContext, **arguments: Any) -> str:
+            call_id = str(ctx.metadata.get("call_id"))
+            resource = arguments.get(named) if named else self.domains.resource
+            self._effect(call_id, step, str(resource), arguments, ctx.metadata.get(key_name))
+            return f"{step}: {arguments['verdict']}"
+
+        return FunctionTool(name=step, description=step, func=run, input_model=model)
+
+    def _observe_result(
+        self, tool: str, arguments: Mapping[str, Any], text: str
+    ) -> list[Observation]:
+        key = self.domains.observed_key(tool)
+        if key is None:
+            return []
+        observation = Observation(key, self.version, EvidenceState(arguments["verdict"]), "tool")
+        self.version += 1
+        return [observation]
+
+    # ---- one operation ---------------------------------------------------------------
+
+    def apply(self, op: Op) -> Done:
+        """Do ``op``; a crash armed in it stops the work and is reported, not raised."""
+        start = len(self.effects)
+        self.found = []
+        self.crashed_at = None
+        answers: list[tuple[str, str]] = []
+        extra: dict[str, Any] = {}
+        try:
+            if isinstance(op, Request):
+                self.armed = op.crash
+                self._request(op, answers)
+            elif isinstance(op, Approve):
+                self.armed = None if op.crash is None else (op.crash, op.call)
+                extra["approved"] = self._approve(op)
+            elif isinstance(op, Settle):
+                extra["settled"], extra["refusal"] = self._settle(op.call)
+            elif isinstance(op, Observe):
+                self.controller.observe(
+                    Observation(op.key, self.version, EvidenceState(op.state), "host")
+                )
+                self.version += 1
+            elif isinstance(op, Cancel):
+                self.controller.cancel()
+            elif isinstance(op, Restart):
+                extra["refusal"] = self.restart(op.tamper)
+        except Crash:
+            self._drop()
+        finally:
+            self.armed = None
+        return Done(
+            answers, self.effects[start:], self.crashed_at, violations=tuple(self.found), **extra
+        )
+
+    def _request(self, op: Request, answers: list[tuple[str, str]]) -> None:
+        for call_id, content, resource in op.calls:
+            self.requested[call_id] = (content, resource)
+        if op.channel == "host":
+            ((call_id, content, resource),) = op.calls
+            answers.append((call_id, self._perform(self.domains.call(call_id), content, resource)))
+            return
+        replies: Iterator[Reply] = iter(
+            [
+                [
+                    FunctionCallRequest(
+                        self.domains.call(c).step,
+                        self.domains.arguments(
+                            self.domains.call(c), content, self.domains.resource
+                        ),
+                        call_id=c,
+                    )
+                    for c, content, _ in op.calls
+                ],
+                "done",
+            ]
+        )
+        before = len(self.guard.calls)
+
+        def script(results: Sequence[FunctionResult]) -> Reply:
+            for done in self.guard.calls[before:]:
+                self._check_charged(done.call_id, done.outcome)
+            return next(replies)
+
+        client = FunctionInvokingChatClient(
+            ScriptedChatClient(script), configuration=_CONFIGURATION
+        )
+        agent = Agent(client=client, tools=self.tools, middleware=self.guard.middleware)
+        try:
+            asyncio.run(agent.run("go"))
+        finally:
+            answers.extend((str(done.call_id), done.outcome) for done in self.guard.calls[before:])
+
+    def _check_charged(self, call_id: str | None, outcome: str) -> None:
+        """The model reads ``call_id``'s answer now: an Executed or Replayed one must be
+        charged already, its tool time from its receipt and the host's usage."""
+        if call_id is None or outcome not in ("Executed", "Replayed"):
+            return
+        call = self.domains.call(call_id)
+        entry = self.journal.entry(call_id)
+        stored = entry.receipt.result if entry is not None and entry.receipt is not None else {}
+        tool_ms = stored.get("tool_ms", 0) if isinstance(stored, dict) else 0
+        wanted = round(tool_ms) if isinstance(tool_ms, int | float) else 0
+        charges = [e[1] for e in self.controller._trace if e[0] == "charge" and type(e[1]) is Usage]
+        if not any(u.tokens == call.number and u.elapsed_ms == wanted for u in charges):
+            self.found.append(
+                Violation(
+                    "tool-time-and-usage-charged",
+                    f"the model read {call_id}'s answer ({outcome}) before the run was charged "
+                    f"{call.number} tokens and its {wanted} ms",
+                )
+            )
+
+    def _perform(self, call: Call, content: str, resource: str) -> str:
+        """The host's channel: propose a new call, then ``perform`` it."""
+        controller = self.controller
+        pending = controller.pending
+        retried = (
+            self.journal.knows(call.id)
+            or (pending is not None and pending.id == call.id)
+            or call.id in controller.snapshot()["completed"]
+        )
+        if not retried:
+            plan = Plan(
+                call.id,
+                controller.plan_revision + 1,
+                controller.evidence_revision,
+                call.step,
+                self.domains.resource,
+            )
+            if not controller.propose(plan):
+                if controller.stop_reason is not None:
+                    return "Stopped"
+                if call.id not in controller.snapshot()["completed"]:
+                    return "Refused"
+        operation = self.subject.component("executor", "Operation")(
+            call.id, call.step, resource, self.domains.arguments(call, content, resource)
+        )
+
+        def effect(op: Any) -> Any:
+            self._effect(call.id, op.step, op.resource, op.arguments, op.digest())
+            return {"text": f"{op.step}: done"}
+
+        perform = self.subject.component("executor", "perform")
+        performed = perform(controller, self.executor, operation, self.grant, effect)
+        if performed.execution is not None:
+            return str(performed.execution.outcome)
+        answer = performed.answer
+        if answer is ExecuteResult.AWAITING_APPROVAL:
+            return "AwaitingApproval"
+        return CONTROLLER_REFUSALS.get(answer, str(answer))
+
+    def _approve(self, op: Approve) -> bool:
+        call = self.domains.call(op.call)
+        arguments = self.domains.arguments(call, op.content, self.domains.resource)
+        digest = self.subject.component("executor", "Operation")(
+            call.id, call.step, self.domains.resource, arguments
+        ).digest()
+        approve_call = self.subject.component("executor", "approve_call")
+        return bool(
+            approve_call(self.controller, self.executor, Approval(call.id, digest)).accepted
+        )
+
+    def _settle(self, call_id: str) -> tuple[str, str | None]:
+        """The honest owner: resolve an in-doubt attempt whose effect ran, abandon one
+        that did not; anything else is abandoned too, which must be refused."""
+        executor = self.executor
+        entry = self.journal.entry(call_id)
+        call = self.domains.call(call_id)
+        try:
+            if entry is not None and entry.receipt is None:
+                if self.ran_since_intent.get(call_id):
+                    executor.resolve(call_id, {"text": "resolved by the owner"})
+                    return "resolve", None
+                executor.abandon(call_id, "the owner found no trace of it")
+                return "abandon", None
+            if (
+                not self.journal.knows(call_id)
+                and call_id in self.controller.snapshot()["completed"]
+            ):
+                content, resource = self.attempts.get(call_id, ("A", self.domains.resource))
+                operation = self.subject.component("executor", "Operation")(
+                    call_id, call.step, resource, self.domains.arguments(call, content, resource)
+                )
+                executor.abandon(call_id, "the owner found no trace of it", operation=operation)
+                return "abandon", None
+            executor.abandon(call_id, "nothing to abandon")
+        except ValueError as error:
+            return "refused", str(error)
+        return "abandon", None
+
+    # ---- crash and restart ---------------------------------------------------------------
+
+    def _drop(self) -> None:
+        """The process is gone: nothing more is written; the connections are released
+        (each crash point is after a commit, so none holds a transaction)."""
+        for closable in (self.journal, self.log):
+            with contextlib.suppress(Exception):  # a dead process closes nothing cleanly
+                closable.close()
+
+    def restart(self, tamper: str | None = None) -> str | None:
+        """Restore in fresh objects from the files; with ``tamper``, first from the
+        tampered files (the refusal's text, or a violation when none came), then from
+        the files as they were. Returns the refusal, if any."""
+        self._drop()
+        refusal = None
+        if tamper is not None:
+            refusal = self._tampered_restore(tamper)
+        self.journal = self._journal_class(self.journal_path)
+        self.log = self._log_class(self.log_path)
+        restore = self.subject.component("durable.logged", "restore")
+        self._wire(restore(self.log, self.policy))
+        return refusal
+
+    def _tampered_restore(self, tamper: str) -> str | None:
+        directory = self.journal_path.parent
+        saved = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+        try:
+            if not _tamper(self, tamper):
+                return None
+            tampered = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+            refusal = self._restore_refusal()
+            after = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+            if refusal is None:
+                self.found.append(
+                    Violation(
+                        "restore-is-exact-or-refuses", f"after {tamper}: restored, not refused"
+                    )
+                )
+            elif "\n" in refusal or after != tampered:
+                self.found.append(
+                    Violation(
+                        "restore-is-exact-or-refuses",
+                        f"after {tamper}: the refusal is not one line, or it changed the files",
+                    )
+                )
+            return refusal
+        finally:
+            for path in directory.iterdir():
+                if path.is_file() and path not in saved:
+                    path.unlink()
+            for path, content in saved.items():
+                path.write_bytes(content)
+
+    def _restore_refusal(self) -> str | None:
+        """Restore from the files as they are now, then drop what it built: the
+        refusal's text, or None when it restored."""
+        opened: list[Any] = []
+        try:
+            opened.append(self._journal_class(self.journal_path))
+            opened.append(self._log_class(self.log_path))
+            self.subject.component("durable.logged", "restore")(opened[-1], self.policy)
+        except ValueError as error:
+            return str(error)
+        finally:
+            for closable in opened:
+                closable.close()
+        return None
+
+    # ---- what the checks compare ----------------------------------------------------------
+
+    def records(self) -> dict[str, tuple[str, ...]]:
+        """Each call's journal record kinds, in order."""
+        found: dict[str, list[str]] = {}
+        for record in self.journal.records():
+            found.setdefault(record.plan_id, []).append(str(record.kind))
+        return {call: tuple(kinds) for call, kinds in found.items()}
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.controller.snapshot())
+
+    def close(self) -> None:
+        self._drop()
+
+
+def _tamper(real: RealBoundary, tamper: str) -> bool:
+    """Do ``tamper`` to the closed files; False when it would change nothing."""
+    log, witness = real.log_path, real.log_path.with_name(real.log_path.name + ".head")
+    if tamper == "rollback-log":
+        if log.read_bytes() == real.first_log:
+            return False
+        log.write_bytes(real.first_log)
+        return True
+    if tamper == "drop-witness":
+        witness.unlink(missing_ok=True)
+        return True
+    if tamper == "edit-journal":
+        with sqlite3.connect(real.journal_path) as connection:
+            changed = connection.execute(
+                "UPDATE records SET body = body || ' ' WHERE seq = 1"
+            ).rowcount
+        return bool(changed)
+    if tamper == "foreign-log":
+        with sqlite3.connect(log) as connection:
+            (text,) = connection.execute("SELECT header FROM replan_run_header").fetchone()
+            header = json.loads(text)
+            header["declaration_digest"] = "sha256:" + "0" * 64
+            other = json.dumps(header, sort_keys=True, separators=(",", ":"))
+            connection.execute("UPDATE replan_run_header SET header = ?", (other,))
+        document = json.loads(witness.read_text())
+        document["header"] = hashlib.sha256(other.encode()).hexdigest()
+        witness.write_text(json.dumps(document))
+        return True
+    raise ValueError(f"unknown tampering {tamper!r}")
+
+
+def _hooked_journal(subject: BoundarySubject, real: RealBoundary) -> Any:
+    """The subject's SQLite journal, reporting each durable write to ``real``."""
+    base = subject.component("sqlite_journal", "SqliteJournal")
+
+    class HookedJournal(base):  # type: ignore[misc, valid-type]
+        def claim(self, intent: Any) -> Any:
+            existing = super().claim(intent)
+            if existing is None:
+                real.reached("intended", intent.plan_id)
+            return existing
+
+        def complete(self, receipt: Any, body: str | None = None) -> None:
+            super().complete(receipt, body)
+            real.reached("receipted", receipt.plan_id)
+
+        def approve(self, intent: Any) -> None:
+            super().approve(intent)
+            real.reached("approval_recorded", intent.plan_id)
+
+    return HookedJournal
+
+
+def _hooked_log(subject: BoundarySubject, real: RealBoundary) -> Any:
+    """The subject's SQLite run log, reporting each logged call to ``real``."""
+    base = subject.component("durable.log", "SqliteRunLog")
+    numbers = {call.number: call.id for call in real.domains.calls}
+
+    class HookedLog(base):  # type: ignore[misc, valid-type]
+        def append(self, entry: Any) -> None:
+            super().append(entry)
+            argument = json.loads(entry.argument)
+            if entry.op == "propose" and isinstance(argument, dict) and "id" in argument:
+                real.reached("proposed", str(argument["id"]))
+            elif entry.op == "execute" and entry.answer == '"Executed"':
+                real.reached("decided", str(argument))
+            elif entry.op == "approve" and isinstance(argument, dict):
+                real.reached("approved", str(argument.get("plan_id")))
+            elif entry.op == "charge" and isinstance(argument, dict):
+                call_id = numbers.get(argument.get("tokens", 0))
+                if call_id is not None:
+                    real.reached("charged", call_id)
+
+    return HookedLog
+
+
+__all__ = ["SNAPSHOT_EVERY", "Crash", "Done", "RealBoundary"]
