@@ -115,6 +115,8 @@ class Expected:
     #: the effects that run, in order: (call id, (content, resource)), a crashed one's too
     effects: list[tuple[str, tuple[str, str]]] = field(default_factory=list)
     crashed_at: tuple[str, str] | None = None
+    #: the crash points the operation passed (where it could have been stopped)
+    passed: list[tuple[str, str]] = field(default_factory=list)
     approved: bool | None = None
     settled: str | None = None  # "resolve" | "abandon" | "refused"
 
@@ -129,6 +131,8 @@ class Model:
     def __init__(self, domains: Domains) -> None:
         self.domains = domains
         self.policy = domains.policy
+        #: one controller, put in each world's state in turn (a fresh one costs more)
+        self.controller = Controller(self.policy)
 
     def initial(self) -> World:
         controller = Controller(self.policy)
@@ -163,6 +167,7 @@ class Model:
             run.crashed = True
         run.invalidate()
         expected.effects = run.effects
+        expected.passed = run.passed
         expected.world = run.freeze()
         return expected
 
@@ -173,8 +178,9 @@ class _Run:
     def __init__(self, model: Model, world: World) -> None:
         self.model = model
         self.domains = model.domains
-        self.controller = Controller(model.policy)
+        self.controller = model.controller
         self.controller._import_state(world.controller)
+        del self.controller._trace[:]
         self.calls = list(world.calls)
         self.version = world.version
         self.crashed = world.crashed
@@ -182,6 +188,9 @@ class _Run:
         self.crashed_at: tuple[str, str] | None = None
         self.effects: list[tuple[str, tuple[str, str]]] = []
         self.seen = self.controller.evidence_revision
+        #: every crash point this operation passed, in order (the explorer stops each
+        #: operation at each of them in turn)
+        self.passed: list[tuple[str, str]] = []
 
     def freeze(self) -> World:
         return World(self.controller._export_state(), tuple(self.calls), self.version, self.crashed)
@@ -203,6 +212,7 @@ class _Run:
         """The call reached ``point`` (moving on ``event``); stop if a crash is armed."""
         if event is not None:
             self._move(call, event)
+        self.passed.append((point, call.id))
         if self.crash_at == point:
             self.crashed_at = (point, call.id)
             raise _Crash
@@ -244,6 +254,7 @@ class _Run:
         call = self.domains.call(call_id)
         if channel == "model":
             resource = self.domains.resource
+        self.invalidate()  # an earlier call of the same reply may have superseded this one
         rejected = self._propose(channel, call)
         if rejected is not None:
             return Answer(call.id, rejected)

@@ -1,0 +1,200 @@
+"""The boundary campaign: the real components in lockstep with the model, with crashes.
+
+Owns the sequences of operations the real boundary is driven through, each in a fresh
+run on disk (``Lockstep``), every rule checked after every operation:
+
+- **the situations** the explorer found (``verification.boundary.explore``): each
+  one's shortest path, stopped at its crash point, then a restore (every fourth one
+  first from tampered files: a log rolled back, its witness dropped, a journal record
+  edited, a log of another declaration), the same request again, the owner's decision
+  on each of its calls, and the request once more;
+- **random walks**, seeded: any operation of the domains, a crash at any point it
+  passes (three times in ten), a restore after each crash.
+
+The first violation stops the campaign; its sequence is shrunk (operations dropped
+while the same rule still breaks) and is the counterexample, replayable with
+``replay``.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from replan.verification.boundary.domains import (
+    TAMPERING,
+    Approve,
+    Domains,
+    Op,
+    Request,
+    Restart,
+    Settle,
+)
+from replan.verification.boundary.explore import Exploration, alphabet, crashed, retry
+from replan.verification.boundary.lockstep import Lockstep
+from replan.verification.boundary.model import Model
+from replan.verification.boundary.properties import Violation
+from replan.verification.boundary.subjects import BoundarySubject
+
+#: How many shrinking attempts a counterexample gets (each replays a sequence).
+SHRINK_ATTEMPTS = 60
+
+
+@dataclass
+class Finding:
+    """A rule the real boundary broke, and the operations that show it."""
+
+    violation: Violation
+    steps: list[Op]
+
+
+@dataclass
+class CampaignResult:
+    sequences: int = 0
+    operations: int = 0
+    crashes: int = 0
+    restores: int = 0
+    tampered: int = 0
+    finding: Finding | None = None
+    points: dict[str, int] = field(default_factory=dict)
+
+
+def scratch_root() -> str | None:
+    """Where runs keep their files: memory-backed when the machine has it (the
+    crashes are raised faults, so fsync speed proves nothing here)."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None
+
+
+def run_sequence(
+    subject: BoundarySubject,
+    domains: Domains,
+    steps: Sequence[Op],
+    result: CampaignResult | None = None,
+) -> Finding | None:
+    """Drive ``steps`` through a fresh run of ``subject`` beside the model: the first
+    violation, with the steps up to it, or None."""
+    with tempfile.TemporaryDirectory(prefix="replan-boundary-", dir=scratch_root()) as scratch:
+        lockstep = Lockstep(subject, domains, Path(scratch))
+        try:
+            for position, op in enumerate(steps):
+                found = lockstep.step(op)
+                if result is not None:
+                    _count(result, op, lockstep)
+                if found:
+                    return Finding(found[0], list(steps[: position + 1]))
+        finally:
+            lockstep.close()
+    return None
+
+
+def _count(result: CampaignResult, op: Op, lockstep: Lockstep) -> None:
+    result.operations += 1
+    if isinstance(op, Restart):
+        result.restores += 1
+        result.tampered += op.tamper is not None
+    crash = op.crash if isinstance(op, Request | Approve) else None
+    if crash is not None and lockstep.world.crashed:
+        point = crash[0] if isinstance(crash, tuple) else crash
+        result.crashes += 1
+        result.points[point] = result.points.get(point, 0) + 1
+
+
+def situation_sequences(domains: Domains, exploration: Exploration) -> Iterator[list[Op]]:
+    """Each situation's path, its restore, the retries and the owner's decisions."""
+    paths = sorted(exploration.situations.values(), key=len)
+    for number, path in enumerate(paths):
+        stopped = path[-1]
+        tamper = TAMPERING[(number // 4) % len(TAMPERING)] if number % 4 == 3 else None
+        yield [*path, Restart(tamper), *_retries(domains, stopped)]
+
+
+def answer_sequences(exploration: Exploration) -> Iterator[list[Op]]:
+    """Each answer situation's path (the answer last), and the same request again."""
+    for path in sorted(exploration.answered.values(), key=len):
+        yield [*path, retry(path[-1])]
+
+
+def _retries(domains: Domains, stopped: Op) -> list[Op]:
+    again = retry(stopped)
+    if isinstance(stopped, Approve):
+        ask = Request("model", ((stopped.call, stopped.content, domains.resource),))
+        return [ask, again, ask]
+    assert isinstance(stopped, Request)
+    settles = [Settle(call) for call, _, _ in stopped.calls]
+    return [again, *settles, again]
+
+
+def random_walks(domains: Domains, seed: int, walks: int, length: int) -> Iterator[list[Op]]:
+    """Seeded walks over the domains (see the module docstring)."""
+    rng = random.Random(seed)
+    model = Model(domains)
+    ops = alphabet(domains)
+    for _ in range(walks):
+        world, steps = model.initial(), []
+        while len(steps) < length:
+            if world.crashed:
+                tamper = rng.choice(TAMPERING) if rng.random() < 0.25 else None
+                op: Op = Restart(tamper)
+            else:
+                op = rng.choice(ops)
+                passed = model.apply(world, op).passed
+                if passed and rng.random() < 0.3:
+                    op = crashed(op, rng.choice(passed))
+            steps.append(op)
+            world = model.apply(world, op).world
+        yield steps
+
+
+def run_campaign(
+    subject: BoundarySubject,
+    domains: Domains,
+    sequences: Iterable[list[Op]],
+    progress: Callable[[str], None] | None = None,
+) -> CampaignResult:
+    """Every sequence in turn until one breaks a rule (then shrunk)."""
+    result = CampaignResult()
+    for steps in sequences:
+        result.sequences += 1
+        finding = run_sequence(subject, domains, steps, result)
+        if finding is not None:
+            result.finding = shrink(subject, domains, finding)
+            return result
+        if progress is not None and result.sequences % 25 == 0:
+            progress(f"{result.sequences} sequences, {result.operations} operations")
+    return result
+
+
+def shrink(subject: BoundarySubject, domains: Domains, finding: Finding) -> Finding:
+    """Drop operations (a restore that follows a kept crash stays) while the same rule
+    still breaks; at most ``SHRINK_ATTEMPTS`` replays."""
+    best = finding
+    attempts = 0
+    index = len(best.steps) - 2
+    while index >= 0 and attempts < SHRINK_ATTEMPTS:
+        candidate = best.steps[:index] + best.steps[index + 1 :]
+        attempts += 1
+        try:
+            found = run_sequence(subject, domains, candidate)
+        except ValueError:  # an operation after a crash that is not a restore
+            found = None
+        if found is not None and found.violation.property == best.violation.property:
+            best = found
+        index = min(index, len(best.steps) - 1) - 1
+    return best
+
+
+__all__ = [
+    "CampaignResult",
+    "Finding",
+    "answer_sequences",
+    "random_walks",
+    "run_campaign",
+    "run_sequence",
+    "scratch_root",
+    "shrink",
+    "situation_sequences",
+]
