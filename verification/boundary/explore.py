@@ -104,9 +104,12 @@ def _calls_of(op: Op) -> tuple[str, ...]:
     return ()
 
 
-def explore(domains: Domains, depth: int = 3, max_states: int = 600) -> Exploration:
-    """Search the model (see the module docstring)."""
-    model = Model(domains)
+def explore(
+    domains: Domains, depth: int = 3, max_states: int = 600, model: Model | None = None
+) -> Exploration:
+    """Search ``model`` (the boundary model of ``domains`` when None; see the module
+    docstring)."""
+    model = Model(domains) if model is None else model
     result = Exploration()
     ops = alphabet(domains)
     start = model.initial()
