@@ -154,14 +154,17 @@ def run_campaign(
     domains: Domains,
     sequences: Iterable[list[Op]],
     progress: Callable[[str], None] | None = None,
+    *,
+    shrink_finding: bool = True,
 ) -> CampaignResult:
-    """Every sequence in turn until one breaks a rule (then shrunk)."""
+    """Every sequence in turn until one breaks a rule (then shrunk, unless
+    ``shrink_finding`` is false)."""
     result = CampaignResult()
     for steps in sequences:
         result.sequences += 1
         finding = run_sequence(subject, domains, steps, result)
         if finding is not None:
-            result.finding = shrink(subject, domains, finding)
+            result.finding = shrink(subject, domains, finding) if shrink_finding else finding
             return result
         if progress is not None and result.sequences % 25 == 0:
             progress(f"{result.sequences} sequences, {result.operations} operations")

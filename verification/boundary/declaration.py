@@ -47,8 +47,11 @@ class CallLife(StateMachine):
     # ---- the request, up to the decision ---------------------------------------
     propose = requested.to(proposed) | refused.to(proposed)
     await_approval = proposed.to(awaiting) | awaiting.to.itself() | approval_recorded.to(awaiting)
-    record_approval = awaiting.to(approval_recorded)
+    record_approval = awaiting.to(approval_recorded) | approved.to(approval_recorded)
     approve = approval_recorded.to(approved)
+    # the host approved the plan at the controller only: no record binds the call, so
+    # it is refused until the call itself is approved
+    approve_plan = awaiting.to(approved) | proposed.to(approved)
     decide = proposed.to(decided) | approved.to(decided)
     # a refusal: the controller, the executor or the guard said no; nothing ran
     refuse = (

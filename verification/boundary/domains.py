@@ -40,7 +40,7 @@ REQUEST_POINTS = {
 }
 APPROVAL_POINTS = ("approval_recorded", "approved")
 #: What may be done to the files before a restore (each must be refused).
-TAMPERING = ("rollback-log", "drop-witness", "edit-journal", "foreign-log")
+TAMPERING = ("rollback-log", "drop-witness", "edit-journal", "foreign-log", "drop-journal-record")
 CHANNELS = ("model", "host")
 
 
@@ -140,6 +140,14 @@ class Approve(NamedTuple):
     crash: str | None = None
 
 
+class ApprovePlan(NamedTuple):
+    """The host approves ``call``'s plan at the controller only (``Controller.approve``
+    with the plan's digest), not the call: its arguments are bound by nothing, so the
+    call must not run."""
+
+    call: str
+
+
 class Settle(NamedTuple):
     """The owner checks ``call`` and says truthfully what happened (resolve when its
     in-doubt attempt ran, abandon when it did not; a call not in doubt: abandon,
@@ -167,10 +175,11 @@ class Restart(NamedTuple):
     tamper: str | None = None
 
 
-Op = Request | Approve | Settle | Observe | Cancel | Restart
+Op = Request | Approve | ApprovePlan | Settle | Observe | Cancel | Restart
 _KINDS: dict[str, type[Any]] = {
     "request": Request,
     "approve": Approve,
+    "approve-plan": ApprovePlan,
     "settle": Settle,
     "observe": Observe,
     "cancel": Cancel,
@@ -211,6 +220,8 @@ def describe(op: Op) -> str:
     if isinstance(op, Approve):
         crash = f", crash after {op.crash}" if op.crash else ""
         return f"the owner approves {op.call}[{op.content}]{crash}"
+    if isinstance(op, ApprovePlan):
+        return f"the host approves {op.call}'s plan only"
     if isinstance(op, Settle):
         return f"the owner settles {op.call}"
     if isinstance(op, Observe):
@@ -253,6 +264,7 @@ __all__ = [
     "REQUEST_POINTS",
     "TAMPERING",
     "Approve",
+    "ApprovePlan",
     "Call",
     "Cancel",
     "Domains",

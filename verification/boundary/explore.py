@@ -26,6 +26,7 @@ from replan.controller.records import EvidenceState
 from replan.verification.boundary.domains import (
     CONTENTS,
     Approve,
+    ApprovePlan,
     Cancel,
     Domains,
     Observe,
@@ -70,6 +71,7 @@ def alphabet(domains: Domains) -> list[Op]:
         ops.append(Request("host", ((call.id, "A", domains.other_resource),)))
         ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.extend(Approve(call.id, content) for content in CONTENTS)
+        ops.append(ApprovePlan(call.id))
         ops.append(Settle(call.id))
     if len(domains.calls) > 2:
         first, second = domains.calls[1], domains.calls[2]

@@ -21,6 +21,7 @@ from typing import Any
 from replan.controller import Controller
 from replan.verification.boundary.domains import (
     Approve,
+    ApprovePlan,
     Domains,
     Op,
     Request,
@@ -100,7 +101,7 @@ class Lockstep:
                         f"{call.id}'s effect ran {self.ran[call.id]} times (at most {allowed})",
                     )
                 )
-        if isinstance(op, Approve) and expected.approved != done.approved:
+        if isinstance(op, Approve | ApprovePlan) and expected.approved != done.approved:
             found.append(
                 Violation(
                     "approval-binds-the-call",
@@ -180,7 +181,7 @@ def _op_owner(op: Op, expected: Expected) -> str:
     """The rule an operation's outcome belongs to, when nothing more precise does."""
     if isinstance(op, Restart):
         return "restore-is-exact-or-refuses"
-    if isinstance(op, Approve):
+    if isinstance(op, Approve | ApprovePlan):
         return "approval-binds-the-call"
     if isinstance(op, Settle):
         return "in-doubt-needs-the-owner"

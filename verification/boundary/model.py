@@ -26,6 +26,7 @@ from replan.controller.records import EvidenceState, ExecuteResult, Observation,
 from replan.verification.boundary.declaration import INITIAL, MOVES, move
 from replan.verification.boundary.domains import (
     Approve,
+    ApprovePlan,
     Call,
     Cancel,
     Domains,
@@ -153,6 +154,8 @@ class Model:
             elif isinstance(op, Approve):
                 run.crash_at = op.crash
                 expected.approved = run.approve(op.call, op.content)
+            elif isinstance(op, ApprovePlan):
+                expected.approved = run.approve_plan(op.call)
             elif isinstance(op, Settle):
                 expected.settled = run.settle(op.call)
             elif isinstance(op, Observe):
@@ -392,6 +395,16 @@ class _Run:
             self._set(call, awaiting=None)
             self._move(call, "approve")
         return True
+
+    def approve_plan(self, call_id: str) -> bool:
+        """The controller's approval of the pending plan ``call_id`` (no record)."""
+        pending = self.controller.pending
+        if pending is None or pending.id != call_id:
+            return False
+        approved = self.controller.approve(_plan_approval(pending))
+        if approved:
+            self._move(self.domains.call(call_id), "approve_plan")
+        return approved
 
     def settle(self, call_id: str) -> str:
         """The honest owner (``Settle``)."""

@@ -42,9 +42,11 @@ from replan.controller.records import (
     Observation,
     Plan,
     Usage,
+    plan_digest,
 )
 from replan.verification.boundary.domains import (
     Approve,
+    ApprovePlan,
     Call,
     Cancel,
     Domains,
@@ -210,6 +212,10 @@ class RealBoundary:
             elif isinstance(op, Approve):
                 self.armed = None if op.crash is None else (op.crash, op.call)
                 extra["approved"] = self._approve(op)
+            elif isinstance(op, ApprovePlan):
+                pending = self.controller.pending
+                digest = plan_digest(pending) if pending is not None else "0" * 64
+                extra["approved"] = bool(self.controller.approve(Approval(op.call, digest)))
             elif isinstance(op, Settle):
                 extra["settled"], extra["refusal"] = self._settle(op.call)
             elif isinstance(op, Observe):
@@ -466,6 +472,12 @@ def _tamper(real: RealBoundary, tamper: str) -> bool:
                 "UPDATE records SET body = body || ' ' WHERE seq = 1"
             ).rowcount
         return bool(changed)
+    if tamper == "drop-journal-record":
+        with sqlite3.connect(real.journal_path) as connection:
+            dropped = connection.execute(
+                "DELETE FROM records WHERE seq = (SELECT MAX(seq) FROM records)"
+            ).rowcount
+        return bool(dropped)
     if tamper == "foreign-log":
         with sqlite3.connect(log) as connection:
             (text,) = connection.execute("SELECT header FROM replan_run_header").fetchone()

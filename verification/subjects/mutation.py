@@ -154,7 +154,7 @@ def _walk(tree: ast.AST) -> Iterator[ast.AST]:
             continue
         yield node
         children = list(ast.iter_child_nodes(node))
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             children = [c for c in children if c not in node.args.defaults]
         stack.extend(children)
 
@@ -174,7 +174,7 @@ class _Site:
     detail: int  # which operand / operator / +1 or -1
 
 
-def _sites(definition: ast.FunctionDef, statements: bool) -> list[_Site]:
+def _sites(definition: ast.FunctionDef | ast.AsyncFunctionDef, statements: bool) -> list[_Site]:
     sites = []
     for position, node in enumerate(_walk(definition)):
         if isinstance(node, ast.Compare):
@@ -194,7 +194,7 @@ def _sites(definition: ast.FunctionDef, statements: bool) -> list[_Site]:
             and not isinstance(node.value, bool)
         ):
             sites += [_Site("shift-integer", position, 1), _Site("shift-integer", position, -1)]
-        if statements and isinstance(node, ast.FunctionDef | ast.If):
+        if statements and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.If):
             blocks = [node.body] + ([node.orelse] if isinstance(node, ast.If) else [])
             for block_index, block in enumerate(blocks):
                 for i, statement in enumerate(block):
@@ -203,7 +203,9 @@ def _sites(definition: ast.FunctionDef, statements: bool) -> list[_Site]:
     return sites
 
 
-def _apply(definition: ast.FunctionDef, site: _Site) -> tuple[ast.FunctionDef, str] | None:
+def _apply(
+    definition: ast.FunctionDef | ast.AsyncFunctionDef, site: _Site
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
     """The function with ``site`` mutated, and what changed (None: no real change)."""
     mutated = copy.deepcopy(definition)
     node = next(n for i, n in enumerate(_walk(mutated)) if i == site.node)
@@ -229,7 +231,7 @@ def _apply(definition: ast.FunctionDef, site: _Site) -> tuple[ast.FunctionDef, s
         assert isinstance(node, ast.Constant)
         node.value = node.value + site.detail
     elif site.operator == "delete-statement":
-        assert isinstance(node, ast.FunctionDef | ast.If)
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.If)
         block = node.body if site.detail < 1000 else node.orelse  # type: ignore[union-attr]
         index = site.detail % 1000
         deleted = ast.unparse(block[index]).splitlines()[0]
@@ -507,3 +509,12 @@ def all_mutants(model: MachineModel, model_class: type[Run] = Run) -> list[Mutan
     ):
         found.setdefault(mutant.id, mutant)
     return list(found.values())
+
+
+#: The operator kinds over any function's source, for the boundary's mutants
+#: (``verification.boundary.mutation``): where each applies, and the mutated function.
+Site = _Site
+function_sites = _sites
+apply_site = _apply
+#: every node of a function outside ``raise`` statements and f-strings (messages)
+walk_outside_messages = _walk

@@ -1,0 +1,575 @@
+"""Mutants of the effect boundary, made automatically, and their verdicts.
+
+Owns the boundary's part of ``replan mutate``: every mutant of the functions that
+decide at the boundary (``SCOPE``: the guard's call handling and charging, the
+executor's checks, runs and wiring, the journal's folds and writes, the SQLite
+journal's records and chain, the run log's reads, writes and checks, the restore),
+built by the same operator kinds as the controller's mutants
+(``verification.subjects.mutation``: a comparison flipped, an operand of and/or
+dropped or negated, a negation dropped, a statement deleted, an integer +-1) and
+three of the boundary's own:
+
+- ``drop-digest-field``: one field left out of what a digest or chain covers;
+- ``skip-write``: one journal, run-log or witness write not made;
+- ``range-one-short``: a range read one short (``<=`` as ``<``, ``>`` as ``>=`` in a
+  query; a slice or ``range`` ending one earlier).
+
+A mutant is the real files with one function replaced (``subjects.build``), judged by
+the boundary check's campaign (the explorer's worlds are the model's, the same for
+every mutant, so they are searched once): **killed** when a rule breaks (or the
+mutant does not load), **equivalent** when it is listed in ``EQUIVALENT`` with the
+reason it cannot change what the rules observe, **survived** otherwise.
+
+Functions outside ``SCOPE`` (a file's header checks, error texts, the benchmark's
+baseline) are the executor matrix's and the journal tests' (``replan mutants``).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from replan.verification.boundary.subjects import SubjectError, build, source_of
+from replan.verification.subjects.mutation import OPERATORS as CORE_OPERATORS
+from replan.verification.subjects.mutation import (
+    apply_site,
+    function_sites,
+    walk_outside_messages,
+)
+
+BOUNDARY_OPERATORS = ("drop-digest-field", "skip-write", "range-one-short")
+OPERATORS: tuple[str, ...] = (
+    tuple(
+        op
+        for op in CORE_OPERATORS
+        if op not in ("swap-transitions", "policy-default", "field-initial")
+    )
+    + BOUNDARY_OPERATORS
+)
+
+#: The functions mutated, by file: what decides at the boundary.
+SCOPE: dict[str, tuple[str, ...]] = {
+    "controller/middleware.py": (
+        "ModelView.process",
+        "ReplanMiddleware._journal_knows",
+        "ReplanMiddleware.awaiting",
+        "ReplanMiddleware._guard",
+        "ReplanMiddleware._charge_call",
+        "ReplanMiddleware._rejected",
+        "_stored",
+        "_tool_ms",
+    ),
+    "controller/executor.py": (
+        "_beyond_rfc8785",
+        "Grant.denial",
+        "Operation.__init__",
+        "Executor.run",
+        "Executor.run_async",
+        "Executor.replay",
+        "Executor.check",
+        "Executor.resolve",
+        "Executor.abandon",
+        "Executor._claim",
+        "Executor._complete",
+        "Executor._denied",
+        "Executor._unbound",
+        "Executor._answer_recorded",
+        "perform",
+        "perform_async",
+        "_ran",
+        "_decide",
+        "approve_call",
+    ),
+    "controller/journal.py": (
+        "bound",
+        "fold",
+        "Journal.knows",
+        "Journal.bound",
+        "Journal.approved",
+        "Journal.abandoned",
+        "Journal._check_bound",
+        "Journal.claim",
+        "Journal.complete",
+        "Journal.abandon",
+        "Journal.approve",
+    ),
+    "controller/sqlite_journal.py": (
+        "chain_after",
+        "SqliteJournal.records",
+        "SqliteJournal._append",
+        "_check_contents",
+    ),
+    "controller/durable/log.py": (
+        "RunLog.begin",
+        "RunLog.append",
+        "chain_after",
+        "SqliteRunLog._write_header",
+        "SqliteRunLog._read_entries",
+        "SqliteRunLog._read_length",
+        "SqliteRunLog._last",
+        "SqliteRunLog._write_entry",
+        "SqliteRunLog.verify",
+        "SqliteRunLog._check_chain",
+    ),
+    "controller/durable/logged.py": (
+        "LoggedController._log_call",
+        "replay",
+        "restore",
+    ),
+}
+
+#: The calls whose statement ``skip-write`` removes: every durable write.
+WRITES = frozenset(
+    {
+        "_append",
+        "complete",
+        "approve",
+        "abandon",
+        "append",
+        "_write_entry",
+        "_write_header",
+        "_write_witness",
+        "_write_snapshot",
+        "snapshot",
+        "charge",
+    }
+)
+#: The functions whose dict or list literals a digest or a chain covers.
+DIGESTS = frozenset({"Operation.__init__", "chain_after"})
+
+#: Mutants that cannot change anything the rules observe, by id, with the reason.
+EQUIVALENT: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class BoundaryMutant:
+    """One deliberately broken boundary: ``file``'s ``function`` with one change."""
+
+    id: str
+    operator: str
+    file: str
+    function: str
+    description: str
+    diff: str
+    source: str  # the whole file, mutated
+
+
+# ---- finding and replacing one function in a module ------------------------------------
+
+
+def _definitions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield f"{node.name}.{item.name}", item
+
+
+def _with(source: str, original: ast.AST, replacement: ast.AST) -> str:
+    """``source`` with the function ``original`` (a node parsed from it) replaced by
+    ``replacement``: the rest of the file stays as it is, byte for byte."""
+    lines = source.splitlines(True)
+    first = min([original.lineno, *(d.lineno for d in original.decorator_list)])  # type: ignore[attr-defined]
+    last = original.end_lineno  # type: ignore[attr-defined]
+    indent = " " * original.col_offset  # type: ignore[attr-defined]
+    text = "".join(
+        f"{indent}{line}\n" if line else "\n" for line in ast.unparse(replacement).split("\n")
+    )
+    return "".join(lines[: first - 1]) + text + "".join(lines[last:])
+
+
+# ---- the boundary's own operators ---------------------------------------------------------
+
+
+def _calls_write(statement: ast.stmt) -> bool:
+    """A statement that is one call of a durable write on an object (``self._append``,
+    ``self.journal.complete``; not ``a_list.append``)."""
+    if not isinstance(statement, ast.Expr):
+        return False
+    value = statement.value
+    if isinstance(value, ast.Await):
+        value = value.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    receiver = value.func.value
+    on_object = isinstance(receiver, ast.Attribute) or (
+        isinstance(receiver, ast.Name) and receiver.id in ("self", "executor")
+    )
+    return on_object and value.func.attr in WRITES
+
+
+def _own_variants(
+    name: str, definition: ast.FunctionDef | ast.AsyncFunctionDef
+) -> Iterator[tuple[str, int, ast.AST, str]]:
+    """(operator, position, mutated function, description) for the boundary operators."""
+    nodes = list(walk_outside_messages(definition))
+    for position, node in enumerate(nodes):
+        if name in DIGESTS:
+            if isinstance(node, ast.Dict) and len(node.keys) >= 2:
+                for index in range(len(node.keys)):
+                    yield (
+                        "drop-digest-field",
+                        position * 100 + index,
+                        *_drop_item(definition, position, index, "dict"),
+                    )
+            elif isinstance(node, ast.List) and len(node.elts) >= 2:
+                for index in range(len(node.elts)):
+                    yield (
+                        "drop-digest-field",
+                        position * 100 + index,
+                        *_drop_item(definition, position, index, "list"),
+                    )
+        for field_name in ("body", "orelse"):
+            block = getattr(node, field_name, None)
+            if not isinstance(block, list):
+                continue
+            for index, statement in enumerate(block):
+                if isinstance(statement, ast.stmt) and _calls_write(statement):
+                    yield (
+                        "skip-write",
+                        position * 100 + index,
+                        *_skip(definition, position, field_name, index),
+                    )
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for k, (old, new) in enumerate((("<= ?", "< ?"), ("> ?", ">= ?"))):
+                if old in node.value:
+                    yield (
+                        "range-one-short",
+                        position * 10 + k,
+                        *_retext(definition, position, old, new),
+                    )
+        if isinstance(node, ast.Slice) and node.upper is not None:
+            yield "range-one-short", position * 10 + 9, *_slice_short(definition, position)
+
+
+def _copy_at(definition: ast.AST, position: int) -> tuple[ast.AST, ast.AST]:
+    mutated = copy.deepcopy(definition)
+    return mutated, list(walk_outside_messages(mutated))[position]
+
+
+def _drop_item(definition: ast.AST, position: int, index: int, kind: str) -> tuple[ast.AST, str]:
+    mutated, node = _copy_at(definition, position)
+    if kind == "dict":
+        assert isinstance(node, ast.Dict)
+        key = node.keys[index]
+        shown = ast.unparse(key) if key is not None else "**"
+        del node.keys[index], node.values[index]
+    else:
+        assert isinstance(node, ast.List)
+        shown = ast.unparse(node.elts[index])
+        del node.elts[index]
+    return mutated, f"`{shown}` left out of what the digest covers"
+
+
+def _skip(definition: ast.AST, position: int, field_name: str, index: int) -> tuple[ast.AST, str]:
+    mutated, node = _copy_at(definition, position)
+    block = getattr(node, field_name)
+    shown = ast.unparse(block[index]).splitlines()[0]
+    block[index] = ast.Pass()
+    return mutated, f"write skipped: `{shown}`"
+
+
+def _retext(definition: ast.AST, position: int, old: str, new: str) -> tuple[ast.AST, str]:
+    mutated, node = _copy_at(definition, position)
+    assert isinstance(node, ast.Constant)
+    node.value = node.value.replace(old, new)
+    return mutated, f"query `{old}` -> `{new}`"
+
+
+def _slice_short(definition: ast.AST, position: int) -> tuple[ast.AST, str]:
+    mutated, node = _copy_at(definition, position)
+    assert isinstance(node, ast.Slice) and node.upper is not None
+    before = ast.unparse(node)
+    node.upper = ast.BinOp(node.upper, ast.Sub(), ast.Constant(1))
+    return mutated, f"`{before}` -> `{ast.unparse(node)}`"
+
+
+# ---- every mutant ----------------------------------------------------------------------------
+
+
+def boundary_mutants(operators: Sequence[str] | None = None) -> list[BoundaryMutant]:
+    """Every mutant of ``SCOPE`` (of ``operators`` when given), with unique ids, in a
+    fixed order."""
+    wanted = set(OPERATORS if operators is None else operators)
+    found: dict[str, BoundaryMutant] = {}
+    for path, names in SCOPE.items():
+        source = source_of(path)
+        tree = ast.parse(source)
+        definitions = dict(_definitions(tree))
+        for name in names:
+            definition = definitions[name]
+            original = ast.unparse(definition) + "\n"
+            for operator, position, mutated, description in _variants(name, definition):
+                if operator not in wanted:
+                    continue
+                text = ast.unparse(mutated) + "\n"
+                if text == original:
+                    continue
+                mutant_id = f"{path}:{name}:{operator}:{position}"
+                found.setdefault(
+                    mutant_id,
+                    BoundaryMutant(
+                        mutant_id,
+                        operator,
+                        path,
+                        name,
+                        description,
+                        _diff(path, original, text),
+                        _with(source, definition, mutated),
+                    ),
+                )
+    return list(found.values())
+
+
+def _variants(
+    name: str, definition: ast.FunctionDef | ast.AsyncFunctionDef
+) -> Iterator[tuple[str, int, ast.AST, str]]:
+    for site in function_sites(definition, statements=True):
+        applied = apply_site(definition, site)
+        if applied is not None:
+            mutated, description = applied
+            yield site.operator, site.node * 10_000 + site.detail, mutated, description
+    yield from _own_variants(name, definition)
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}", n=1
+        )
+    ).rstrip()
+
+
+# ---- judging -----------------------------------------------------------------------------------
+
+
+@dataclass
+class BoundaryVerdict:
+    mutant: BoundaryMutant
+    status: str  # killed | survived | equivalent
+    property: str | None = None
+    reason: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "id": self.mutant.id,
+            "operator": self.mutant.operator,
+            "file": self.mutant.file,
+            "function": self.mutant.function,
+            "description": self.mutant.description,
+            "status": self.status,
+            "property": self.property,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 3),
+        }
+        if self.status == "survived":
+            document["diff"] = self.mutant.diff
+        return document
+
+
+@dataclass
+class BoundaryMatrix:
+    verdicts: list[BoundaryVerdict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: str, file: str | None = None) -> int:
+        return sum(
+            v.status == status and (file is None or v.mutant.file == file) for v in self.verdicts
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.count("survived") == 0
+
+    @property
+    def score(self) -> float:
+        relevant = len(self.verdicts) - self.count("equivalent")
+        return 1.0 if relevant == 0 else self.count("killed") / relevant
+
+    def per_file(self) -> dict[str, dict[str, float]]:
+        rows: dict[str, dict[str, float]] = {}
+        for verdict in self.verdicts:
+            row = rows.setdefault(
+                verdict.mutant.file,
+                {"generated": 0, "killed": 0, "equivalent": 0, "survived": 0, "seconds": 0.0},
+            )
+            row["generated"] += 1
+            row[verdict.status] += 1
+            row["seconds"] = round(row["seconds"] + verdict.seconds, 1)
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generated": len(self.verdicts),
+            "killed": self.count("killed"),
+            "equivalent": self.count("equivalent"),
+            "survived": self.count("survived"),
+            "score": round(self.score, 4),
+            "seconds": round(self.seconds, 1),
+            "by_file": self.per_file(),
+            "by_operator": {
+                op: dict(Counter(v.status for v in self.verdicts if v.mutant.operator == op))
+                for op in sorted({v.mutant.operator for v in self.verdicts})
+            },
+            "killed_by": dict(Counter(v.property for v in self.verdicts if v.property)),
+            "mutants": [v.to_json() for v in self.verdicts],
+        }
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"replan mutate (boundary): {len(self.verdicts)} mutants, {self.count('killed')} "
+            f"killed, {self.count('equivalent')} equivalent, {self.count('survived')} survived "
+            f"(score {self.score:.1%} of the non-equivalent) in {self.seconds:.0f} s"
+        ]
+        for path, row in self.per_file().items():
+            lines.append(
+                f"  {path}: {row['generated']:.0f} mutants, {row['killed']:.0f} killed, "
+                f"{row['equivalent']:.0f} equivalent, {row['survived']:.0f} survived "
+                f"({row['seconds']:.0f} s)"
+            )
+        for verdict in self.verdicts:
+            if verdict.status == "survived":
+                lines.append(f"  SURVIVED    {verdict.mutant.id}: {verdict.mutant.description}")
+                lines.extend(f"              {line}" for line in verdict.mutant.diff.splitlines())
+        return lines
+
+
+class BoundaryJudge:
+    """Judges boundary mutants under one policy: the model searched once, its
+    sequences replayed on each mutant until a rule breaks."""
+
+    def __init__(self, policy: Any, profile: str = "ci") -> None:
+        from replan.verification.boundary.campaign import (
+            answer_sequences,
+            random_walks,
+            situation_sequences,
+        )
+        from replan.verification.boundary.check import PROFILES
+        from replan.verification.boundary.domains import Domains, boundary_policy
+        from replan.verification.boundary.explore import explore
+
+        bounds = PROFILES[profile]
+        self.domains = Domains.of(boundary_policy(policy))
+        exploration = explore(self.domains, bounds.depth, bounds.max_states)
+        self.sequences = [
+            *situation_sequences(self.domains, exploration),
+            *answer_sequences(exploration),
+            *random_walks(self.domains, 0, bounds.walks, bounds.walk_length),
+        ]
+
+    def judge(self, mutant: BoundaryMutant) -> BoundaryVerdict:
+        from replan.verification.boundary.campaign import run_campaign
+
+        started = time.perf_counter()
+        if mutant.id in EQUIVALENT:
+            verdict = BoundaryVerdict(mutant, "equivalent", reason=EQUIVALENT[mutant.id])
+        else:
+            try:
+                subject = build(mutant.id, {mutant.file: mutant.source}, mutant.description)
+            except SubjectError as error:
+                verdict = BoundaryVerdict(mutant, "killed", "load", str(error))
+            else:
+                result = run_campaign(subject, self.domains, self.sequences, shrink_finding=False)
+                if result.finding is None:
+                    verdict = BoundaryVerdict(mutant, "survived", reason="every rule holds")
+                else:
+                    found = result.finding.violation
+                    verdict = BoundaryVerdict(mutant, "killed", found.property, found.message)
+        verdict.seconds = time.perf_counter() - started
+        return verdict
+
+
+def run_boundary_matrix(
+    policy: Any,
+    mutants: Sequence[BoundaryMutant] | None = None,
+    *,
+    progress: Callable[[int, int, BoundaryVerdict], None] | None = None,
+    workers: int = 1,
+) -> BoundaryMatrix:
+    """Judge ``mutants`` (default: every one), in ``workers`` processes."""
+    chosen = list(boundary_mutants() if mutants is None else mutants)
+    started = time.perf_counter()
+    matrix = BoundaryMatrix()
+    if workers > 1 and len(chosen) > 1:
+        matrix.verdicts = _in_processes(policy, chosen, progress, workers)
+    else:
+        judge = BoundaryJudge(policy)
+        for number, mutant in enumerate(chosen, start=1):
+            verdict = judge.judge(mutant)
+            matrix.verdicts.append(verdict)
+            if progress is not None:
+                progress(number, len(chosen), verdict)
+    matrix.seconds = time.perf_counter() - started
+    return matrix
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(document: dict[str, Any]) -> None:
+    import logging
+
+    from replan.controller.policy import policy_from_dict
+    from replan.verification.runtime.interrupt import ignore_in_worker
+
+    ignore_in_worker()
+    logging.getLogger("agent_framework").setLevel(logging.CRITICAL)
+    _WORKER["judge"] = BoundaryJudge(policy_from_dict(document))
+    _WORKER["mutants"] = {m.id: m for m in boundary_mutants()}
+
+
+def _judge_in_worker(mutant_id: str) -> dict[str, Any]:
+    verdict = _WORKER["judge"].judge(_WORKER["mutants"][mutant_id])
+    return {
+        "status": verdict.status,
+        "property": verdict.property,
+        "reason": verdict.reason,
+        "seconds": verdict.seconds,
+    }
+
+
+def _in_processes(
+    policy: Any,
+    chosen: Sequence[BoundaryMutant],
+    progress: Callable[[int, int, BoundaryVerdict], None] | None,
+    workers: int,
+) -> list[BoundaryVerdict]:
+    import multiprocessing
+
+    from replan.controller.policy import policy_to_dict
+
+    context = multiprocessing.get_context("spawn")
+    verdicts = []
+    with context.Pool(
+        workers, initializer=_start_worker, initargs=(policy_to_dict(policy),)
+    ) as pool:
+        results = pool.imap(_judge_in_worker, [m.id for m in chosen])
+        for number, (mutant, found) in enumerate(zip(chosen, results, strict=True), start=1):
+            verdict = BoundaryVerdict(mutant, **found)
+            verdicts.append(verdict)
+            if progress is not None:
+                progress(number, len(chosen), verdict)
+    return verdicts
+
+
+__all__ = [
+    "BOUNDARY_OPERATORS",
+    "EQUIVALENT",
+    "OPERATORS",
+    "SCOPE",
+    "BoundaryJudge",
+    "BoundaryMatrix",
+    "BoundaryMutant",
+    "BoundaryVerdict",
+    "boundary_mutants",
+    "run_boundary_matrix",
+]
