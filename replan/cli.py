@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "measure the controller against python-statemachine and a hand-written one"),
     "mutate": ("mutate", "mutation adequacy: every broken controller must fail verification"),
     "mutants": ("mutants", "run the executor mutation matrix"),
+    "boundary": (
+        "boundary",
+        "check the effect boundary (guard, executor, journal, run log) with crashes",
+    ),
 }
 
 

@@ -5,7 +5,11 @@ Generates mutants of the shared source automatically: of the declaration
 transitions swapped), of the guard and action bodies (controller/run.py: a comparison
 flipped, an operand of and/or dropped or negated, a negation dropped, a statement
 deleted, an integer literal +-1) and of the policy defaults (controller/policy.py).
-Each is judged by the engines of `replan verify`:
+Each is judged by the engines of `replan verify`. The effect boundary's mutants (the
+functions that decide in controller/middleware.py, executor.py, journal.py,
+sqlite_journal.py and durable/: the same operator kinds, and a field left out of a
+digest, a durable write skipped, a range read one short) are judged by the boundary
+check, and counted per file. Verdicts:
 
   equivalent   z3 proves its step relation equal to the original's (from every
                state satisfying the invariants); listed with that reason, never a
@@ -16,6 +20,7 @@ Each is judged by the engines of `replan verify`:
                witness of where it differs from the original
 
   replan mutate                                every mutant, default policy
+  replan mutate --scope boundary               the boundary's mutants only
   replan mutate --policy my.toml               under your policy
   replan mutate --operator swap-transitions    one operator (repeatable)
   replan mutate --mutant ID                    one mutant (repeatable; see --list)
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from replan.common import (
     CliError,
@@ -47,15 +53,23 @@ from replan.common import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from replan.verification.boundary.mutation import OPERATORS as BOUNDARY_OPERATORS
     from replan.verification.subjects.mutation import OPERATORS
 
+    operators = tuple(dict.fromkeys((*OPERATORS, *BOUNDARY_OPERATORS)))
     add_policy_option(parser)
     parser.add_argument(
         "--operator",
         action="append",
-        choices=OPERATORS,
+        choices=operators,
         metavar="NAME",
-        help=f"only mutants of this operator (repeatable): {', '.join(OPERATORS)}",
+        help=f"only mutants of this operator (repeatable): {', '.join(operators)}",
+    )
+    parser.add_argument(
+        "--scope",
+        choices=("all", "controller", "boundary"),
+        default="all",
+        help="the controller's mutants, the effect boundary's, or both (default: all)",
     )
     parser.add_argument(
         "--mutant", action="append", metavar="ID", help="only this mutant (repeatable)"
@@ -78,36 +92,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.subjects.adequacy import Verdict, mutants_for, run_matrix
+    from replan.verification.boundary.mutation import boundary_mutants
+    from replan.verification.subjects.adequacy import mutants_for
 
     policy = policy_from_args(args)
-    chosen = mutants_for(operators=args.operator)
+    chosen = mutants_for(operators=args.operator) if args.scope != "boundary" else []
+    boundary = boundary_mutants(args.operator) if args.scope != "controller" else []
     if args.mutant:
-        known = {m.id for m in chosen}
+        known = {m.id for m in chosen} | {m.id for m in boundary}
         unknown = [m for m in args.mutant if m not in known]
         if unknown:
             raise CliError(f"--mutant {unknown[0]!r}: no such mutant (see replan mutate --list)")
         chosen = [m for m in chosen if m.id in set(args.mutant)]
+        boundary = [m for m in boundary if m.id in set(args.mutant)]
     if args.list:
         for mutant in chosen:
             print(f"{mutant.id}\t{mutant.where}\t{mutant.description}")
-        print(f"{len(chosen)} mutants", file=sys.stderr)
+        for found in boundary:
+            print(f"{found.id}\t{found.file}: {found.function}\t{found.description}")
+        print(f"{len(chosen) + len(boundary)} mutants", file=sys.stderr)
         return 0
-
-    def progress(number: int, total: int, verdict: Verdict) -> None:
-        if args.quiet:
-            return
-        detail = verdict.killed_by or ""
-        print(
-            f"replan mutate: [{number}/{total}] {verdict.status:10} {detail:9} {verdict.mutant.id}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    matrix = run_matrix(
-        policy, chosen, every_engine=args.every_engine, progress=progress, workers=args.workers
-    )
-    document = matrix.to_json()
+    document, lines, ok = _run_controller(args, policy, chosen)
+    if boundary:
+        document["boundary"], more, boundary_ok = _run_boundary(args, policy, boundary)
+        lines += more
+        ok = ok and boundary_ok
     if args.output:
         try:
             write_json(args.output, document)
@@ -116,5 +125,42 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(document)
     else:
-        print("\n".join(matrix.lines()))
-    return 0 if matrix.ok else 1
+        print("\n".join(lines))
+    return 0 if ok else 1
+
+
+def _say(
+    args: argparse.Namespace, number: int, total: int, status: str, detail: str, name: str
+) -> None:
+    if not args.quiet:
+        print(
+            f"replan mutate: [{number}/{total}] {status:10} {detail:9} {name}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _run_controller(
+    args: argparse.Namespace, policy: Any, chosen: list[Any]
+) -> tuple[dict[str, Any], list[str], bool]:
+    from replan.verification.subjects.adequacy import Verdict, run_matrix
+
+    def progress(number: int, total: int, verdict: Verdict) -> None:
+        _say(args, number, total, verdict.status, verdict.killed_by or "", verdict.mutant.id)
+
+    matrix = run_matrix(
+        policy, chosen, every_engine=args.every_engine, progress=progress, workers=args.workers
+    )
+    return matrix.to_json(), matrix.lines() if chosen else [], matrix.ok
+
+
+def _run_boundary(
+    args: argparse.Namespace, policy: Any, chosen: list[Any]
+) -> tuple[dict[str, Any], list[str], bool]:
+    from replan.verification.boundary.mutation import BoundaryVerdict, run_boundary_matrix
+
+    def progress(number: int, total: int, verdict: BoundaryVerdict) -> None:
+        _say(args, number, total, verdict.status, "boundary", verdict.mutant.id)
+
+    matrix = run_boundary_matrix(policy, chosen, progress=progress, workers=args.workers)
+    return matrix.to_json(), matrix.lines(), matrix.ok

@@ -30,6 +30,13 @@ CONTENTS: dict[str, dict[str, Any]] = {
     "A": {"rows": 1, "verdict": "Passed"},
     "B": {"rows": 1_000_000, "verdict": "Failed"},
 }
+#: A content no call digest can cover (an integer beyond RFC 8785's): refused before
+#: the controller is asked, on either channel.
+UNDIGESTIBLE = "C"
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    **CONTENTS,
+    UNDIGESTIBLE: {"rows": 2**60, "verdict": "Passed"},
+}
 #: The crash points, in the order one call reaches them.
 CRASH_POINTS: tuple[str, ...] = CallLife.crash_points
 #: The crash points a request (not an approval) can stop at, per channel: the host
@@ -107,7 +114,7 @@ class Domains:
     def arguments(self, call: Call, content: str, resource: str) -> dict[str, Any]:
         """The arguments of ``call`` carrying ``content`` (with the resource, when the
         step names it in an argument)."""
-        arguments = dict(CONTENTS[content])
+        arguments = dict(ARGUMENTS[content])
         named = self.policy.step(call.step).resource_argument
         if named is not None:
             arguments[named] = resource
@@ -258,11 +265,13 @@ def with_crashes(request: Request) -> Iterator[Request]:
 
 __all__ = [
     "APPROVAL_POINTS",
+    "ARGUMENTS",
     "CHANNELS",
     "CONTENTS",
     "CRASH_POINTS",
     "REQUEST_POINTS",
     "TAMPERING",
+    "UNDIGESTIBLE",
     "Approve",
     "ApprovePlan",
     "Call",

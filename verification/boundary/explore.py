@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from replan.controller.records import EvidenceState
 from replan.verification.boundary.domains import (
     CONTENTS,
+    UNDIGESTIBLE,
     Approve,
     ApprovePlan,
     Cancel,
@@ -69,6 +70,7 @@ def alphabet(domains: Domains) -> list[Op]:
             ops.append(Request("model", ((call.id, content, domains.resource),)))
             ops.append(Request("host", ((call.id, content, domains.resource),)))
         ops.append(Request("host", ((call.id, "A", domains.other_resource),)))
+        ops.append(Request("model", ((call.id, UNDIGESTIBLE, domains.resource),)))
         ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.extend(Approve(call.id, content) for content in CONTENTS)
         ops.append(ApprovePlan(call.id))

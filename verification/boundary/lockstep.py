@@ -101,6 +101,14 @@ class Lockstep:
                         f"{call.id}'s effect ran {self.ran[call.id]} times (at most {allowed})",
                     )
                 )
+        if isinstance(op, Approve) and expected.awaiting != done.awaiting:
+            found.append(
+                Violation(
+                    "approval-binds-the-call",
+                    f"{describe(op)}: the host reads {done.awaiting} as awaiting approval, "
+                    f"the model {expected.awaiting}",
+                )
+            )
         if isinstance(op, Approve | ApprovePlan) and expected.approved != done.approved:
             found.append(
                 Violation(

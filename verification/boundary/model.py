@@ -25,6 +25,7 @@ from replan.controller.fields import RunState
 from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan, Usage
 from replan.verification.boundary.declaration import INITIAL, MOVES, move
 from replan.verification.boundary.domains import (
+    UNDIGESTIBLE,
     Approve,
     ApprovePlan,
     Call,
@@ -120,6 +121,8 @@ class Expected:
     passed: list[tuple[str, str]] = field(default_factory=list)
     approved: bool | None = None
     settled: str | None = None  # "resolve" | "abandon" | "refused"
+    #: the calls the host reads as awaiting approval (call, content), before an approval
+    awaiting: list[tuple[str, str]] = field(default_factory=list)
 
 
 class _Crash(Exception):
@@ -152,6 +155,7 @@ class Model:
                     run.crash_at = None if crash is None else crash[0]
                     expected.answers.append(run.request(op.channel, call_id, content, resource))
             elif isinstance(op, Approve):
+                expected.awaiting = run.awaiting()
                 run.crash_at = op.crash
                 expected.approved = run.approve(op.call, op.content)
             elif isinstance(op, ApprovePlan):
@@ -258,6 +262,8 @@ class _Run:
         if channel == "model":
             resource = self.domains.resource
         self.invalidate()  # an earlier call of the same reply may have superseded this one
+        if content == UNDIGESTIBLE:
+            return Answer(call.id, "Refused", "undigestible")
         rejected = self._propose(channel, call)
         if rejected is not None:
             return Answer(call.id, rejected)
@@ -365,6 +371,15 @@ class _Run:
         self.controller.charge(Usage(call.number, 0, state.receipt_ms or 0))
         self._set(call, charged_here=True)
         self._point(call, "charged", "charge")
+
+    def awaiting(self) -> list[tuple[str, str]]:
+        """What the guard lists as awaiting approval: the pending plan's call, when the
+        controller awaits its approval and this process kept its content."""
+        pending = self.controller.pending
+        if pending is None or self.controller.declared_state != "awaiting_approval":
+            return []
+        content = self._get(self.domains.call(pending.id)).awaiting
+        return [] if content is None else [(pending.id, content)]
 
     def approve(self, call_id: str, content: str) -> bool:
         """``approve_call`` with the digest of ``content`` (the plan's resource)."""

@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from replan.verification.boundary.subjects import SubjectError, build, source_of
@@ -56,7 +57,6 @@ OPERATORS: tuple[str, ...] = (
 #: The functions mutated, by file: what decides at the boundary.
 SCOPE: dict[str, tuple[str, ...]] = {
     "controller/middleware.py": (
-        "ModelView.process",
         "ReplanMiddleware._journal_knows",
         "ReplanMiddleware.awaiting",
         "ReplanMiddleware._guard",
@@ -445,7 +445,10 @@ class BoundaryMatrix:
 
 class BoundaryJudge:
     """Judges boundary mutants under one policy: the model searched once, its
-    sequences replayed on each mutant until a rule breaks."""
+    sequences replayed on each mutant until a rule breaks. Only the sequences whose
+    run of the real boundary calls the mutated function are replayed: a mutant of a
+    function a sequence never calls behaves as the real boundary there (``covers``,
+    recorded once by running every sequence on the real boundary)."""
 
     def __init__(self, policy: Any, profile: str = "ci") -> None:
         from replan.verification.boundary.campaign import (
@@ -465,6 +468,12 @@ class BoundaryJudge:
             *answer_sequences(exploration),
             *random_walks(self.domains, 0, bounds.walks, bounds.walk_length),
         ]
+        self.covers = [_coverage(self.domains, steps) for steps in self.sequences]
+
+    def sequences_for(self, mutant: BoundaryMutant) -> list[list[Any]]:
+        """The sequences that call ``mutant``'s function on the real boundary."""
+        key = (mutant.file, mutant.function)
+        return [s for s, calls in zip(self.sequences, self.covers, strict=True) if key in calls]
 
     def judge(self, mutant: BoundaryMutant) -> BoundaryVerdict:
         from replan.verification.boundary.campaign import run_campaign
@@ -478,14 +487,46 @@ class BoundaryJudge:
             except SubjectError as error:
                 verdict = BoundaryVerdict(mutant, "killed", "load", str(error))
             else:
-                result = run_campaign(subject, self.domains, self.sequences, shrink_finding=False)
+                chosen = self.sequences_for(mutant)
+                result = run_campaign(subject, self.domains, chosen, shrink_finding=False)
                 if result.finding is None:
-                    verdict = BoundaryVerdict(mutant, "survived", reason="every rule holds")
+                    reason = f"every rule holds in the {len(chosen)} sequences that call it"
+                    verdict = BoundaryVerdict(mutant, "survived", reason=reason)
                 else:
                     found = result.finding.violation
                     verdict = BoundaryVerdict(mutant, "killed", found.property, found.message)
         verdict.seconds = time.perf_counter() - started
         return verdict
+
+
+def _coverage(domains: Any, steps: list[Any]) -> frozenset[tuple[str, str]]:
+    """The (file, function) of ``SCOPE`` that running ``steps`` on the real boundary
+    calls (a nested function counts as the function it is defined in)."""
+    import sys
+
+    from replan.verification.boundary.campaign import run_sequence
+    from replan.verification.boundary.subjects import FILES, REAL
+
+    files: dict[str, str] = {}
+    for path, name in FILES.items():
+        where = REAL.modules[name].__file__
+        if where is not None:  # as the code objects name it, and as the file is
+            files[where] = files[str(Path(where).resolve())] = path
+    called: set[tuple[str, str]] = set()
+
+    def profile(frame: Any, event: str, _arg: object) -> None:
+        if event == "call":
+            path = files.get(frame.f_code.co_filename)
+            if path is not None:
+                called.add((path, frame.f_code.co_qualname.split(".<locals>")[0]))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        run_sequence(REAL, domains, steps)
+    finally:
+        sys.setprofile(previous)
+    return frozenset(called)
 
 
 def run_boundary_matrix(

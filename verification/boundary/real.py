@@ -83,6 +83,7 @@ class Done(NamedTuple):
     effects: list[EffectRun]
     crashed_at: tuple[str, str] | None = None
     approved: bool | None = None
+    awaiting: list[tuple[str, str]] | None = None
     settled: str | None = None
     refusal: str | None = None  # a restore's or an owner's one-line refusal
     violations: tuple[Violation, ...] = ()
@@ -150,19 +151,23 @@ class RealBoundary:
             self.crashed_at = (point, call_id)
             raise Crash(f"crash after {point} of {call_id}")
 
+    def _content(self, call_id: str, resource: str, arguments: Mapping[str, Any]) -> str:
+        """Which content of the domains ``arguments`` are ("?" when none)."""
+        call = self.domains.call(call_id)
+        return next(
+            (
+                name
+                for name in ("A", "B")
+                if dict(arguments) == self.domains.arguments(call, name, resource)
+            ),
+            "?",
+        )
+
     def _effect(
         self, call_id: str, step: str, resource: str, arguments: Mapping[str, Any], key: object
     ) -> None:
         """The effect itself: record what it was asked to do, take the call's time."""
-        content = next(
-            (
-                name
-                for name in ("A", "B")
-                if dict(arguments)
-                == self.domains.arguments(self.domains.call(call_id), name, resource)
-            ),
-            "?",
-        )
+        content = self._content(call_id, resource, arguments)
         operation = self.subject.component("executor", "Operation")
         expected_key = operation(call_id, step, resource, dict(arguments)).digest()
         self.effects.append(EffectRun(call_id, step, (content, resource), key == expected_key))
@@ -211,6 +216,13 @@ class RealBoundary:
                 self._request(op, answers)
             elif isinstance(op, Approve):
                 self.armed = None if op.crash is None else (op.crash, op.call)
+                extra["awaiting"] = [
+                    (
+                        waiting.plan_id,
+                        self._content(waiting.plan_id, waiting.resource, waiting.arguments),
+                    )
+                    for waiting in self.guard.awaiting()
+                ]
                 extra["approved"] = self._approve(op)
             elif isinstance(op, ApprovePlan):
                 pending = self.controller.pending
@@ -296,6 +308,13 @@ class RealBoundary:
     def _perform(self, call: Call, content: str, resource: str) -> str:
         """The host's channel: propose a new call, then ``perform`` it."""
         controller = self.controller
+        arguments = self.domains.arguments(call, content, resource)
+        try:
+            operation = self.subject.component("executor", "Operation")(
+                call.id, call.step, resource, arguments
+            )
+        except ValueError:  # arguments no digest covers: the host's one-line refusal
+            return "Refused"
         pending = controller.pending
         retried = (
             self.journal.knows(call.id)
@@ -315,9 +334,6 @@ class RealBoundary:
                     return "Stopped"
                 if call.id not in controller.snapshot()["completed"]:
                     return "Refused"
-        operation = self.subject.component("executor", "Operation")(
-            call.id, call.step, resource, self.domains.arguments(call, content, resource)
-        )
 
         def effect(op: Any) -> Any:
             self._effect(call.id, op.step, op.resource, op.arguments, op.digest())
