@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from replan.verification.boundary.check import check_boundary, replay
+    from replan.verification.boundary.domains import describe, op_from_json
     from replan.verification.boundary.subjects import MUTANTS
 
     logging.getLogger("agent_framework").setLevel(logging.CRITICAL)  # crashes stop tools
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"replan boundary ({result.subject}): {result.summary()} ({result.seconds:.1f} s)")
         if not result.ok:
             for number, step in enumerate(result.steps, start=1):
-                print(f"  {number}. {step}")
+                print(f"  {number}. {describe(op_from_json(step))}")
             if result.counterexample is not None:
                 print(f"  counterexample: {result.counterexample}")
                 print(f"  replay: replan boundary --replay {result.counterexample}")

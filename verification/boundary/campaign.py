@@ -172,21 +172,26 @@ def run_campaign(
 
 
 def shrink(subject: BoundarySubject, domains: Domains, finding: Finding) -> Finding:
-    """Drop operations (a restore that follows a kept crash stays) while the same rule
-    still breaks; at most ``SHRINK_ATTEMPTS`` replays."""
+    """Drop operations, one at a time from the first, in passes, while the same rule
+    still breaks (a sequence that puts anything but a restore after a crash is not
+    tried); at most ``SHRINK_ATTEMPTS`` replays."""
     best = finding
     attempts = 0
-    index = len(best.steps) - 2
-    while index >= 0 and attempts < SHRINK_ATTEMPTS:
-        candidate = best.steps[:index] + best.steps[index + 1 :]
-        attempts += 1
-        try:
-            found = run_sequence(subject, domains, candidate)
-        except ValueError:  # an operation after a crash that is not a restore
-            found = None
-        if found is not None and found.violation.property == best.violation.property:
-            best = found
-        index = min(index, len(best.steps) - 1) - 1
+    shrunk = True
+    while shrunk and attempts < SHRINK_ATTEMPTS:
+        shrunk = False
+        index = 0
+        while index < len(best.steps) - 1 and attempts < SHRINK_ATTEMPTS:
+            candidate = best.steps[:index] + best.steps[index + 1 :]
+            attempts += 1
+            try:
+                found = run_sequence(subject, domains, candidate)
+            except ValueError:  # an operation after a crash that is not a restore
+                found = None
+            if found is not None and found.violation.property == best.violation.property:
+                best, shrunk = found, True
+            else:
+                index += 1
     return best
 
 
