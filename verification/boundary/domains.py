@@ -33,10 +33,16 @@ CONTENTS: dict[str, dict[str, Any]] = {
 #: A content no call digest can cover (an integer beyond RFC 8785's): refused before
 #: the controller is asked, on either channel.
 UNDIGESTIBLE = "C"
+#: Arguments that do not fit the tool's parameters: the guard refuses them before the
+#: controller is asked (the model's channel only: the host's has no schema).
+MISFIT = "M"
 ARGUMENTS: dict[str, dict[str, Any]] = {
     **CONTENTS,
     UNDIGESTIBLE: {"rows": 2**60, "verdict": "Passed"},
+    MISFIT: {"rows": "many", "verdict": "Passed"},
 }
+#: A tool the agent has that is no declared step: the guard refuses its calls.
+STRAY = "x1"
 #: The crash points, in the order one call reaches them.
 CRASH_POINTS: tuple[str, ...] = CallLife.crash_points
 #: The crash points a request (not an approval) can stop at, per channel: the host
@@ -82,6 +88,8 @@ class Domains:
 
     policy: Policy
     calls: tuple[Call, ...]
+    #: the call of a tool that is no declared step (never in a world's calls)
+    stray: Call
     resource: str  # the plan's (the policy's first)
     other_resource: str  # granted by the owner, not allowed by the policy
     ungranted: str  # granted by nobody
@@ -92,10 +100,11 @@ class Domains:
         names = [*steps, steps[0]]
         calls = tuple(Call(f"c{n}", name, n) for n, name in enumerate(names, start=1))
         resource = policy.resources[0]
-        return cls(policy, calls, resource, f"{resource}~granted", f"{resource}~ungranted")
+        stray = Call(STRAY, "undeclared-tool", len(calls) + 1)
+        return cls(policy, calls, stray, resource, f"{resource}~granted", f"{resource}~ungranted")
 
     def call(self, call_id: str) -> Call:
-        for call in self.calls:
+        for call in (*self.calls, self.stray):
             if call.id == call_id:
                 return call
         raise KeyError(call_id)
@@ -115,7 +124,7 @@ class Domains:
         """The arguments of ``call`` carrying ``content`` (with the resource, when the
         step names it in an argument)."""
         arguments = dict(ARGUMENTS[content])
-        named = self.policy.step(call.step).resource_argument
+        named = None if call is self.stray else self.policy.step(call.step).resource_argument
         if named is not None:
             arguments[named] = resource
         return arguments
@@ -269,7 +278,9 @@ __all__ = [
     "CHANNELS",
     "CONTENTS",
     "CRASH_POINTS",
+    "MISFIT",
     "REQUEST_POINTS",
+    "STRAY",
     "TAMPERING",
     "UNDIGESTIBLE",
     "Approve",

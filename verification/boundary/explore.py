@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from replan.controller.records import EvidenceState
 from replan.verification.boundary.domains import (
     CONTENTS,
+    MISFIT,
     UNDIGESTIBLE,
     Approve,
     ApprovePlan,
@@ -71,10 +72,12 @@ def alphabet(domains: Domains) -> list[Op]:
             ops.append(Request("host", ((call.id, content, domains.resource),)))
         ops.append(Request("host", ((call.id, "A", domains.other_resource),)))
         ops.append(Request("model", ((call.id, UNDIGESTIBLE, domains.resource),)))
+        ops.append(Request("model", ((call.id, MISFIT, domains.resource),)))
         ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.extend(Approve(call.id, content) for content in CONTENTS)
         ops.append(ApprovePlan(call.id))
         ops.append(Settle(call.id))
+    ops.append(Request("model", ((domains.stray.id, "A", domains.resource),)))
     if len(domains.calls) > 2:
         first, second = domains.calls[1], domains.calls[2]
         pair = ((first.id, "A", domains.resource), (second.id, "A", domains.resource))
@@ -129,7 +132,11 @@ def explore(
             _check(result, domains, world, op, expected, path)
             for answer in expected.answers:
                 result.answers[answer.kind] += 1
-                phase = world.calls[domains.index(answer.call)].phase
+                phase = (
+                    "stray"
+                    if answer.call == domains.stray.id
+                    else world.calls[domains.index(answer.call)].phase
+                )
                 key = (answer.kind, answer.tag, phase, _kinds(op), getattr(op, "channel", ""))
                 result.answered.setdefault(key, [*path, op])
             _crashes(result, model, domains, world, op, expected.passed, path)

@@ -25,6 +25,7 @@ from replan.controller.fields import RunState
 from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan, Usage
 from replan.verification.boundary.declaration import INITIAL, MOVES, move
 from replan.verification.boundary.domains import (
+    MISFIT,
     UNDIGESTIBLE,
     Approve,
     ApprovePlan,
@@ -262,6 +263,10 @@ class _Run:
         if channel == "model":
             resource = self.domains.resource
         self.invalidate()  # an earlier call of the same reply may have superseded this one
+        if call is self.domains.stray:
+            return Answer(call.id, "Refused", "undeclared")
+        if content == MISFIT and channel == "model":
+            return Answer(call.id, "Refused", "misfit")
         if content == UNDIGESTIBLE:
             return Answer(call.id, "Refused", "undigestible")
         rejected = self._propose(channel, call)

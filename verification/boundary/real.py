@@ -119,6 +119,7 @@ class RealBoundary:
         self._wire(logged(self.policy, log=self.log, snapshot_every=SNAPSHOT_EVERY))
         self.first_log = self.log_path.read_bytes()
         self.tools = [self._tool(step.name) for step in self.policy.steps]
+        self.tools.append(self._tool(domains.stray.step))
 
     # ---- wiring ----------------------------------------------------------------------
 
@@ -177,7 +178,8 @@ class RealBoundary:
 
     def _tool(self, step: str) -> FunctionTool:
         fields: dict[str, Any] = {"rows": (int, ...), "verdict": (str, ...)}
-        named = self.policy.step(step).resource_argument
+        declared = {s.name for s in self.policy.steps}
+        named = self.policy.step(step).resource_argument if step in declared else None
         if named is not None:
             fields[named] = (str, ...)
         model = create_model(f"Arguments_{len(step)}", **fields)
@@ -272,8 +274,10 @@ class RealBoundary:
         before = len(self.guard.calls)
 
         def script(results: Sequence[FunctionResult]) -> Reply:
+            read = {result.call_id: result.result for result in results}
             for done in self.guard.calls[before:]:
                 self._check_charged(done.call_id, done.outcome)
+                self._check_read(done, read.get(str(done.call_id)))
             return next(replies)
 
         client = FunctionInvokingChatClient(
@@ -284,6 +288,25 @@ class RealBoundary:
             asyncio.run(agent.run("go"))
         finally:
             answers.extend((str(done.call_id), done.outcome) for done in self.guard.calls[before:])
+
+    def _check_read(self, done: Any, text: str | None) -> None:
+        """What the model reads of a call is the guard's answer: the tool's result for
+        Executed and Replayed, else the refusal's line, ``Kind: detail``."""
+        kind = str(done.outcome)
+        refused = kind not in ("Executed", "Replayed")
+        if (
+            text is None
+            or not text.startswith(done.result)
+            or (refused and not text.startswith(f"{kind}: "))
+        ):
+            from replan.verification.boundary.properties import owner
+
+            self.found.append(
+                Violation(
+                    owner(kind),
+                    f"the model reads {text!r:.80} for {done.call_id}, answered {kind}",
+                )
+            )
 
     def _check_charged(self, call_id: str | None, outcome: str) -> None:
         """The model reads ``call_id``'s answer now: an Executed or Replayed one must be
