@@ -537,6 +537,29 @@ class SqliteRunLog(RunLog):
     def _write_snapshot(self, position: int, text: str) -> None:
         self._connection.execute("INSERT INTO replan_run_snapshots VALUES (?, ?)", (position, text))
 
+    def copy_from(self, source: RunLog) -> None:
+        """Write ``source``'s header, entries (chained) and snapshots into this empty
+        log in one transaction, then its witness: a log moved between storages whole
+        (``replan bench`` builds large logs so)."""
+        header = source._read_header()
+        if header is None or self._read_header() is not None:
+            raise RunLogError(f"{self.path}: copy a log with a header into an empty log")
+        rows, chain = [], GENESIS
+        for entry in source.entries():
+            chain = chain_after(chain, entry)
+            rows.append((*entry, chain))
+        connection = self._connection
+        with self._transaction():
+            connection.execute("INSERT INTO replan_run_header VALUES (1, ?)", (header,))
+            connection.executemany("INSERT INTO replan_run_log VALUES (?, ?, ?, ?, ?)", rows)
+            connection.executemany(
+                "INSERT INTO replan_run_snapshots VALUES (?, ?)",
+                [(at, source._read_snapshot(at)) for at in source.snapshot_positions()],
+            )
+        self._head = (len(rows), chain)
+        self._length = len(rows)
+        self._write_witness(len(rows), chain, header)
+
     # ---- the checks a restore runs first ------------------------------------------------
 
     def verify(self) -> None:

@@ -68,16 +68,7 @@ def _logged(count: int) -> InMemoryRunLog:
 
 def _copy_to_sqlite(source: InMemoryRunLog, path: Path) -> SqliteRunLog:
     target = SqliteRunLog(path)
-    header = source._read_header()
-    assert header is not None
-    connection = target._connection
-    with target._transaction():
-        target._write_header(header)
-        connection.executemany("INSERT INTO replan_run_log VALUES (?, ?, ?, ?)", source.entries())
-        connection.executemany(
-            "INSERT INTO replan_run_snapshots VALUES (?, ?)",
-            [(at, source._read_snapshot(at)) for at in source.snapshot_positions()],
-        )
+    target.copy_from(source)
     return target
 
 
