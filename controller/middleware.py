@@ -236,6 +236,16 @@ def _arguments(arguments: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     return dict(arguments)
 
 
+def _as_given(
+    given: BaseModel | Mapping[str, Any], digested: dict[str, Any]
+) -> BaseModel | dict[str, Any]:
+    """The digested arguments (a fresh copy of exactly what the call digest covers), in
+    the form the tool was given them: what reaches the tool is what was checked."""
+    if isinstance(given, BaseModel):
+        return type(given).model_validate(digested)
+    return digested
+
+
 def _misfit(model: object, arguments: Mapping[str, Any]) -> str | None:
     """Why ``arguments`` do not validate against the tool's parameters (None: they
     do, or the tool declares a plain JSON schema, which the SDK checks itself)."""
@@ -510,6 +520,7 @@ class ReplanMiddleware(FunctionMiddleware):
 
         async def effect(_operation: Operation) -> JSONValue:
             context.metadata[IDEMPOTENCY_KEY] = _operation.digest()
+            context.arguments = _as_given(context.arguments, _operation.arguments)
             started = self.clock()
             await call_next()
             return _stored(context.result, (self.clock() - started) * 1000)
