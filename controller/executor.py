@@ -20,9 +20,10 @@ way through:
   between the two records) is answered ``InDoubt`` with its digest, never rerun and
   never reported done, until the owner says what happened (``resolve``: it did, here
   is the result; ``abandon``: it did not, and its next request runs it once more).
-- **approval of a call** (``approve_call``): a step that needs approval runs only the
-  call the owner approved, by its digest: the approval is recorded in the journal
-  before the controller approves the plan, and binds the call id to that content.
+- **approval of a call** (``controller.approval``): a step that needs approval runs
+  only the call the owner approved, by its digest; ``perform`` keeps the calls the
+  controller answered ``AwaitingApproval`` for (``Executor.awaiting``) and refuses a
+  plan approved at the controller with no recorded approval of a call.
 
 ``perform`` wires the controller and the executor in the only safe order, so a host
 cannot forget it: the grant and the content are checked first (a refused operation
@@ -58,7 +59,7 @@ from replan.controller.journal import (
     check_json,
     fold,
 )
-from replan.controller.records import Approval, ExecuteResult, InvalidInput, Plan, plan_digest
+from replan.controller.records import ExecuteResult, InvalidInput, Plan
 
 #: The domain tag of an operation digest: bump it if the encoding ever changes (v1 was
 #: sorted-key JSON; v2 is RFC 8785, so any JSON library gives the same digest).
@@ -488,7 +489,7 @@ def perform(
        owner abandoned the call's in-doubt attempt: then it runs once more (the step
        was counted when the controller first answered ``Executed``, and is not counted
        again). ``AwaitingApproval``: the executor keeps the call for the owner to
-       approve (``approve_call``). Anything else: nothing reaches the executor.
+       approve (``controller.approval.approve_call``). Anything else: nothing reaches the executor.
     """
     decided = _decide(controller, executor, operation, grant)
     if isinstance(decided, Performed):
@@ -573,71 +574,3 @@ def _decide(
     if answer == ExecuteResult.AWAITING_APPROVAL:
         executor.awaiting[operation.plan_id] = operation
     return Performed(answer, None)
-
-
-# ---- the owner's approval of a call -----------------------------------------------------
-
-
-class ApprovingController(Approver, Protocol):
-    """What ``approve_call`` needs of a controller (``controller.Controller`` has it)."""
-
-    @property
-    def declared_state(self) -> str: ...
-
-    def approve(self, approval: Approval) -> bool: ...
-
-
-class Approved(NamedTuple):
-    """The answer to an approval of a call: accepted, or why not (one line)."""
-
-    accepted: bool
-    reason: str
-
-
-def check_approval(approval: object) -> Approval:
-    """``approval`` when it is an ``Approval`` of two non-empty strings; else
-    ``InvalidInput`` naming the field (a host bug, like a malformed observation)."""
-    if type(approval) is not Approval:
-        raise InvalidInput(f"approval: expected an Approval, got {type(approval).__name__}")
-    for field, value in zip(approval._fields, approval, strict=True):
-        if type(value) is not str or value == "":
-            raise InvalidInput(f"approval.{field}: expected a non-empty string, got {value!r:.80}")
-    return approval
-
-
-def approve_call(
-    controller: ApprovingController, executor: Executor, approval: Approval
-) -> Approved:
-    """The owner approves one call: ``approval.plan_id`` is its call id and
-    ``approval.digest`` its call digest (``Operation.digest()``: step, resource and
-    arguments, as the call reached the executor). Refused, writing nothing: no such
-    call awaits approval here, the digest is another content's, or the controller no
-    longer holds the call waiting (superseded, invalidated, the run stopped).
-    Accepted: the journal records the approval (binding the call id to that content),
-    then the controller approves the plan. A malformed approval raises
-    ``InvalidInput``."""
-    plan_id, digest = check_approval(approval)
-    operation = executor.awaiting.get(plan_id)
-    if operation is None:
-        return Approved(False, f"no call {plan_id!r} awaits approval")
-    if digest != operation.digest():
-        return Approved(
-            False,
-            f"digest {digest[:12]} is not the digest of the call awaiting approval "
-            f"({operation.digest()[:12]}); nothing approved",
-        )
-    pending = controller.pending
-    state = controller.declared_state
-    if pending is None or pending.id != plan_id or state not in ("awaiting_approval", "approved"):
-        del executor.awaiting[plan_id]
-        return Approved(False, f"call {plan_id!r} no longer awaits approval (the run is {state})")
-    try:
-        executor.journal.approve(operation.intent(executor.clock()))
-    except JournalError as error:
-        return Approved(False, str(error))
-    if state == "awaiting_approval" and not controller.approve(
-        Approval(plan_id, plan_digest(pending))
-    ):
-        return Approved(False, f"the controller refused the approval of plan {plan_id!r}")
-    del executor.awaiting[plan_id]
-    return Approved(True, f"call {plan_id!r} approved (digest {digest[:12]})")

@@ -55,15 +55,15 @@ from agent_framework import (
 from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
+from replan.controller.approval import Approved, approve_call
 from replan.controller.executor import (
-    Approved,
     AsyncEffect,
+    Execution,
     Executor,
     Grant,
     Operation,
     Outcome,
     Performed,
-    approve_call,
     perform_async,
 )
 from replan.controller.journal import JSONValue, canonical_json
@@ -420,7 +420,7 @@ class ReplanMiddleware(FunctionMiddleware):
 
     def approve(self, approval: Approval) -> Approved:
         """Approve one call awaiting approval, by its call id and digest
-        (``controller.executor.approve_call``): its next request runs it, with those
+        (``controller.approval.approve_call``): its next request runs it, with those
         arguments and no others."""
         return approve_call(self.controller, self.executor, approval)
 
@@ -462,61 +462,12 @@ class ReplanMiddleware(FunctionMiddleware):
                 name, call_id if isinstance(call_id, str) else None, arguments, kind, line, plan
             )
 
-        step = self.steps.get(name)
-        if step is None:
-            return refuse(
-                REFUSED,
-                f"tool {name!r} is not a declared step "
-                f"(declared: {', '.join(self.steps) or 'none'})",
-            )
-        misfit = _misfit(context.function.input_model, arguments)
-        if misfit is not None:
-            # Checked before the controller is asked: a call the SDK would refuse to
-            # run must not use a step and leave its intent in doubt.
-            return refuse(REFUSED, f"the arguments do not fit tool {name!r}: {misfit}")
-        if not isinstance(call_id, str) or not call_id:
-            return refuse(REFUSED, f"the call of tool {name!r} has no call id")
-        if step.resource_argument is None:
-            resource: object = self.default_resource
-        else:
-            resource = arguments.get(step.resource_argument)
-            if not isinstance(resource, str) or not resource:
-                return refuse(
-                    REFUSED,
-                    f"tool {name!r} names its resource in argument "
-                    f"{step.resource_argument!r}, which the call does not give as a string",
-                )
-        assert isinstance(resource, str)
-        try:
-            operation = Operation(call_id, name, resource, arguments)
-        except InvalidInput as error:
-            return refuse(REFUSED, f"the call's arguments are not JSON ({error})")
-
-        plan: Plan | None = None
-        pending = self.run.pending
-        retried = (
-            await self._journal_knows(call_id)
-            or (pending is not None and pending.id == call_id)
-            or call_id in self.run._completed
-        )
-        if not retried:
-            # A new call: propose it. A retry is not proposed again: a call id the
-            # journal knows is answered from it, and the pending plan of this id (one
-            # denied by its precondition, or awaiting approval) is executed as it is;
-            # proposing it again would use a slot, and supersede an approval. A call the
-            # controller completed is answered by the executor even in a stopped run
-            # (from its receipt, or in doubt when its intent was never written), never
-            # "Stopped" as if it had not been decided.
-            cited = (
-                self.seen_revision
-                if self.seen_revision is not None
-                else (self.run.evidence_revision)
-            )
-            plan = Plan(call_id, self.run.plan_revision + 1, cited, name, resource)
-            if not self.controller.propose(plan):
-                rejected = self._rejected(plan)
-                if rejected is not None:
-                    return refuse(*rejected, plan=plan)
+        operation = self._operation(context, name, call_id, arguments)
+        if not isinstance(operation, Operation):
+            return refuse(*operation)
+        plan, rejected = await self._propose_new(operation)
+        if rejected is not None:
+            return refuse(*rejected, plan=plan)
 
         async def effect(_operation: Operation) -> JSONValue:
             context.metadata[IDEMPOTENCY_KEY] = _operation.digest()
@@ -530,9 +481,84 @@ class ReplanMiddleware(FunctionMiddleware):
         if execution is None:
             assert performed.answer is not None
             return refuse(*self._answered(performed.answer), plan=plan)
+        if execution.outcome not in (Outcome.EXECUTED, Outcome.REPLAYED):
+            return refuse(str(execution.outcome), execution.reason, plan)
+        return self._done(context, operation, execution, arguments, plan)
+
+    def _operation(
+        self,
+        context: FunctionInvocationContext,
+        name: str,
+        call_id: object,
+        arguments: dict[str, Any],
+    ) -> Operation | tuple[str, str]:
+        """The call as an operation, or why the guard refuses it before the controller
+        is asked (a call the SDK would refuse to run must not use a step and leave its
+        intent in doubt)."""
+        step = self.steps.get(name)
+        if step is None:
+            declared = ", ".join(self.steps) or "none"
+            return (REFUSED, f"tool {name!r} is not a declared step (declared: {declared})")
+        misfit = _misfit(context.function.input_model, arguments)
+        if misfit is not None:
+            return (REFUSED, f"the arguments do not fit tool {name!r}: {misfit}")
+        if not isinstance(call_id, str) or not call_id:
+            return (REFUSED, f"the call of tool {name!r} has no call id")
+        resource: object = self.default_resource
+        if step.resource_argument is not None:
+            resource = arguments.get(step.resource_argument)
+            if not isinstance(resource, str) or not resource:
+                return (
+                    REFUSED,
+                    f"tool {name!r} names its resource in argument "
+                    f"{step.resource_argument!r}, which the call does not give as a string",
+                )
+        assert isinstance(resource, str)
+        try:
+            return Operation(call_id, name, resource, arguments)
+        except InvalidInput as error:
+            return (REFUSED, f"the call's arguments are not JSON ({error})")
+
+    async def _propose_new(
+        self, operation: Operation
+    ) -> tuple[Plan | None, tuple[str, str] | None]:
+        """Propose a new call: the plan proposed (None for a retry) and the refusal, if
+        the controller rejected it. A retry is not proposed again: a call id the
+        journal knows is answered from it, and the pending plan of this id (one denied
+        by its precondition, or awaiting approval) is executed as it is; proposing it
+        again would use a slot, and supersede an approval. A call the controller
+        completed is answered by the executor even in a stopped run (from its receipt,
+        or in doubt when its intent was never written), never "Stopped" as if it had
+        not been decided."""
+        call_id = operation.plan_id
+        pending = self.run.pending
+        if (
+            await self._journal_knows(call_id)
+            or (pending is not None and pending.id == call_id)
+            or call_id in self.run._completed
+        ):
+            return None, None
+        seen = self.seen_revision
+        cited = seen if seen is not None else self.run.evidence_revision
+        plan = Plan(call_id, self.run.plan_revision + 1, cited, operation.step, operation.resource)
+        if self.controller.propose(plan):
+            return plan, None
+        return plan, self._rejected(plan)
+
+    def _done(
+        self,
+        context: FunctionInvocationContext,
+        operation: Operation,
+        execution: Execution,
+        arguments: dict[str, Any],
+        plan: Plan | None,
+    ) -> GuardedCall:
+        """A call that ran (its result observed and charged) or was answered from its
+        receipt (charged, when this guard has not charged it)."""
+        name, call_id = operation.step, operation.plan_id
+        assert execution.receipt is not None
+        tool_ms = _tool_ms(execution.receipt.result)
         if execution.outcome is Outcome.EXECUTED:
-            assert execution.receipt is not None
-            tool_ms = _tool_ms(execution.receipt.result)
             text = _text(context.result)
             call = GuardedCall(name, call_id, arguments, EXECUTED, text, plan, tool_ms)
             if self.observe_result is not None:
@@ -540,15 +566,11 @@ class ReplanMiddleware(FunctionMiddleware):
                     self.controller.observe(observation)
             self._charge_call(call, tool_ms)
             return call
-        if execution.outcome is Outcome.REPLAYED:
-            assert execution.receipt is not None
-            context.result = _restored(execution.receipt.result)
-            tool_ms = _tool_ms(execution.receipt.result)
-            call = GuardedCall(name, call_id, arguments, REPLAYED, _text(context.result), plan)
-            if call_id not in self._charged:
-                self._charge_call(call, tool_ms)
-            return call
-        return refuse(str(execution.outcome), execution.reason, plan)
+        context.result = _restored(execution.receipt.result)
+        call = GuardedCall(name, call_id, arguments, REPLAYED, _text(context.result), plan)
+        if call_id not in self._charged:
+            self._charge_call(call, tool_ms)
+        return call
 
     def _charge_call(self, call: GuardedCall, tool_ms: float) -> None:
         """Charge the run a call's tool time and the host's usage for it, before its

@@ -30,12 +30,12 @@ from replan.controller import (
     plan_digest,
 )
 from replan.controller.agent import FunctionInvokingChatClient
+from replan.controller.approval import approve_call
 from replan.controller.executor import (
     Executor,
     Grant,
     Operation,
     Outcome,
-    approve_call,
     perform,
 )
 from replan.controller.journal import JSONValue, RecordKind

@@ -27,6 +27,7 @@ from replan.controller import (
     Step,
 )
 from replan.controller.agent import FunctionInvokingChatClient
+from replan.controller.approval import approve_call
 from replan.controller.durable import (
     LoggedController,
     RestoreRefused,
@@ -34,7 +35,7 @@ from replan.controller.durable import (
     SqliteRunLog,
     restore,
 )
-from replan.controller.executor import Executor, Grant, Operation, approve_call, perform
+from replan.controller.executor import Executor, Grant, Operation, perform
 from replan.controller.journal import JournalError
 from replan.controller.middleware import ReplanMiddleware
 from replan.controller.sqlite_journal import SqliteJournal

@@ -14,11 +14,11 @@ import pytest
 
 from replan.cli import main
 from replan.controller import DEFAULT_POLICY
+from replan.verification.boundary.adequacy import BoundaryJudge
 from replan.verification.boundary.mutation import (
     BOUNDARY_OPERATORS,
     EQUIVALENT,
     SCOPE,
-    BoundaryJudge,
     BoundaryMutant,
     boundary_mutants,
 )

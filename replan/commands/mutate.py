@@ -157,7 +157,7 @@ def _run_controller(
 def _run_boundary(
     args: argparse.Namespace, policy: Any, chosen: list[Any]
 ) -> tuple[dict[str, Any], list[str], bool]:
-    from replan.verification.boundary.mutation import BoundaryVerdict, run_boundary_matrix
+    from replan.verification.boundary.adequacy import BoundaryVerdict, run_boundary_matrix
 
     def progress(number: int, total: int, verdict: BoundaryVerdict) -> None:
         _say(args, number, total, verdict.status, "boundary", verdict.mutant.id)

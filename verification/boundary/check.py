@@ -163,7 +163,21 @@ def check_boundary(
         ]
         campaign = run_campaign(chosen, domains, sequences, say)
         finding, where = campaign.finding, "the real boundary"
-    result.figures = {
+    result.figures = _figures(exploration, campaign)
+    if finding is not None:
+        result.violated = [finding.violation.property]
+        result.message = f"{where}: {finding.violation.message}"
+        result.steps = [op_to_json(op) for op in finding.steps]
+        if out_dir is not None:
+            result.counterexample = save_counterexample(result, out_dir)
+    result.seconds = time.perf_counter() - started
+    say(result.summary())
+    return result
+
+
+def _figures(exploration: Any, campaign: CampaignResult) -> dict[str, Any]:
+    """What the check searched and ran, for the report."""
+    return {
         "rules": len(PROPERTIES),
         "states": exploration.states,
         "transitions": exploration.transitions,
@@ -177,15 +191,6 @@ def check_boundary(
         "tampered": campaign.tampered,
         "crash_points": dict(sorted(campaign.points.items())),
     }
-    if finding is not None:
-        result.violated = [finding.violation.property]
-        result.message = f"{where}: {finding.violation.message}"
-        result.steps = [op_to_json(op) for op in finding.steps]
-        if out_dir is not None:
-            result.counterexample = save_counterexample(result, out_dir)
-    result.seconds = time.perf_counter() - started
-    say(result.summary())
-    return result
 
 
 def save_counterexample(result: BoundaryResult, out_dir: Path) -> Path:

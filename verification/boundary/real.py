@@ -110,6 +110,8 @@ class RealBoundary:
         self.requested: dict[str, tuple[str, str]] = {}  # call -> (content, resource) now
         self.attempts: dict[str, tuple[str, str]] = {}  # call -> its last decided content
         self.ran_since_intent: dict[str, bool] = {}
+        #: what each call's effect returned, as the model must read it on every answer
+        self.returned: dict[str, str] = {}
         self.found: list[Violation] = []
         self._journal_class = _hooked_journal(subject, self)
         self._log_class = _hooked_log(subject, self)
@@ -189,7 +191,8 @@ class RealBoundary:
             call_id = str(ctx.metadata.get("call_id"))
             resource = arguments.get(named) if named else self.domains.resource
             self._effect(call_id, step, str(resource), arguments, ctx.metadata.get(key_name))
-            return f"{step}: {arguments['verdict']}"
+            self.returned[call_id] = f"{step}: {arguments['verdict']}"
+            return self.returned[call_id]
 
         return FunctionTool(name=step, description=step, func=run, input_model=model)
 
@@ -360,7 +363,8 @@ class RealBoundary:
 
         def effect(op: Any) -> Any:
             self._effect(call.id, op.step, op.resource, op.arguments, op.digest())
-            return {"text": f"{op.step}: done"}
+            self.returned[call.id] = f"{op.step}: done"
+            return {"text": self.returned[call.id]}
 
         perform = self.subject.component("executor", "perform")
         performed = perform(controller, self.executor, operation, self.grant, effect)
@@ -377,7 +381,7 @@ class RealBoundary:
         digest = self.subject.component("executor", "Operation")(
             call.id, call.step, self.domains.resource, arguments
         ).digest()
-        approve_call = self.subject.component("executor", "approve_call")
+        approve_call = self.subject.component("approval", "approve_call")
         return bool(
             approve_call(self.controller, self.executor, Approval(call.id, digest)).accepted
         )
@@ -392,6 +396,7 @@ class RealBoundary:
             if entry is not None and entry.receipt is None:
                 if self.ran_since_intent.get(call_id):
                     executor.resolve(call_id, {"text": "resolved by the owner"})
+                    self.returned[call_id] = "resolved by the owner"
                     return "resolve", None
                 executor.abandon(call_id, "the owner found no trace of it")
                 return "abandon", None

@@ -2,7 +2,8 @@
 
 A ``BoundarySubject`` is every component of the boundary the check drives, taken from
 the modules that define them: the guard (``controller/middleware.py``), the executor
-and ``perform`` (``controller/executor.py``), the journals
+and ``perform`` (``controller/executor.py``), the owner's approval of a call
+(``controller/approval.py``), the journals
 (``controller/journal.py``, ``controller/sqlite_journal.py``) and the durable run log
 (``controller/durable/log.py``, ``controller/durable/logged.py``). ``REAL`` is the
 shipped code. A broken variant is the same files with an edit: the edited module is
@@ -33,6 +34,7 @@ MODULES: dict[str, str] = {
     "replan.controller.journal": "controller/journal.py",
     "replan.controller.sqlite_journal": "controller/sqlite_journal.py",
     "replan.controller.executor": "controller/executor.py",
+    "replan.controller.approval": "controller/approval.py",
     "replan.controller.middleware": "controller/middleware.py",
     "replan.controller.durable.log": "controller/durable/log.py",
     "replan.controller.durable.logged": "controller/durable/logged.py",
@@ -146,8 +148,8 @@ _SEEDED: dict[str, tuple[str, str, tuple[tuple[str, str, str], ...]]] = {
         (
             (
                 "controller/middleware.py",
-                "self.seen_revision\n                if self.seen_revision is not None",
-                "self.run.evidence_revision\n                if self.seen_revision is not None",
+                "cited = seen if seen is not None else self.run.evidence_revision",
+                "cited = self.run.evidence_revision",
             ),
         ),
     ),
