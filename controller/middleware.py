@@ -582,9 +582,9 @@ class ReplanMiddleware(FunctionMiddleware):
 
     # ---- what the model reads when the controller refuses ------------------------------
 
-    def _rejected(self, plan: Plan) -> tuple[str, str] | None:
-        """Why the controller rejected ``plan`` (None: the id was completed earlier,
-        which the execution answers from the journal)."""
+    def _rejected(self, plan: Plan) -> tuple[str, str]:
+        """Why the controller rejected ``plan`` (a call it completed is never proposed
+        again, so the rejection is never that one)."""
         stopped = self.run.stop_reason
         if stopped is not None:
             return ("Stopped", str(stopped))
@@ -602,8 +602,6 @@ class ReplanMiddleware(FunctionMiddleware):
                 f"resource {plan.resource!r} is not allowed "
                 f"(allowed: {', '.join(self.policy.resources)})",
             )
-        if "[plan_completed]" in label:
-            return None
         return (REFUSED, f"the proposal was rejected ({label or 'no transition'})")
 
     def _answered(self, answer: ExecuteResult) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from replan.verification.boundary.mutation import EQUIVALENT, BoundaryMutant, boundary_mutants
+from replan.verification.boundary.mutation import BoundaryMutant, boundary_mutants, equivalence
 from replan.verification.boundary.subjects import SubjectError, build
 
 
@@ -150,8 +150,9 @@ class BoundaryJudge:
         from replan.verification.boundary.campaign import run_campaign
 
         started = time.perf_counter()
-        if mutant.id in EQUIVALENT:
-            verdict = BoundaryVerdict(mutant, "equivalent", reason=EQUIVALENT[mutant.id])
+        reason = equivalence(mutant)
+        if reason is not None:
+            verdict = BoundaryVerdict(mutant, "equivalent", reason=reason)
         else:
             try:
                 subject = build(mutant.id, {mutant.file: mutant.source}, mutant.description)

@@ -77,7 +77,13 @@ class CallLife(StateMachine):
     )
 
     # ---- from the decision to the answer ----------------------------------------
-    write_intent = decided.to(intended) | abandoned.to(intended)
+    # (from requested: the host ran the executor alone, with no controller to decide)
+    write_intent = (
+        decided.to(intended)
+        | abandoned.to(intended)
+        | requested.to(intended)
+        | refused.to(intended)
+    )
     run_effect = intended.to(effected)
     write_receipt = effected.to(receipted)
     # a restored guard charges a call it answers from its receipt (at least once)

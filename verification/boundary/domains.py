@@ -8,9 +8,11 @@ allow, one nobody grants), the crash points (``CallLife.crash_points``), the tam
 a restore may meet, and the operations themselves as plain JSON-ready records (a saved
 counterexample is a list of them).
 
-The boundary is checked under ``boundary_policy(policy)``: the policy itself when a
-step needs approval, else the policy with its first step that does not complete the
-run needing approval, so the approval path is exercised whatever the policy.
+The boundary is checked under ``boundary_policy(policy)``: the policy, with its first
+step that does not complete the run needing approval when no step does (so the
+approval path is exercised whatever the policy), and with token and time budgets no
+run of the domains reaches when it sets none (so every charge is counted, and a charge
+missing or made twice shows in the run's state).
 
 Leaves to ``verification.boundary.model`` what each operation does.
 """
@@ -50,28 +52,50 @@ CRASH_POINTS: tuple[str, ...] = CallLife.crash_points
 REQUEST_POINTS = {
     "model": ("proposed", "decided", "intended", "effected", "receipted", "charged"),
     "host": ("proposed", "decided", "intended", "effected", "receipted"),
+    "executor": ("intended", "effected", "receipted"),
 }
 APPROVAL_POINTS = ("approval_recorded", "approved")
 #: What may be done to the files before a restore (each must be refused).
-TAMPERING = ("rollback-log", "drop-witness", "edit-journal", "foreign-log", "drop-journal-record")
-CHANNELS = ("model", "host")
+TAMPERING = (
+    "rollback-log",
+    "drop-witness",
+    "edit-journal",
+    "foreign-log",
+    "drop-journal-record",
+    "edit-journal-time",
+    "edit-journal-digest",
+    "edit-journal-plan",
+    "edit-journal-kind",
+)
+#: The model's calls through the guard, the host's ``perform``, and the host's use of
+#: the executor alone (no controller: the host decided itself).
+CHANNELS = ("model", "host", "executor")
+
+
+#: The budgets set where a policy sets none: far beyond what a run of the domains
+#: uses, so they stop nothing, but every charge is counted and compared.
+UNREACHED_BUDGET = 10**9
 
 
 def boundary_policy(policy: Policy) -> Policy:
     """The policy the boundary is checked under (see the module docstring)."""
-    if policy.approval_steps:
-        return policy
-    chosen = next((s for s in policy.steps if not s.completes_run), policy.steps[0])
-    steps = tuple(
-        dataclasses.replace(s, needs_approval=True) if s is chosen else s for s in policy.steps
-    )
-    return dataclasses.replace(policy, steps=steps)
+    if not policy.approval_steps:
+        chosen = next((s for s in policy.steps if not s.completes_run), policy.steps[0])
+        steps = tuple(
+            dataclasses.replace(s, needs_approval=True) if s is chosen else s for s in policy.steps
+        )
+        policy = dataclasses.replace(policy, steps=steps)
+    if policy.max_tokens == 0:
+        policy = dataclasses.replace(policy, max_tokens=UNREACHED_BUDGET)
+    if policy.max_wall_ms == 0:
+        policy = dataclasses.replace(policy, max_wall_ms=UNREACHED_BUDGET)
+    return policy
 
 
 @dataclass(frozen=True)
 class Call:
     """One call of the domain: its id, its tool (a step), and its number (the tokens
-    the host's ``tool_usage`` charges for it; its tool takes ``number + 1`` ms)."""
+    the host's ``tool_usage`` charges for it; its tool takes ``tool_ms``)."""
 
     id: str
     step: str
@@ -79,7 +103,8 @@ class Call:
 
     @property
     def tool_ms(self) -> int:
-        return self.number + 1
+        """Over a second, so a tool time charged in the wrong unit shows."""
+        return 1000 * self.number + 7
 
 
 @dataclass(frozen=True)
@@ -98,10 +123,18 @@ class Domains:
     def of(cls, policy: Policy) -> Domains:
         steps = [s.name for s in policy.steps]
         names = [*steps, steps[0]]
-        calls = tuple(Call(f"c{n}", name, n) for n, name in enumerate(names, start=1))
+        calls = [Call(f"c{n}", name, n) for n, name in enumerate(names, start=1)]
+        # the host's calls of the executor alone: their own ids, never the controller's
+        calls += [Call(f"e{n}", steps[n - 1], len(names) + n) for n in (1, 2) if n <= len(steps)]
         resource = policy.resources[0]
         stray = Call(STRAY, "undeclared-tool", len(calls) + 1)
-        return cls(policy, calls, stray, resource, f"{resource}~granted", f"{resource}~ungranted")
+        return cls(
+            policy, tuple(calls), stray, resource, f"{resource}~granted", f"{resource}~ungranted"
+        )
+
+    def direct(self, call: Call) -> bool:
+        """Whether ``call`` is one the host runs through the executor alone."""
+        return call.id.startswith("e")
 
     def call(self, call_id: str) -> Call:
         for call in (*self.calls, self.stray):
@@ -165,11 +198,13 @@ class ApprovePlan(NamedTuple):
 
 
 class Settle(NamedTuple):
-    """The owner checks ``call`` and says truthfully what happened (resolve when its
-    in-doubt attempt ran, abandon when it did not; a call not in doubt: abandon,
-    which must be refused)."""
+    """The owner's word on ``call``. ``honest``: what happened (resolve when its
+    in-doubt attempt ran, abandon when it did not; a call not in doubt: abandon, which
+    must be refused). ``resolve``: resolve whatever happened. ``named``: abandon naming
+    the call's operation (allowed only for a call with no record at all)."""
 
     call: str
+    mode: str = "honest"
 
 
 class Observe(NamedTuple):
@@ -239,7 +274,7 @@ def describe(op: Op) -> str:
     if isinstance(op, ApprovePlan):
         return f"the host approves {op.call}'s plan only"
     if isinstance(op, Settle):
-        return f"the owner settles {op.call}"
+        return f"the owner settles {op.call}{'' if op.mode == 'honest' else f' ({op.mode})'}"
     if isinstance(op, Observe):
         return f"the host observes {op.key} {op.state}"
     if isinstance(op, Cancel):
@@ -253,6 +288,9 @@ def requests(domains: Domains, pairs: bool = True) -> Iterator[Request]:
     first call followed by each other call in one reply."""
     for call in domains.calls:
         for content in CONTENTS:
+            if domains.direct(call):
+                yield Request("executor", ((call.id, content, domains.resource),))
+                continue
             yield Request("model", ((call.id, content, domains.resource),))
             for resource in domains.resources:
                 yield Request("host", ((call.id, content, resource),))

@@ -67,16 +67,21 @@ def alphabet(domains: Domains) -> list[Op]:
     """The operations without a crash the explorer tries from every world."""
     ops: list[Op] = []
     for call in domains.calls:
+        ops.extend(Settle(call.id, mode) for mode in ("honest", "resolve", "named"))
+        if domains.direct(call):
+            for content in CONTENTS:
+                ops.append(Request("executor", ((call.id, content, domains.resource),)))
+            ops.append(Request("executor", ((call.id, "A", domains.ungranted),)))
+            continue
         for content in CONTENTS:
             ops.append(Request("model", ((call.id, content, domains.resource),)))
             ops.append(Request("host", ((call.id, content, domains.resource),)))
         ops.append(Request("host", ((call.id, "A", domains.other_resource),)))
+        ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.append(Request("model", ((call.id, UNDIGESTIBLE, domains.resource),)))
         ops.append(Request("model", ((call.id, MISFIT, domains.resource),)))
-        ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.extend(Approve(call.id, content) for content in CONTENTS)
         ops.append(ApprovePlan(call.id))
-        ops.append(Settle(call.id))
     ops.append(Request("model", ((domains.stray.id, "A", domains.resource),)))
     if len(domains.calls) > 2:
         first, second = domains.calls[1], domains.calls[2]
@@ -137,7 +142,14 @@ def explore(
                     if answer.call == domains.stray.id
                     else world.calls[domains.index(answer.call)].phase
                 )
-                key = (answer.kind, answer.tag, phase, _kinds(op), getattr(op, "channel", ""))
+                # the content matters where the call's binding does
+                detail = _kinds(op) if answer.kind in _CONTENT_MATTERS else ()
+                key = (answer.kind, answer.tag, phase, detail, getattr(op, "channel", ""))
+                result.answered.setdefault(key, [*path, op])
+            if isinstance(op, Approve | ApprovePlan | Settle):
+                phase = world.calls[domains.index(op.call)].phase
+                outcome = (expected.approved, expected.settled)
+                key = (type(op).__name__, _kinds(op), getattr(op, "mode", ""), phase, outcome)
                 result.answered.setdefault(key, [*path, op])
             _crashes(result, model, domains, world, op, expected.passed, path)
             after = expected.world
@@ -188,6 +200,10 @@ def _crashes(
             current = expected.world
         result.crash_points[point[0]] += 1
         result.situations[situation] = [*path, stopped]
+
+
+#: The answers whose situation depends on the content asked (the binding decides them).
+_CONTENT_MATTERS = frozenset({"Executed", "Replayed", "ContentMismatch", "InDoubt"})
 
 
 def _kinds(op: Op) -> tuple[str, ...]:

@@ -72,7 +72,13 @@ class Lockstep:
                 Violation(rule, f"{describe(op)} raised {type(error).__name__}: {error}"),
             ]
         found += done.violations
-        found += self._compare(op, expected, done)
+        try:
+            found += self._compare(op, expected, done)
+        except Exception as error:  # reading the real state raised: it is broken
+            rule = _op_owner(op, expected)
+            found.append(
+                Violation(rule, f"{describe(op)}: reading its state raised {type(error).__name__}")
+            )
         return found
 
     # ---- the comparisons -----------------------------------------------------------

@@ -162,7 +162,7 @@ class Model:
             elif isinstance(op, ApprovePlan):
                 expected.approved = run.approve_plan(op.call)
             elif isinstance(op, Settle):
-                expected.settled = run.settle(op.call)
+                expected.settled = run.settle(op.call, op.mode)
             elif isinstance(op, Observe):
                 run.observe(op.key, EvidenceState(op.state))
             elif isinstance(op, Cancel):
@@ -269,6 +269,8 @@ class _Run:
             return Answer(call.id, "Refused", "misfit")
         if content == UNDIGESTIBLE:
             return Answer(call.id, "Refused", "undigestible")
+        if channel == "executor":
+            return self._direct(call, content, resource)
         rejected = self._propose(channel, call)
         if rejected is not None:
             return Answer(call.id, rejected)
@@ -277,6 +279,25 @@ class _Run:
             self._move(call, "refuse")
             return refusal
         return self._decide(channel, call, content, resource)
+
+    def _direct(self, call: Call, content: str, resource: str) -> Answer:
+        """``Executor.run`` alone: the grant, the journal's binding, an open intent, a
+        receipt; else the effect runs (the host decided, no controller was asked)."""
+        state = self._get(call)
+        if resource not in self.domains.granted:
+            refusal = Answer(call.id, "Denied")
+        elif state.bound is not None and state.bound != (content, resource):
+            refusal = Answer(call.id, "ContentMismatch", "content")
+        elif state.entry == "open":
+            refusal = Answer(call.id, "InDoubt", "intent")
+        elif state.entry == "done":
+            self._move(call, "answer")
+            return Answer(call.id, "Replayed")
+        else:
+            self._set(call, attempt=(content, resource, False))
+            return self._run("executor", call, content, resource, rerun=state.abandoned)
+        self._move(call, "refuse")
+        return refusal
 
     def _propose(self, channel: str, call: Call) -> str | None:
         """Propose a call that is new (the journal holds no record of it, and it is
@@ -347,6 +368,8 @@ class _Run:
             self._move(call, "await_approval")
             return Answer(call.id, "AwaitingApproval")
         self._move(call, "refuse")
+        if channel == "model" and answer is ExecuteResult.UNKNOWN_PLAN:
+            return Answer(call.id, "Refused")  # the guard's word for a plan it never proposed
         return Answer(call.id, CONTROLLER_REFUSALS[answer])
 
     def _run(
@@ -360,7 +383,8 @@ class _Run:
         self.effects.append((call.id, (content, resource)))
         self._point(call, "effected", "run_effect")
         self._record(call, "completion")
-        self._set(call, receipt_ms=call.tool_ms)
+        # the guard's receipt keeps the tool's time; perform's and the executor's do not
+        self._set(call, receipt_ms=call.tool_ms if channel == "model" else None)
         self._point(call, "receipted", "write_receipt")
         if channel == "model":
             key = self.domains.observed_key(call.step)
@@ -426,23 +450,30 @@ class _Run:
             self._move(self.domains.call(call_id), "approve_plan")
         return approved
 
-    def settle(self, call_id: str) -> str:
-        """The honest owner (``Settle``)."""
+    def settle(self, call_id: str, mode: str = "honest") -> str:
+        """The owner's word (``Settle``): what is recorded, or "refused"."""
         call = self.domains.call(call_id)
         state = self._get(call)
-        unrecorded = not state.records and call.id in self.controller._completed
-        if state.entry != "open" and not unrecorded:
-            return "refused"
         attempt = state.attempt
-        if attempt is not None and attempt[2] and state.entry == "open":
+        if mode == "resolve" or (
+            mode == "honest" and state.entry == "open" and attempt is not None and attempt[2]
+        ):
+            if state.entry != "open":
+                return "refused"
             self._record(call, "completion")
             self._set(call, receipt_ms=None)
             self._move(call, "resolve")
             return "resolve"
-        bound = None if attempt is None else attempt[:2]
-        self._record(call, "abandon", bound)
+        unrecorded = not state.records and (
+            mode == "named" or call.id in self.controller._completed
+        )
+        if state.entry != "open" and not unrecorded:
+            return "refused"
+        named = attempt[:2] if attempt is not None else ("A", self.domains.resource)
+        self._record(call, "abandon", named if unrecorded else None)
         self._set(call, abandons=state.abandons + 1)
-        self._move(call, "abandon")
+        if state.phase == "in_doubt":
+            self._move(call, "abandon")
         return "abandon"
 
 

@@ -19,8 +19,9 @@ adequacy`` builds it (``subjects.build``) and judges it: **killed** when a rule 
 (or the mutant does not load), **equivalent** when it is listed in ``EQUIVALENT`` with
 the reason it cannot change what the rules observe, **survived** otherwise.
 
-Functions outside ``SCOPE`` (a file's header checks, error texts, the benchmark's
-baseline) are the executor matrix's and the journal tests' (``replan mutants``).
+Functions outside ``SCOPE`` are checked elsewhere: a file's header and layout checks
+(the journal tests, ``replan mutants``), the form a receipt keeps a rich tool result in
+(``tests/test_middleware.py``), error texts and the benchmark's baseline.
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "ReplanMiddleware._guard",
         "ReplanMiddleware._charge_call",
         "ReplanMiddleware._rejected",
-        "_stored",
         "_tool_ms",
     ),
     "controller/executor.py": (
@@ -138,8 +138,15 @@ WRITES = frozenset(
 #: The functions whose dict or list literals a digest or a chain covers.
 DIGESTS = frozenset({"Operation.__init__", "chain_after"})
 
-#: Mutants that cannot change anything the rules observe, by id, with the reason.
-EQUIVALENT: dict[str, str] = {}
+#: Mutants that cannot change anything the rules observe: (file:function, the change)
+#: -> why (the change as ``BoundaryMutant.description`` gives it; stable across edits
+#: elsewhere in the file).
+EQUIVALENT: dict[tuple[str, str], str] = {}
+
+
+def equivalence(mutant: BoundaryMutant) -> str | None:
+    """Why ``mutant`` is equivalent (``EQUIVALENT``), or None."""
+    return EQUIVALENT.get((f"{mutant.file}:{mutant.function}", mutant.description))
 
 
 @dataclass(frozen=True)
@@ -350,4 +357,5 @@ __all__ = [
     "SCOPE",
     "BoundaryMutant",
     "boundary_mutants",
+    "equivalence",
 ]

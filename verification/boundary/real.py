@@ -112,6 +112,8 @@ class RealBoundary:
         self.ran_since_intent: dict[str, bool] = {}
         #: what each call's effect returned, as the model must read it on every answer
         self.returned: dict[str, str] = {}
+        #: the calls whose receipt the guard wrote (it keeps the tool's time)
+        self.timed: set[str] = set()
         self.found: list[Violation] = []
         self._journal_class = _hooked_journal(subject, self)
         self._log_class = _hooked_log(subject, self)
@@ -147,6 +149,8 @@ class RealBoundary:
         """A durable write (or the effect) of ``call_id`` at ``point`` is done."""
         if point == "intended":
             self.ran_since_intent[call_id] = False
+            if call_id in self.requested:
+                self.attempts[call_id] = self.requested[call_id]
         elif point == "decided" and call_id in self.requested:
             self.attempts[call_id] = self.requested[call_id]
         if self.armed == (point, call_id):
@@ -192,6 +196,7 @@ class RealBoundary:
             resource = arguments.get(named) if named else self.domains.resource
             self._effect(call_id, step, str(resource), arguments, ctx.metadata.get(key_name))
             self.returned[call_id] = f"{step}: {arguments['verdict']}"
+            self.timed.add(call_id)
             return self.returned[call_id]
 
         return FunctionTool(name=step, description=step, func=run, input_model=model)
@@ -234,7 +239,7 @@ class RealBoundary:
                 digest = plan_digest(pending) if pending is not None else "0" * 64
                 extra["approved"] = bool(self.controller.approve(Approval(op.call, digest)))
             elif isinstance(op, Settle):
-                extra["settled"], extra["refusal"] = self._settle(op.call)
+                extra["settled"], extra["refusal"] = self._settle(op.call, op.mode)
             elif isinstance(op, Observe):
                 self.controller.observe(
                     Observation(op.key, self.version, EvidenceState(op.state), "host")
@@ -255,9 +260,13 @@ class RealBoundary:
     def _request(self, op: Request, answers: list[tuple[str, str]]) -> None:
         for call_id, content, resource in op.calls:
             self.requested[call_id] = (content, resource)
-        if op.channel == "host":
+        if op.channel in ("host", "executor"):
             ((call_id, content, resource),) = op.calls
-            answers.append((call_id, self._perform(self.domains.call(call_id), content, resource)))
+            call = self.domains.call(call_id)
+            if op.channel == "host":
+                answers.append((call_id, self._perform(call, content, resource)))
+            else:
+                answers.append((call_id, self._run_alone(call, content, resource)))
             return
         replies: Iterator[Reply] = iter(
             [
@@ -317,10 +326,9 @@ class RealBoundary:
         if call_id is None or outcome not in ("Executed", "Replayed"):
             return
         call = self.domains.call(call_id)
-        entry = self.journal.entry(call_id)
-        stored = entry.receipt.result if entry is not None and entry.receipt is not None else {}
-        tool_ms = stored.get("tool_ms", 0) if isinstance(stored, dict) else 0
-        wanted = round(tool_ms) if isinstance(tool_ms, int | float) else 0
+        # what the tool took, when the guard ran it (a receipt perform, the executor or the
+        # owner wrote holds no tool time)
+        wanted = call.tool_ms if call_id in self.timed else 0
         charges = [e[1] for e in self.controller._trace if e[0] == "charge" and type(e[1]) is Usage]
         if not any(u.tokens == call.number and u.elapsed_ms == wanted for u in charges):
             self.found.append(
@@ -364,6 +372,7 @@ class RealBoundary:
         def effect(op: Any) -> Any:
             self._effect(call.id, op.step, op.resource, op.arguments, op.digest())
             self.returned[call.id] = f"{op.step}: done"
+            self.timed.discard(call.id)
             return {"text": self.returned[call.id]}
 
         perform = self.subject.component("executor", "perform")
@@ -374,6 +383,24 @@ class RealBoundary:
         if answer is ExecuteResult.AWAITING_APPROVAL:
             return "AwaitingApproval"
         return CONTROLLER_REFUSALS.get(answer, str(answer))
+
+    def _run_alone(self, call: Call, content: str, resource: str) -> str:
+        """The host's use of the executor alone: ``Executor.run``, no controller."""
+        arguments = self.domains.arguments(call, content, resource)
+        try:
+            operation = self.subject.component("executor", "Operation")(
+                call.id, call.step, resource, arguments
+            )
+        except ValueError:
+            return "Refused"
+
+        def effect(op: Any) -> Any:
+            self._effect(call.id, op.step, op.resource, op.arguments, op.digest())
+            self.returned[call.id] = f"{op.step}: done"
+            self.timed.discard(call.id)
+            return {"text": self.returned[call.id]}
+
+        return str(self.executor.run(operation, self.grant, effect).outcome)
 
     def _approve(self, op: Approve) -> bool:
         call = self.domains.call(op.call)
@@ -386,31 +413,32 @@ class RealBoundary:
             approve_call(self.controller, self.executor, Approval(call.id, digest)).accepted
         )
 
-    def _settle(self, call_id: str) -> tuple[str, str | None]:
-        """The honest owner: resolve an in-doubt attempt whose effect ran, abandon one
-        that did not; anything else is abandoned too, which must be refused."""
+    def _settle(self, call_id: str, mode: str) -> tuple[str, str | None]:
+        """The owner's word (``Settle``): ``honest`` resolves an in-doubt attempt whose
+        effect ran and abandons one that did not (anything else is abandoned too, which
+        must be refused); ``resolve`` resolves; ``named`` abandons naming the call's
+        operation. Returns what was done and the refusal, if any."""
         executor = self.executor
         entry = self.journal.entry(call_id)
-        call = self.domains.call(call_id)
+        open_intent = entry is not None and entry.receipt is None
         try:
-            if entry is not None and entry.receipt is None:
-                if self.ran_since_intent.get(call_id):
-                    executor.resolve(call_id, {"text": "resolved by the owner"})
-                    self.returned[call_id] = "resolved by the owner"
-                    return "resolve", None
-                executor.abandon(call_id, "the owner found no trace of it")
-                return "abandon", None
-            if (
-                not self.journal.knows(call_id)
-                and call_id in self.controller.snapshot()["completed"]
+            if mode == "resolve" or (
+                mode == "honest" and open_intent and self.ran_since_intent.get(call_id)
             ):
+                executor.resolve(call_id, {"text": "resolved by the owner"})
+                self.returned[call_id] = "resolved by the owner"
+                self.timed.discard(call_id)
+                return "resolve", None
+            completed = call_id in self.controller.snapshot()["completed"]
+            if mode == "named" or (not open_intent and completed):
+                call = self.domains.call(call_id)
                 content, resource = self.attempts.get(call_id, ("A", self.domains.resource))
                 operation = self.subject.component("executor", "Operation")(
                     call_id, call.step, resource, self.domains.arguments(call, content, resource)
                 )
                 executor.abandon(call_id, "the owner found no trace of it", operation=operation)
-                return "abandon", None
-            executor.abandon(call_id, "nothing to abandon")
+            else:
+                executor.abandon(call_id, "the owner found no trace of it")
         except ValueError as error:
             return "refused", str(error)
         return "abandon", None
@@ -510,11 +538,10 @@ def _tamper(real: RealBoundary, tamper: str) -> bool:
     if tamper == "drop-witness":
         witness.unlink(missing_ok=True)
         return True
-    if tamper == "edit-journal":
+    if tamper in _JOURNAL_EDITS:
+        change = _JOURNAL_EDITS[tamper]
         with sqlite3.connect(real.journal_path) as connection:
-            changed = connection.execute(
-                "UPDATE records SET body = body || ' ' WHERE seq = 1"
-            ).rowcount
+            changed = connection.execute(f"UPDATE records SET {change} WHERE seq = 1").rowcount
         return bool(changed)
     if tamper == "drop-journal-record":
         with sqlite3.connect(real.journal_path) as connection:
@@ -534,6 +561,18 @@ def _tamper(real: RealBoundary, tamper: str) -> bool:
         witness.write_text(json.dumps(document))
         return True
     raise ValueError(f"unknown tampering {tamper!r}")
+
+
+#: How each journal edit changes its first record (one field each).
+_JOURNAL_EDITS = {
+    "edit-journal": "body = body || ' '",
+    "edit-journal-time": "time = time + 1",
+    "edit-journal-digest": (
+        "digest = CASE substr(digest, 1, 1) WHEN 'f' THEN 'e' ELSE 'f' END || substr(digest, 2)"
+    ),
+    "edit-journal-plan": "plan_id = plan_id || 'x'",
+    "edit-journal-kind": "kind = CASE kind WHEN 'approval' THEN 'intent' ELSE 'approval' END",
+}
 
 
 def _hooked_journal(subject: BoundarySubject, real: RealBoundary) -> Any:

@@ -188,7 +188,9 @@ _SEEDED: dict[str, tuple[str, str, tuple[tuple[str, str, str], ...]]] = {
     ),
     "early-check-ignores-digest": (
         "the executor's early check compares no digest (only the grant and an open intent)",
-        "approval-binds-the-call",
+        # other content must be refused before the controller is asked: this one is
+        # asked, and spends the step (an approved call's, say) on content it refuses
+        "effect-matches-what-was-accepted",
         (
             (
                 "controller/executor.py",
