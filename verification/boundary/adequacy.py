@@ -122,11 +122,7 @@ class BoundaryJudge:
     recorded once by running every sequence on the real boundary)."""
 
     def __init__(self, policy: Any, profile: str = "ci") -> None:
-        from replan.verification.boundary.campaign import (
-            answer_sequences,
-            random_walks,
-            situation_sequences,
-        )
+        from replan.verification.boundary.campaign import planned
         from replan.verification.boundary.check import PROFILES
         from replan.verification.boundary.domains import Domains, boundary_policy
         from replan.verification.boundary.explore import explore
@@ -134,14 +130,10 @@ class BoundaryJudge:
         bounds = PROFILES[profile]
         self.domains = Domains.of(boundary_policy(policy))
         exploration = explore(self.domains, bounds.depth, bounds.max_states)
-        self.sequences = [
-            *situation_sequences(self.domains, exploration),
-            *answer_sequences(exploration),
-            *random_walks(self.domains, 0, bounds.walks, bounds.walk_length),
-        ]
-        self.covers = [_coverage(self.domains, steps) for steps in self.sequences]
+        self.sequences = planned(self.domains, exploration, 0, bounds.walks, bounds.walk_length)
+        self.covers = [_coverage(domains, steps) for domains, steps in self.sequences]
 
-    def sequences_for(self, mutant: BoundaryMutant) -> list[list[Any]]:
+    def sequences_for(self, mutant: BoundaryMutant) -> list[Any]:
         """The sequences that call ``mutant``'s function on the real boundary."""
         key = (mutant.file, mutant.function)
         return [s for s, calls in zip(self.sequences, self.covers, strict=True) if key in calls]
@@ -160,7 +152,7 @@ class BoundaryJudge:
                 verdict = BoundaryVerdict(mutant, "killed", "load", str(error))
             else:
                 chosen = self.sequences_for(mutant)
-                result = run_campaign(subject, self.domains, chosen, shrink_finding=False)
+                result = run_campaign(subject, chosen, shrink_finding=False)
                 if result.finding is None:
                     reason = f"every rule holds in the {len(chosen)} sequences that call it"
                     verdict = BoundaryVerdict(mutant, "survived", reason=reason)

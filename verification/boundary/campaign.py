@@ -18,6 +18,7 @@ while the same rule still breaks) and is the counterexample, replayable with
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,7 +28,9 @@ from pathlib import Path
 from replan.verification.boundary.domains import (
     TAMPERING,
     Approve,
+    Cancel,
     Domains,
+    Observe,
     Op,
     Request,
     Restart,
@@ -78,7 +81,11 @@ def run_sequence(
     """Drive ``steps`` through a fresh run of ``subject`` beside the model: the first
     violation, with the steps up to it, or None."""
     with tempfile.TemporaryDirectory(prefix="replan-boundary-", dir=scratch_root()) as scratch:
-        lockstep = Lockstep(subject, domains, Path(scratch))
+        try:
+            lockstep = Lockstep(subject, domains, Path(scratch))
+        except Exception as error:  # the real boundary cannot even start a run
+            message = f"a fresh run cannot start: {type(error).__name__}: {error}"
+            return Finding(Violation("restore-is-exact-or-refuses", message), [])
         try:
             for position, op in enumerate(steps):
                 found = lockstep.step(op)
@@ -104,12 +111,43 @@ def _count(result: CampaignResult, op: Op, lockstep: Lockstep) -> None:
 
 
 def situation_sequences(domains: Domains, exploration: Exploration) -> Iterator[list[Op]]:
-    """Each situation's path, its restore, the retries and the owner's decisions."""
+    """Each situation's path, its restore, the retry, and where the retry leaves a call
+    in doubt the owner's decision and the retry once more."""
+    model = Model(domains)
     paths = sorted(exploration.situations.values(), key=len)
     for number, path in enumerate(paths):
         stopped = path[-1]
         tamper = TAMPERING[(number // 4) % len(TAMPERING)] if number % 4 == 3 else None
-        yield [*path, Restart(tamper), *_retries(domains, stopped)]
+        steps = [*path, Restart(tamper), *_retries(domains, stopped)]
+        if isinstance(stopped, Request) and _leaves_doubt(model, steps, stopped):
+            steps += [*(Settle(call) for call, _, _ in stopped.calls), retry(stopped)]
+        yield steps
+
+
+def _leaves_doubt(model: Model, steps: list[Op], stopped: Request) -> bool:
+    world = model.initial()
+    for op in steps:
+        world = model.apply(world, op).world
+    calls = [model.domains.index(call) for call, _, _ in stopped.calls]
+    return any(world.calls[i].phase in ("in_doubt", "abandoned") for i in calls)
+
+
+def approval_sequences(domains: Domains) -> Iterator[list[Op]]:
+    """An approval void before it is given: the call awaits approval, then its plan is
+    superseded (another call's proposal), its evidence changes, or the run stops, and
+    the owner approves it anyway (refused), and the call is asked again."""
+    approving = [c for c in domains.calls if c.step in domains.policy.approval_steps]
+    others = [c for c in domains.calls if not domains.direct(c)]
+    for call in approving:
+        ask = Request("model", ((call.id, "A", domains.resource),))
+        other = next(c for c in others if c.id != call.id)
+        voiding: list[Op] = [
+            Request("model", ((other.id, "A", domains.resource),)),
+            *(Observe(key, "Failed") for key in domains.policy.keys[:1]),
+            Cancel(),
+        ]
+        for void in voiding:
+            yield [ask, void, Approve(call.id, "A"), ask]
 
 
 def answer_sequences(exploration: Exploration) -> Iterator[list[Op]]:
@@ -123,9 +161,7 @@ def _retries(domains: Domains, stopped: Op) -> list[Op]:
     if isinstance(stopped, Approve):
         ask = Request("model", ((stopped.call, stopped.content, domains.resource),))
         return [ask, again, ask]
-    assert isinstance(stopped, Request)
-    settles = [Settle(call) for call, _, _ in stopped.calls]
-    return [again, *settles, again]
+    return [again]
 
 
 def random_walks(domains: Domains, seed: int, walks: int, length: int) -> Iterator[list[Op]]:
@@ -149,10 +185,34 @@ def random_walks(domains: Domains, seed: int, walks: int, length: int) -> Iterat
         yield steps
 
 
+#: A sequence to run, and the domains it runs under.
+Planned = tuple[Domains, list[Op]]
+
+
+def planned(
+    domains: Domains, exploration: Exploration, seed: int, walks: int, length: int
+) -> list[Planned]:
+    """Every sequence of a campaign, in order: the crash situations, the answer
+    situations, the voided approvals, then the seeded walks (every other one with a
+    host that gives the guard no ``tool_usage``)."""
+    fixed = [
+        *situation_sequences(domains, exploration),
+        *answer_sequences(exploration),
+        *approval_sequences(domains),
+    ]
+    bare = dataclasses.replace(domains, host_usage=False)
+    return [
+        *((domains, steps) for steps in fixed),
+        *(
+            (bare if number % 2 else domains, steps)
+            for number, steps in enumerate(random_walks(domains, seed, walks, length))
+        ),
+    ]
+
+
 def run_campaign(
     subject: BoundarySubject,
-    domains: Domains,
-    sequences: Iterable[list[Op]],
+    sequences: Iterable[Planned],
     progress: Callable[[str], None] | None = None,
     *,
     shrink_finding: bool = True,
@@ -160,7 +220,7 @@ def run_campaign(
     """Every sequence in turn until one breaks a rule (then shrunk, unless
     ``shrink_finding`` is false)."""
     result = CampaignResult()
-    for steps in sequences:
+    for domains, steps in sequences:
         result.sequences += 1
         finding = run_sequence(subject, domains, steps, result)
         if finding is not None:
@@ -198,7 +258,10 @@ def shrink(subject: BoundarySubject, domains: Domains, finding: Finding) -> Find
 __all__ = [
     "CampaignResult",
     "Finding",
+    "Planned",
     "answer_sequences",
+    "approval_sequences",
+    "planned",
     "random_walks",
     "run_campaign",
     "run_sequence",

@@ -28,11 +28,9 @@ from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict, p
 from replan.verification.boundary.campaign import (
     CampaignResult,
     Finding,
-    answer_sequences,
-    random_walks,
+    planned,
     run_campaign,
     run_sequence,
-    situation_sequences,
 )
 from replan.verification.boundary.domains import (
     Domains,
@@ -156,12 +154,8 @@ def check_boundary(
         finding: Finding | None = Finding(violation, path)
         where = "the model"
     else:
-        sequences = [
-            *situation_sequences(domains, exploration),
-            *answer_sequences(exploration),
-            *random_walks(domains, seed, bounds.walks, bounds.walk_length),
-        ]
-        campaign = run_campaign(chosen, domains, sequences, say)
+        sequences = planned(domains, exploration, seed, bounds.walks, bounds.walk_length)
+        campaign = run_campaign(chosen, sequences, say)
         finding, where = campaign.finding, "the real boundary"
     result.figures = _figures(exploration, campaign)
     if finding is not None:

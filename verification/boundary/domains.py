@@ -42,9 +42,14 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     **CONTENTS,
     UNDIGESTIBLE: {"rows": 2**60, "verdict": "Passed"},
     MISFIT: {"rows": "many", "verdict": "Passed"},
+    "D": {"rows": 2**53 - 1, "verdict": "Passed"},
 }
 #: A tool the agent has that is no declared step: the guard refuses its calls.
 STRAY = "x1"
+#: A step the owner's grant leaves out (the host's executor-alone call e2 names it).
+UNGRANTED_STEP = "ungranted-step"
+#: The largest integer RFC 8785 carries: a content that must be accepted.
+EDGE = "D"
 #: The crash points, in the order one call reaches them.
 CRASH_POINTS: tuple[str, ...] = CallLife.crash_points
 #: The crash points a request (not an approval) can stop at, per channel: the host
@@ -118,6 +123,8 @@ class Domains:
     resource: str  # the plan's (the policy's first)
     other_resource: str  # granted by the owner, not allowed by the policy
     ungranted: str  # granted by nobody
+    #: whether the host gives the guard a ``tool_usage`` (without one: no usage)
+    host_usage: bool = True
 
     @classmethod
     def of(cls, policy: Policy) -> Domains:
@@ -125,7 +132,8 @@ class Domains:
         names = [*steps, steps[0]]
         calls = [Call(f"c{n}", name, n) for n, name in enumerate(names, start=1)]
         # the host's calls of the executor alone: their own ids, never the controller's
-        calls += [Call(f"e{n}", steps[n - 1], len(names) + n) for n in (1, 2) if n <= len(steps)]
+        # (e2's step is one the owner grants nobody: the executor denies it)
+        calls += [Call("e1", steps[0], len(names) + 1), Call("e2", UNGRANTED_STEP, len(names) + 2)]
         resource = policy.resources[0]
         stray = Call(STRAY, "undeclared-tool", len(calls) + 1)
         return cls(
@@ -157,7 +165,8 @@ class Domains:
         """The arguments of ``call`` carrying ``content`` (with the resource, when the
         step names it in an argument)."""
         arguments = dict(ARGUMENTS[content])
-        named = None if call is self.stray else self.policy.step(call.step).resource_argument
+        declared = call.step in self.policy.requirements
+        named = self.policy.step(call.step).resource_argument if declared else None
         if named is not None:
             arguments[named] = resource
         return arguments
@@ -316,11 +325,13 @@ __all__ = [
     "CHANNELS",
     "CONTENTS",
     "CRASH_POINTS",
+    "EDGE",
     "MISFIT",
     "REQUEST_POINTS",
     "STRAY",
     "TAMPERING",
     "UNDIGESTIBLE",
+    "UNGRANTED_STEP",
     "Approve",
     "ApprovePlan",
     "Call",

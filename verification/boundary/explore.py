@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from replan.controller.records import EvidenceState
 from replan.verification.boundary.domains import (
     CONTENTS,
+    EDGE,
     MISFIT,
     UNDIGESTIBLE,
     Approve,
@@ -80,9 +81,11 @@ def alphabet(domains: Domains) -> list[Op]:
         ops.append(Request("host", ((call.id, "A", domains.ungranted),)))
         ops.append(Request("model", ((call.id, UNDIGESTIBLE, domains.resource),)))
         ops.append(Request("model", ((call.id, MISFIT, domains.resource),)))
+        ops.append(Request("host", ((call.id, "A", ""),)))  # no resource: refused
         ops.extend(Approve(call.id, content) for content in CONTENTS)
         ops.append(ApprovePlan(call.id))
     ops.append(Request("model", ((domains.stray.id, "A", domains.resource),)))
+    ops.append(Request("model", ((domains.calls[1].id, EDGE, domains.resource),)))
     if len(domains.calls) > 2:
         first, second = domains.calls[1], domains.calls[2]
         pair = ((first.id, "A", domains.resource), (second.id, "A", domains.resource))

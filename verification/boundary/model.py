@@ -267,7 +267,7 @@ class _Run:
             return Answer(call.id, "Refused", "undeclared")
         if content == MISFIT and channel == "model":
             return Answer(call.id, "Refused", "misfit")
-        if content == UNDIGESTIBLE:
+        if content == UNDIGESTIBLE or resource == "":
             return Answer(call.id, "Refused", "undigestible")
         if channel == "executor":
             return self._direct(call, content, resource)
@@ -284,8 +284,11 @@ class _Run:
         """``Executor.run`` alone: the grant, the journal's binding, an open intent, a
         receipt; else the effect runs (the host decided, no controller was asked)."""
         state = self._get(call)
-        if resource not in self.domains.granted:
-            refusal = Answer(call.id, "Denied")
+        if (
+            resource not in self.domains.granted
+            or call.step not in self.domains.policy.requirements
+        ):
+            refusal = Answer(call.id, "Denied")  # (the owner grants the policy's steps)
         elif state.bound is not None and state.bound != (content, resource):
             refusal = Answer(call.id, "ContentMismatch", "content")
         elif state.entry == "open":
@@ -397,9 +400,13 @@ class _Run:
 
     def _charge(self, call: Call) -> None:
         state = self._get(call)
-        self.controller.charge(Usage(call.number, 0, state.receipt_ms or 0))
+        tokens = call.number if self.domains.host_usage else 0
+        self.controller.charge(Usage(tokens, 0, state.receipt_ms or 0))
         self._set(call, charged_here=True)
-        self._point(call, "charged", "charge")
+        if tokens or state.receipt_ms:
+            self._point(call, "charged", "charge")
+        else:  # a charge of nothing names no call in the log: no crash is placed after it
+            self._move(call, "charge")
 
     def awaiting(self) -> list[tuple[str, str]]:
         """What the guard lists as awaiting approval: the pending plan's call, when the

@@ -45,6 +45,7 @@ from replan.controller.records import (
     plan_digest,
 )
 from replan.verification.boundary.domains import (
+    EDGE,
     Approve,
     ApprovePlan,
     Call,
@@ -114,6 +115,8 @@ class RealBoundary:
         self.returned: dict[str, str] = {}
         #: the calls whose receipt the guard wrote (it keeps the tool's time)
         self.timed: set[str] = set()
+        #: each idempotency key handed to an effect, and the call it was handed for
+        self.keys: dict[str, str] = {}
         self.found: list[Violation] = []
         self._journal_class = _hooked_journal(subject, self)
         self._log_class = _hooked_log(subject, self)
@@ -137,7 +140,11 @@ class RealBoundary:
             executor=self.executor,
             grant=self.grant,
             observe_result=self._observe_result,
-            tool_usage=lambda call: Usage(self.domains.call(call.call_id).number, 0, 0),
+            tool_usage=(
+                (lambda call: Usage(self.domains.call(call.call_id).number, 0, 0))
+                if self.domains.host_usage
+                else None
+            ),
             clock=lambda: self.now,
         )
 
@@ -164,7 +171,7 @@ class RealBoundary:
         return next(
             (
                 name
-                for name in ("A", "B")
+                for name in ("A", "B", EDGE)
                 if dict(arguments) == self.domains.arguments(call, name, resource)
             ),
             "?",
@@ -177,7 +184,10 @@ class RealBoundary:
         content = self._content(call_id, resource, arguments)
         operation = self.subject.component("executor", "Operation")
         expected_key = operation(call_id, step, resource, dict(arguments)).digest()
-        self.effects.append(EffectRun(call_id, step, (content, resource), key == expected_key))
+        unique = self.keys.setdefault(str(key), call_id) == call_id  # one key, one call
+        self.effects.append(
+            EffectRun(call_id, step, (content, resource), key == expected_key and unique)
+        )
         self.ran_since_intent[call_id] = True
         self.now += self.domains.call(call_id).tool_ms / 1000
         self.reached("effected", call_id)
@@ -329,8 +339,9 @@ class RealBoundary:
         # what the tool took, when the guard ran it (a receipt perform, the executor or the
         # owner wrote holds no tool time)
         wanted = call.tool_ms if call_id in self.timed else 0
+        tokens = call.number if self.domains.host_usage else 0
         charges = [e[1] for e in self.controller._trace if e[0] == "charge" and type(e[1]) is Usage]
-        if not any(u.tokens == call.number and u.elapsed_ms == wanted for u in charges):
+        if not any(u.tokens == tokens and u.elapsed_ms == wanted for u in charges):
             self.found.append(
                 Violation(
                     "tool-time-and-usage-charged",
@@ -425,7 +436,11 @@ class RealBoundary:
             if mode == "resolve" or (
                 mode == "honest" and open_intent and self.ran_since_intent.get(call_id)
             ):
-                executor.resolve(call_id, {"text": "resolved by the owner"})
+                receipt = executor.resolve(call_id, {"text": "resolved by the owner"})
+                if getattr(receipt, "plan_id", None) != call_id:
+                    raise RuntimeError(
+                        f"resolve answered {receipt!r}, not the receipt of {call_id}"
+                    )
                 self.returned[call_id] = "resolved by the owner"
                 self.timed.discard(call_id)
                 return "resolve", None
@@ -601,6 +616,7 @@ def _hooked_log(subject: BoundarySubject, real: RealBoundary) -> Any:
     """The subject's SQLite run log, reporting each logged call to ``real``."""
     base = subject.component("durable.log", "SqliteRunLog")
     numbers = {call.number: call.id for call in real.domains.calls}
+    times = {call.tool_ms: call.id for call in real.domains.calls}
 
     class HookedLog(base):  # type: ignore[misc, valid-type]
         def append(self, entry: Any) -> None:
@@ -613,7 +629,10 @@ def _hooked_log(subject: BoundarySubject, real: RealBoundary) -> Any:
             elif entry.op == "approve" and isinstance(argument, dict):
                 real.reached("approved", str(argument.get("plan_id")))
             elif entry.op == "charge" and isinstance(argument, dict):
-                call_id = numbers.get(argument.get("tokens", 0))
+                # the call a tool charge is for: by the host's usage, else by its time
+                call_id = numbers.get(argument.get("tokens", 0)) or times.get(
+                    argument.get("elapsed_ms", 0)
+                )
                 if call_id is not None:
                     real.reached("charged", call_id)
 

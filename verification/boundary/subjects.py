@@ -75,8 +75,10 @@ REAL = BoundarySubject("real", "the shipped boundary", _real_modules())
 _COUNTER = [0]
 
 
+@cache
 def source_of(path: str) -> str:
-    """The source of a boundary file (``controller/...``) as this checkout has it."""
+    """The source of a boundary file (``controller/...``) as this checkout has it, read
+    once per process (every mutant of a run is built against the same sources)."""
     module = importlib.import_module(FILES[path])
     assert module.__file__ is not None
     return Path(module.__file__).read_text(encoding="utf-8")
