@@ -5,7 +5,7 @@ matrix of all of them, counted per file (``replan mutate``'s boundary part). A m
 is built from its file (``subjects.build``) and driven through the boundary check's
 sequences (the explorer's situations and the seeded walks: the model is the same for
 every mutant, so it is searched once): **killed** when a rule breaks, or the mutant
-does not load; **equivalent** when ``mutation.EQUIVALENT`` gives the reason it cannot
+does not load; **equivalent** when ``mutation.EQUIVALENT_RULES`` gives the reason it cannot
 change what the rules observe; **survived** otherwise, reported with its diff.
 """
 
@@ -139,26 +139,27 @@ class BoundaryJudge:
         return [s for s, calls in zip(self.sequences, self.covers, strict=True) if key in calls]
 
     def judge(self, mutant: BoundaryMutant) -> BoundaryVerdict:
+        """Killed (the rule it breaks), equivalent (it survived, and an equivalence
+        rule says why it cannot break one) or survived."""
         from replan.verification.boundary.campaign import run_campaign
 
         started = time.perf_counter()
-        reason = equivalence(mutant)
-        if reason is not None:
-            verdict = BoundaryVerdict(mutant, "equivalent", reason=reason)
+        try:
+            subject = build(mutant.id, {mutant.file: mutant.source}, mutant.description)
+        except SubjectError as error:
+            verdict = BoundaryVerdict(mutant, "killed", "load", str(error))
         else:
-            try:
-                subject = build(mutant.id, {mutant.file: mutant.source}, mutant.description)
-            except SubjectError as error:
-                verdict = BoundaryVerdict(mutant, "killed", "load", str(error))
+            chosen = self.sequences_for(mutant)
+            result = run_campaign(subject, chosen, shrink_finding=False)
+            reason = equivalence(mutant)
+            if result.finding is not None:
+                found = result.finding.violation
+                verdict = BoundaryVerdict(mutant, "killed", found.property, found.message)
+            elif reason is not None:
+                verdict = BoundaryVerdict(mutant, "equivalent", reason=reason)
             else:
-                chosen = self.sequences_for(mutant)
-                result = run_campaign(subject, chosen, shrink_finding=False)
-                if result.finding is None:
-                    reason = f"every rule holds in the {len(chosen)} sequences that call it"
-                    verdict = BoundaryVerdict(mutant, "survived", reason=reason)
-                else:
-                    found = result.finding.violation
-                    verdict = BoundaryVerdict(mutant, "killed", found.property, found.message)
+                reason = f"every rule holds in the {len(chosen)} sequences that call it"
+                verdict = BoundaryVerdict(mutant, "survived", reason=reason)
         verdict.seconds = time.perf_counter() - started
         return verdict
 

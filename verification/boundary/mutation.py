@@ -16,7 +16,7 @@ three of the boundary's own:
 
 A mutant is the real file with one function replaced; ``verification.boundary.
 adequacy`` builds it (``subjects.build``) and judges it: **killed** when a rule breaks
-(or the mutant does not load), **equivalent** when it is listed in ``EQUIVALENT`` with
+(or the mutant does not load), **equivalent** when ``EQUIVALENT_RULES`` gives
 the reason it cannot change what the rules observe, **survived** otherwise.
 
 Functions outside ``SCOPE`` are checked elsewhere: a file's header and layout checks
@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -138,15 +139,169 @@ WRITES = frozenset(
 #: The functions whose dict or list literals a digest or a chain covers.
 DIGESTS = frozenset({"Operation.__init__", "chain_after"})
 
-#: Mutants that cannot change anything the rules observe: (file:function, the change)
-#: -> why (the change as ``BoundaryMutant.description`` gives it; stable across edits
-#: elsewhere in the file).
-EQUIVALENT: dict[tuple[str, str], str] = {}
+#: Mutants that cannot change anything the rules observe, as (file:function, a pattern
+#: the change matches, why); a rule is only consulted for a mutant that survived the
+#: campaign, so it never hides a kill. The change is ``BoundaryMutant.description`` (stable across
+#: edits elsewhere in the file). Each reason says why the change is invisible to every
+#: caller the boundary has: an assertion that holds, a text no rule reads, a defence
+#: behind another check that refuses first, or a caller's misuse the boundary never
+#: makes (pinned by the unit tests named).
+_TEXT = "only the text of a message changes; no rule reads it"
+_SECOND = (
+    "a defence in depth: an earlier check refuses the same thing first (the executor's "
+    "early check, or the journal's own rules), so no boundary caller reaches it; "
+    "tests/test_executor.py and tests/test_journal.py pin it"
+)
+_JOURNAL = (
+    "the journal's consistency check: only a damaged file (refused first by the chain "
+    "at open) or a caller that breaks the journal's rules could make it fire, and no "
+    "boundary caller does; tests/test_journal.py pins each"
+)
+_MISUSE = (
+    "a host's misuse the boundary's callers never make (arguments that are not a "
+    "mapping, another call's operation named); tests/test_executor.py pins the refusal"
+)
+_MIDDLEWARE = "controller/middleware.py"
+_EXECUTOR = "controller/executor.py"
+_JOURNAL_FILE = "controller/journal.py"
+EQUIVALENT_RULES: tuple[tuple[str, str, str], ...] = (
+    (
+        f"{_MIDDLEWARE}:ReplanMiddleware.awaiting",
+        r"^`pending is None or run\.declared_state",
+        "no pending plan means the run awaits no approval",
+    ),
+    (
+        f"{_MIDDLEWARE}:ReplanMiddleware._guard",
+        r"^deleted `context\.arguments = _as_given",
+        "the context holds exactly the arguments digested: nothing runs between the "
+        "digest and the tool but this copy",
+    ),
+    (f"{_MIDDLEWARE}:ReplanMiddleware._guard", r"^deleted `assert ", "an assertion that holds"),
+    (
+        f"{_MIDDLEWARE}:ReplanMiddleware._rejected",
+        r"resource_not_allowed|is not allowed|the proposal was rejected",
+        "the guard proposes only a call whose resource the policy allows (the policy's "
+        "one resource, or the argument it names), with the next revision and a declared "
+        "step: no other rejection reaches here",
+    ),
+    (
+        f"{_MIDDLEWARE}:_tool_ms",
+        r"not isinstance\(found, bool\)",
+        "the guard's receipts hold a float tool time; a bool is only what a host could "
+        "write by hand",
+    ),
+    (
+        f"{_EXECUTOR}:_beyond_rfc8785",
+        r"^(deleted|`isinstance\(value, int\) and|`not isinstance\(value, bool\))",
+        "rfc8785 refuses the integer this walk misses, and canonical_content turns that "
+        "into the same InvalidInput: only the path in the message is lost",
+    ),
+    (f"{_EXECUTOR}:Grant.denial", r"^deleted `return None`", "falling off the end returns None"),
+    (
+        f"{_EXECUTOR}:Operation.__init__",
+        r"^deleted `(if arguments is None|arguments = \{\}|if not isinstance\(arguments, "
+        r"Mapping\)|raise InvalidInput\(f'Operation\.arguments|arguments = dict\(arguments\))",
+        _MISUSE,
+    ),
+    (
+        f"{_EXECUTOR}:Operation.__init__",
+        r"^deleted `(check_json|_beyond_rfc8785)\(arguments",
+        "rfc8785 refuses what JSON and the integer walk would: the same InvalidInput, "
+        "another message",
+    ),
+    (
+        f"{_EXECUTOR}:Operation.__init__",
+        r"^`'step'` left out",
+        "a call id's step is the accepted plan's, compared with the operation's before its "
+        "digest is read: no two operations of one call id differ in their step alone",
+    ),
+    (
+        f"{_EXECUTOR}:Executor.run_async",
+        r"^deleted `(if isinstance\(claimed, Execution\)|return claimed)",
+        _SECOND,
+    ),
+    (f"{_EXECUTOR}:Executor.replay", r"denied", _SECOND),
+    (
+        f"{_EXECUTOR}:Executor.check",
+        r"entry\.intent\.digest != operation\.digest\(\)|return self\._answer_recorded",
+        _SECOND,
+    ),
+    (f"{_EXECUTOR}:Executor.resolve", r"^`entry is None or entry\.receipt", _SECOND),
+    (f"{_EXECUTOR}:Executor.abandon", r"operation\.plan_id != plan_id|operation names", _MISUSE),
+    (
+        f"{_EXECUTOR}:Executor._claim",
+        r"^deleted `return intent`",
+        "the claimed intent is only told apart from a refusal",
+    ),
+    (f"{_EXECUTOR}:_ran", r".", _TEXT),
+    (
+        "controller/approval.py:approve_call",
+        r"^deleted `(del executor\.awaiting|return Approved\(False, f'the controller refused)",
+        "the memory of a call no longer awaiting approval is never read again, and after "
+        "the checks before it the controller accepts the approval",
+    ),
+    (
+        f"{_JOURNAL_FILE}:bound",
+        r"^deleted `(for record in records\[1:\]|raise JournalError)|^`[01]` -> `",
+        _JOURNAL,
+    ),
+    (
+        f"{_JOURNAL_FILE}:fold",
+        r"^deleted `(raise JournalError|if entry is not None:)"
+        r"|^`entry is None or entry\.receipt is not None or entry\.intent\.digest",
+        _JOURNAL,
+    ),
+    (
+        f"{_JOURNAL_FILE}:Journal.complete",
+        r"^deleted `raise JournalError|^`entry is None or entry\.receipt is not None or",
+        _JOURNAL,
+    ),
+    (f"{_JOURNAL_FILE}:Journal.approve", r"too late to approve", _JOURNAL),
+    (
+        f"{_JOURNAL_FILE}:Journal.abandon",
+        r"^`entry is None and \(not records\)",
+        "no record means no live entry",
+    ),
+    (
+        f"{_JOURNAL_FILE}:Journal._check_bound",
+        r"^deleted `(if binding is not None and binding != digest|raise JournalError)",
+        _SECOND,
+    ),
+    (f"{_JOURNAL_FILE}:Journal.claim", r"_check_bound", _SECOND),
+    (
+        f"{_JOURNAL_FILE}:Journal.approved",
+        r"^`1` -> `0`",
+        "every approval record of a call names the digest it is bound to: the first is the last",
+    ),
+    (
+        f"{_JOURNAL_FILE}:Journal.abandoned",
+        r"^deleted `return None`",
+        "falling off the end returns None",
+    ),
+    (
+        "controller/sqlite_journal.py:chain_after",
+        r"^`(previous|record\.seq)` left out",
+        "each record's seq is checked against its position and each hashes its own "
+        "fields: no edit the claims cover (a record altered, lost or reordered) escapes "
+        "without it; it matters only against an edit that recomputes chain values, which "
+        "is not claimed",
+    ),
+    (
+        "controller/sqlite_journal.py:SqliteJournal._append",
+        r"_highest_seq|is gone",
+        "records vanishing while the journal is open is not a situation the boundary can "
+        "make; the check at open refuses a journal that lost records (drop-journal-record)",
+    ),
+)
 
 
 def equivalence(mutant: BoundaryMutant) -> str | None:
-    """Why ``mutant`` is equivalent (``EQUIVALENT``), or None."""
-    return EQUIVALENT.get((f"{mutant.file}:{mutant.function}", mutant.description))
+    """Why ``mutant`` is equivalent (``EQUIVALENT_RULES``), or None."""
+    target = f"{mutant.file}:{mutant.function}"
+    for where, pattern, reason in EQUIVALENT_RULES:
+        if where == target and re.search(pattern, mutant.description):
+            return reason
+    return None
 
 
 @dataclass(frozen=True)
@@ -352,7 +507,7 @@ def _diff(path: str, old: str, new: str) -> str:
 
 __all__ = [
     "BOUNDARY_OPERATORS",
-    "EQUIVALENT",
+    "EQUIVALENT_RULES",
     "OPERATORS",
     "SCOPE",
     "BoundaryMutant",
