@@ -147,7 +147,24 @@ def approval_sequences(domains: Domains) -> Iterator[list[Op]]:
             Cancel(),
         ]
         for void in voiding:
-            yield [ask, void, Approve(call.id, "A"), ask]
+            yield [ask, void, Approve(call.id, "A"), ask, Restart(), ask]
+
+
+def edge_sequences(domains: Domains) -> Iterator[list[Op]]:
+    """The runs at the edges the situations do not start from: a restore before any
+    call was logged, and two calls of one step and content on the host's executor and
+    through ``perform`` (each must get an idempotency key of its own)."""
+    first = next(c for c in domains.calls if not domains.direct(c))
+    ask = Request("host", ((first.id, "A", domains.resource),))
+    yield [Restart(), Restart("rollback-log"), ask, Restart(), Cancel(), Restart(), ask]
+    alone = next((c for c in domains.calls if domains.direct(c) and c.step == first.step), None)
+    if alone is not None:
+        yield [
+            Request("executor", ((alone.id, "A", domains.resource),)),
+            ask,
+            Approve(first.id, "A"),
+            ask,
+        ]
 
 
 def answer_sequences(exploration: Exploration) -> Iterator[list[Op]]:
@@ -199,6 +216,7 @@ def planned(
         *situation_sequences(domains, exploration),
         *answer_sequences(exploration),
         *approval_sequences(domains),
+        *edge_sequences(domains),
     ]
     bare = dataclasses.replace(domains, host_usage=False)
     return [
@@ -261,6 +279,7 @@ __all__ = [
     "Planned",
     "answer_sequences",
     "approval_sequences",
+    "edge_sequences",
     "planned",
     "random_walks",
     "run_campaign",

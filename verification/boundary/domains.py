@@ -10,8 +10,8 @@ counterexample is a list of them).
 
 The boundary is checked under ``boundary_policy(policy)``: the policy, with its first
 step that does not complete the run needing approval when no step does (so the
-approval path is exercised whatever the policy), and with token and time budgets no
-run of the domains reaches when it sets none (so every charge is counted, and a charge
+approval path is exercised whatever the policy), and with token, cost and time budgets
+no run of the domains reaches when it sets none (so every charge is counted, and a charge
 missing or made twice shows in the run's state).
 
 Leaves to ``verification.boundary.model`` what each operation does.
@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from replan.controller.policy import Policy
 from replan.verification.boundary.declaration import CallLife
+from replan.verification.boundary.tamper import KINDS
 
 #: The two contents a call can carry: its arguments (the guard's tools take both).
 CONTENTS: dict[str, dict[str, Any]] = {
@@ -61,17 +62,7 @@ REQUEST_POINTS = {
 }
 APPROVAL_POINTS = ("approval_recorded", "approved")
 #: What may be done to the files before a restore (each must be refused).
-TAMPERING = (
-    "rollback-log",
-    "drop-witness",
-    "edit-journal",
-    "foreign-log",
-    "drop-journal-record",
-    "edit-journal-time",
-    "edit-journal-digest",
-    "edit-journal-plan",
-    "edit-journal-kind",
-)
+TAMPERING = KINDS
 #: The model's calls through the guard, the host's ``perform``, and the host's use of
 #: the executor alone (no controller: the host decided itself).
 CHANNELS = ("model", "host", "executor")
@@ -94,6 +85,8 @@ def boundary_policy(policy: Policy) -> Policy:
         policy = dataclasses.replace(policy, max_tokens=UNREACHED_BUDGET)
     if policy.max_wall_ms == 0:
         policy = dataclasses.replace(policy, max_wall_ms=UNREACHED_BUDGET)
+    if policy.max_cost == 0:
+        policy = dataclasses.replace(policy, max_cost=UNREACHED_BUDGET, currency="EUR")
     return policy
 
 

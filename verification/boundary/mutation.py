@@ -164,6 +164,7 @@ _MISUSE = (
 _MIDDLEWARE = "controller/middleware.py"
 _EXECUTOR = "controller/executor.py"
 _JOURNAL_FILE = "controller/journal.py"
+_LOG = "controller/durable/log.py"
 EQUIVALENT_RULES: tuple[tuple[str, str, str], ...] = (
     (
         f"{_MIDDLEWARE}:ReplanMiddleware.awaiting",
@@ -285,6 +286,75 @@ EQUIVALENT_RULES: tuple[tuple[str, str, str], ...] = (
         "fields: no edit the claims cover (a record altered, lost or reordered) escapes "
         "without it; it matters only against an edit that recomputes chain values, which "
         "is not claimed",
+    ),
+    (
+        f"{_EXECUTOR}:Operation.__init__",
+        r"^`not isinstance\(value, str\) or not value` -> `not value`",
+        _MISUSE,
+    ),
+    (
+        f"{_JOURNAL_FILE}:Journal.abandoned",
+        r"^`1` -> `0`",
+        "a first record that is an abandon (a call settled with no record) is followed only "
+        "by its rerun, which the executor answers from its receipt either way",
+    ),
+    (
+        "controller/sqlite_journal.py:_check_contents",
+        r"problems|application_id|columns|for records in by_plan|return count|wrong type"
+        r"|^`0` -> `-1`",
+        "a file-level check another refuses first (the header's bytes at open, the chain) "
+        "or one only another program's file could fail; "
+        "tests/test_journal_fails_closed.py pins each",
+    ),
+    (
+        f"{_LOG}:RunLog.begin",
+        r"refuse_other_rules|self\.verify\(\)|self\._length = 0",
+        "restore verifies the log and checks its rules before it begins logging (and "
+        "begin again after): either alone refuses; a length not yet read is read",
+    ),
+    (
+        f"{_LOG}:RunLog.append",
+        r".",
+        "appending at a written position is how a run re-executed from its start (a DBOS "
+        "workflow's recovery) re-derives its log; the boundary's runs restore and append "
+        "only new positions; tests/test_durable.py pins it",
+    ),
+    (
+        f"{_LOG}:chain_after",
+        r"^`previous` left out",
+        "each entry hashes its own position: no edit the claims cover escapes without the "
+        "link (it matters against an edit that recomputes chain values, which the witness "
+        "refuses)",
+    ),
+    (
+        f"{_LOG}:SqliteRunLog._write_header",
+        r"self\._head = ",
+        "the head not kept is read from the file: no entry yet, the same head",
+    ),
+    (f"{_LOG}:SqliteRunLog._read_entries", r"`62` -> `61`", "no position reaches 2**61"),
+    (
+        f"{_LOG}:SqliteRunLog._write_entry",
+        r"position \+ 1|written after|header or",
+        "append writes only the next position, and a log with entries has a header",
+    ),
+    (
+        "controller/durable/logged.py:LoggedController._log_call",
+        r"snapshot|_snapshot_every|_trace\[-1\]\[5\] is None|^deleted `return`$|^`(5|1|0)` -> ",
+        "snapshots only bound how much a restore replays (it replays and checks every "
+        "entry without them), and a call logged that changed nothing replays as nothing",
+    ),
+    (
+        "controller/durable/logged.py:replay",
+        r"was answered",
+        "a replayed answer can only differ in a log the chain and the witness refuse first",
+    ),
+    (
+        "controller/durable/logged.py:restore",
+        r"DEFAULT_POLICY|if written is None|is empty|refuse_other_rules|log\.verify\(\)"
+        r"|check_all|len\(positions\)|p > start|^`[23]` -> |^`2` -> `1`",
+        "every boundary restore names its policy, verifies the log and checks its rules "
+        "(begin does both again); which snapshot it starts from changes only how much it "
+        "replays",
     ),
     (
         "controller/sqlite_journal.py:SqliteJournal._append",

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
-import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -60,6 +58,8 @@ from replan.verification.boundary.domains import (
 from replan.verification.boundary.model import CONTROLLER_REFUSALS
 from replan.verification.boundary.properties import EffectRun, Violation
 from replan.verification.boundary.subjects import BoundarySubject
+from replan.verification.boundary.tamper import RunFiles
+from replan.verification.boundary.tamper import tamper as tamper_with
 from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
@@ -124,7 +124,10 @@ class RealBoundary:
         self.log = self._log_class(self.log_path)
         logged = subject.component("durable.logged", "LoggedController")
         self._wire(logged(self.policy, log=self.log, snapshot_every=SNAPSHOT_EVERY))
-        self.first_log = self.log_path.read_bytes()
+        witness = self.log_path.with_name(self.log_path.name + ".head")
+        self.files = RunFiles(
+            self.journal_path, self.log_path, self.log_path.read_bytes(), witness.read_text()
+        )
         self.tools = [self._tool(step.name) for step in self.policy.steps]
         self.tools.append(self._tool(domains.stray.step))
 
@@ -485,7 +488,7 @@ class RealBoundary:
         directory = self.journal_path.parent
         saved = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
         try:
-            if not _tamper(self, tamper):
+            if not tamper_with(self.files, tamper):
                 return None
             tampered = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
             refusal = self._restore_refusal()
@@ -540,54 +543,6 @@ class RealBoundary:
 
     def close(self) -> None:
         self._drop()
-
-
-def _tamper(real: RealBoundary, tamper: str) -> bool:
-    """Do ``tamper`` to the closed files; False when it would change nothing."""
-    log, witness = real.log_path, real.log_path.with_name(real.log_path.name + ".head")
-    if tamper == "rollback-log":
-        if log.read_bytes() == real.first_log:
-            return False
-        log.write_bytes(real.first_log)
-        return True
-    if tamper == "drop-witness":
-        witness.unlink(missing_ok=True)
-        return True
-    if tamper in _JOURNAL_EDITS:
-        change = _JOURNAL_EDITS[tamper]
-        with sqlite3.connect(real.journal_path) as connection:
-            changed = connection.execute(f"UPDATE records SET {change} WHERE seq = 1").rowcount
-        return bool(changed)
-    if tamper == "drop-journal-record":
-        with sqlite3.connect(real.journal_path) as connection:
-            dropped = connection.execute(
-                "DELETE FROM records WHERE seq = (SELECT MAX(seq) FROM records)"
-            ).rowcount
-        return bool(dropped)
-    if tamper == "foreign-log":
-        with sqlite3.connect(log) as connection:
-            (text,) = connection.execute("SELECT header FROM replan_run_header").fetchone()
-            header = json.loads(text)
-            header["declaration_digest"] = "sha256:" + "0" * 64
-            other = json.dumps(header, sort_keys=True, separators=(",", ":"))
-            connection.execute("UPDATE replan_run_header SET header = ?", (other,))
-        document = json.loads(witness.read_text())
-        document["header"] = hashlib.sha256(other.encode()).hexdigest()
-        witness.write_text(json.dumps(document))
-        return True
-    raise ValueError(f"unknown tampering {tamper!r}")
-
-
-#: How each journal edit changes its first record (one field each).
-_JOURNAL_EDITS = {
-    "edit-journal": "body = body || ' '",
-    "edit-journal-time": "time = time + 1",
-    "edit-journal-digest": (
-        "digest = CASE substr(digest, 1, 1) WHEN 'f' THEN 'e' ELSE 'f' END || substr(digest, 2)"
-    ),
-    "edit-journal-plan": "plan_id = plan_id || 'x'",
-    "edit-journal-kind": "kind = CASE kind WHEN 'approval' THEN 'intent' ELSE 'approval' END",
-}
 
 
 def _hooked_journal(subject: BoundarySubject, real: RealBoundary) -> Any:
