@@ -489,8 +489,8 @@ def test_progress_names_the_frontier_and_the_rates() -> None:
 
 
 def test_verify_announces_an_exploration_larger_than_the_defaults() -> None:
-    from replan.commands.verify import explorer_estimate
     from replan.controller.policy import load_policy
+    from replan.verification.pipeline.estimate import explorer_estimate
 
     assert explorer_estimate(DEFAULT_POLICY) is None
     line = explorer_estimate(load_policy("tests/policies/first-policy.toml"))

@@ -202,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _readme(args: argparse.Namespace) -> int:
     from replan.verification.report.diagram import readme_mermaid
-    from replan.verification.report.diagram.overlays import repository_root
     from replan.verification.report.diagram.readme import ReadmeError, is_fresh, update
+    from replan.verification.runtime.checkout import checkout_root
 
     if args.view != "full":
         raise CliError("--view: --check-readme/--update-readme draw the full view only")
@@ -212,7 +212,7 @@ def _readme(args: argparse.Namespace) -> int:
             raise CliError(
                 f"--{option}: --check-readme/--update-readme draw the default machine only"
             )
-    path = Path(args.readme) if args.readme else repository_root() / "README.md"
+    path = Path(args.readme) if args.readme else checkout_root() / "README.md"
     fresh = readme_mermaid()
     try:
         if args.update_readme:

@@ -65,13 +65,13 @@ from replan.common import (
     positive_int,
     print_json,
 )
+from replan.verification.runtime.checkout import SPIN_ANCHOR
 
 #: Where counterexamples go when -o is not given (out/ is in .gitignore).
 DEFAULT_OUT = OUT / "explore"
 #: States stored per domain before the search stops cleanly (about 0.5 GB at most).
 DEFAULT_MAX_STATES = 1_000_000
 #: The SPIN model of the same contract (outside this repository, next to it).
-SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.runtime.checkout import SPIN_ANCHOR, checkout_root
 
-#: The SPIN model of the same contract (next to this repository, as ``replan explore
-#: --compare-spin`` finds it).
-SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
-#: A new user's first policy (issue #18's probe), verified as they would verify it.
-FIRST_POLICY = Path(__file__).resolve().parents[2] / "tests" / "policies" / "first-policy.toml"
+#: A new user's first policy, verified as they would verify it.
+FIRST_POLICY = checkout_root() / "tests" / "policies" / "first-policy.toml"
 #: (V, K) domains compared with SPIN, and the interleaved rounds of each.
 DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
 QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)

@@ -175,6 +175,27 @@ class ProofReport:
         return "\n".join(lines)
 
 
+def counterexample_document(report: ProofReport) -> dict[str, Any]:
+    """The first failure in the shared counterexample format (DESIGN.md)."""
+    failure = report.failures[0]
+    detail = failure.counterexample or {}
+    if "replay" in detail:  # a state and a step that ``replan replay`` runs
+        document: dict[str, Any] = dict(detail["replay"])
+        document["message"] = failure.message
+        document.update({k: v for k, v in detail.items() if k != "replay"})
+        if failure.kind != "equivalence":
+            document["induction"] = {k: v for k, v in detail.items() if k != "replay"}
+        return document
+    return {
+        "policy": policy_to_dict(report.policy),
+        "property": failure.name,
+        "message": failure.message,
+        "source": "prove",
+        "steps": [],  # a counterexample to induction is one step, not an episode
+        "induction": detail,
+    }
+
+
 def _solver() -> z3.Solver:
     """A solver that first simplifies and eliminates what the step relation defines
     (the post-state is a term over the pre-state): a stopped run's unchanged arrays
