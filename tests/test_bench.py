@@ -14,6 +14,7 @@ import pytest
 
 from replan.cli import main
 from replan.controller import Controller, ExecuteResult, StopReason
+from replan.verification.bench import run as bench
 from replan.verification.bench.middleware import DIFFERENCES
 from replan.verification.bench.run import (
     GENERATED,
@@ -24,7 +25,6 @@ from replan.verification.bench.run import (
     WORKLOAD,
     Settings,
 )
-from replan.verification.bench.run import run as bench
 from replan.verification.subjects.handwritten import HandwrittenController
 
 TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)

@@ -18,7 +18,8 @@ from replan.verification.engines.campaign.memory import (
     engine_budgets,
     engine_seed,
 )
-from replan.verification.engines.explore.engine import coverage, explore
+from replan.verification.engines.explore.coverage import coverage
+from replan.verification.engines.explore.engine import explore
 
 #: Both keys at one version (7,233 states, about a second): the campaign's visits fall
 #: both inside and outside it.

@@ -13,11 +13,8 @@ import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY, load_policy
-from replan.verification.engines.prove.engine import (
-    counterexample_document,
-    prove_all,
-    prove_equivalence,
-)
+from replan.verification.engines.prove.engine import prove_all, prove_equivalence
+from replan.verification.engines.prove.results import counterexample_document
 from replan.verification.subjects.mutants import MUTANTS
 
 POLICIES = Path(__file__).parent / "policies"

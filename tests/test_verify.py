@@ -249,7 +249,8 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
     """The explorer never reaches no_progress = 7 under the default policy: a
     counterexample to induction from there names that field."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.explore.engine import explore, unreachable_fields
+    from replan.verification.engines.explore.coverage import unreachable_fields
+    from replan.verification.engines.explore.engine import explore
 
     result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
     runs = result.runs or [result]

@@ -66,7 +66,8 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.engines.prove.engine import counterexample_document, prove_all
+    from replan.verification.engines.prove.engine import prove_all
+    from replan.verification.engines.prove.results import counterexample_document
     from replan.verification.translate.symbolic import TranslationError
 
     policy = policy_from_args(args)

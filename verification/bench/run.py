@@ -598,7 +598,7 @@ def campaign_memory(settings: Settings) -> dict[str, Any]:
         for name, size in sizes.items():
             program = (
                 "import json; "
-                "from replan.verification.engines.campaign.memory import campaign_growth; "
+                "from replan.verification.bench.campaign_memory import campaign_growth; "
                 f"print(json.dumps(campaign_growth({size!r}, {examples}, {CAMPAIGN_SEED})))"
             )
             done = subprocess.run(

@@ -37,7 +37,7 @@ def label_unreachable_counterexamples(session: VerifySession) -> None:
     """A proof's counterexample to induction from a state the explorer never
     reached (within its bounds) usually means an auxiliary invariant is missing,
     not a reachable bug: say so, with the fields that show it."""
-    from replan.verification.engines.explore.engine import unreachable_fields
+    from replan.verification.engines.explore.coverage import unreachable_fields
 
     proofs = session.check("proofs")
     if proofs is None or proofs.ok or session.explored is None:

@@ -277,11 +277,10 @@ def _homepage() -> str | None:
 
 
 def _rules(report: VerifyReport) -> list[dict[str, Any]]:
-    import replan.spec.properties  # noqa: F401  (fills the registry)
-    from replan.spec.vocabulary import REGISTRY
+    from replan.spec.properties import CONTRACT
 
     rules = []
-    for prop in REGISTRY.values():
+    for prop in CONTRACT:
         text = inspect.getdoc(prop.function) or prop.name
         rules.append(
             {
@@ -367,9 +366,9 @@ def _property_results(report: VerifyReport, sources: Sources) -> list[dict[str, 
 
 
 def _meaning(name: str) -> str:
-    from replan.spec.vocabulary import REGISTRY
+    from replan.spec.properties import CONTRACT
 
-    prop = REGISTRY.get(name)
+    prop = CONTRACT.get(name)
     return prop.meaning if prop is not None else PROOF_RULES.get(name, "")
 
 

@@ -37,7 +37,6 @@ one run from its start, so it replays on a fresh controller.
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import re
@@ -64,12 +63,11 @@ from hypothesis.stateful import (
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from replan.controller.records import EvidenceState, Observation, Plan
 from replan.spec import inputs
+from replan.spec.contract import Contract
 from replan.spec.reference import ReferenceController
-from replan.spec.vocabulary import REGISTRY
 from replan.verification.core.coverage import Coverage, declared_model, targets_for
 from replan.verification.core.domains import HAND_WRITTEN, PARAMETER_TYPES
 from replan.verification.core.harness import (
-    CHECKER,
     Finding,
     Implementation,
     Operation,
@@ -82,6 +80,7 @@ from replan.verification.core.harness import (
     same_outcome,
     trace_length,
 )
+from replan.verification.core.subject import DEFAULT_IMPLEMENTATION, resolve_implementation
 from replan.verification.core.visited import Visited
 from replan.verification.engines.campaign.database import example_database
 from replan.verification.engines.campaign.memory import (
@@ -91,12 +90,10 @@ from replan.verification.engines.campaign.memory import (
 )
 from replan.verification.runtime import interrupt
 from replan.verification.runtime.files import write_atomically
-from replan.verification.subjects import mutants
 
 Factory = Callable[[Policy], Implementation]
 
 #: The implementation tested when none is named: the generated controller.
-DEFAULT_IMPLEMENTATION = "replan.controller:Controller"
 #: Where a failure's JSON and pytest file go when no directory is named (out/ is in
 #: the repository's .gitignore; nothing is written into the repository uninvited).
 DEFAULT_OUT_DIR = Path("out") / "campaign"
@@ -154,39 +151,6 @@ def program(operations: Sequence[Operation], results: Sequence[Any]) -> str:
 
 
 # ---- naming implementations ----------------------------------------------------------
-
-
-class ImplementationError(ValueError):
-    """An implementation named as "module:Class" that cannot be loaded."""
-
-
-def resolve_implementation(path: str) -> type[Any]:
-    """Load the class named ``module:Class`` (e.g. ``controller:Controller``,
-    ``verification.subjects.mutants:step_limit_off_by_one``)."""
-    module_name, colon, class_name = path.partition(":")
-    if not colon or not module_name or not class_name:
-        raise ImplementationError(f"{path!r}: expected module:Class, e.g. {DEFAULT_IMPLEMENTATION}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ImplementationError(f"{path!r}: cannot import {module_name!r} ({error})") from None
-    try:
-        found = getattr(module, class_name)
-    except AttributeError:
-        raise ImplementationError(f"{path!r}: {module_name} has no {class_name!r}") from None
-    if not callable(found):
-        raise ImplementationError(f"{path!r}: {class_name!r} is not a class")
-    return found  # type: ignore[no-any-return]
-
-
-def mutant_implementation(name: str) -> str:
-    """The "module:Class" path of the broken controller ``name`` (see
-    ``verification.subjects.mutants.MUTANTS``)."""
-    if name not in mutants.MUTANTS:
-        raise ImplementationError(
-            f"{name!r} is not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
-        )
-    return f"replan.verification.subjects.mutants:{mutants.importable_name(name)}"
 
 
 # ---- the failure a rule raises ------------------------------------------------------------
@@ -284,6 +248,7 @@ class CampaignMachine(RuleBasedStateMachine):
     implementation: ClassVar[Any]  # a Factory: called with the policy, one run
     reference: ClassVar[Any] = ReferenceController  # None: no lockstep
     recorder: ClassVar[Recorder]
+    contract: ClassVar[Contract]
     unknown_key: ClassVar[str] = "unknown-key"
     unknown_step: ClassVar[str] = "unknown-step"
     disallowed_resource: ClassVar[str] = "resource-not-allowed"
@@ -325,7 +290,8 @@ class CampaignMachine(RuleBasedStateMachine):
             self.recorder.visited.state(self.last) if self.recorder.collect_visited else b""
         )
         self.recorder.runs += 1
-        broken = CHECKER.initial(self.view, self.policy) + CHECKER.state(self.view)
+        checker = self.contract.checker
+        broken = checker.initial(self.view, self.policy) + checker.state(self.view)
         if broken:
             self._fail(broken[0], f"a fresh run breaks {', '.join(broken)}")
         if self.twin is not None and self.last != self.twin.snapshot():
@@ -395,9 +361,9 @@ class CampaignMachine(RuleBasedStateMachine):
         if recorder.collect_visited:
             self.last_key = recorder.visited.state(after)
         recorder.properties_checked += 1
-        broken = CHECKER.call(
+        broken = self.contract.checker.call(
             op, self.view, argument, result, view, appended_since(self.subject, mark)
-        ) + CHECKER.state(view)
+        ) + self.contract.checker.state(view)
         self.view = view
         if broken:
             self._fail(
@@ -784,6 +750,7 @@ def build_machine(
     identity: str,
     reference: Factory | None = ReferenceController,
     prefix: Sequence[Operation] = (),
+    contract: Contract,
 ) -> type[CampaignMachine]:
     """A machine class for this policy and implementation. ``identity`` names the
     pair in the example database, so a failure saved for one implementation or
@@ -795,6 +762,7 @@ def build_machine(
         "implementation": staticmethod(implementation),
         "reference": None if reference is None else staticmethod(reference),
         "recorder": recorder,
+        "contract": contract,
         "unknown_key": _other(keys, (), "unknown-key"),
         "unknown_step": _other(steps, (), "unknown-step"),
         "disallowed_resource": _other(policy.resources, (), "resource-not-allowed"),
@@ -841,6 +809,8 @@ class CampaignResult:
 
     #: transitions whose explorer witness seeded extra examples (``seed_missed``)
     seeded: list[str] = field(default_factory=list)
+    #: the names of the properties checked after every operation
+    properties: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -853,6 +823,7 @@ class CampaignResult:
         self.operations += other.operations
         self.seconds += other.seconds
         self.properties_checked += other.properties_checked
+        self.properties = self.properties or other.properties
         for mine, theirs in (
             (self.coverage.transitions, other.coverage.transitions),
             (self.coverage.execute_results, other.coverage.execute_results),
@@ -889,7 +860,7 @@ class CampaignResult:
             "operations": self.operations,
             "seconds": round(self.seconds, 2),
             "operations_per_second": self.operations_per_second,
-            "properties": list(REGISTRY),
+            "properties": list(self.properties),
             "operations_checked": self.invariants_checked,
             "distinct_states_visited": len(self.visited),
             "distinct_state_transitions_visited": self.visited.transition_count,
@@ -914,8 +885,8 @@ class CampaignResult:
             f"examples: {self.examples} (budget {self.budget[0]} x {self.budget[1]} steps; "
             f"{self.runs} runs), operations: {self.operations}, "
             f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
-            f"operations checked: {self.invariants_checked} (the {len(REGISTRY)} properties "
-            "of spec/properties.py after every operation, plus lockstep with the "
+            f"operations checked: {self.invariants_checked} (the {len(self.properties)} "
+            "properties of the contract after every operation, plus lockstep with the "
             "reference model)",
         ]
         if self.seeded:
@@ -1053,6 +1024,7 @@ def run_campaign(
     collect_visited: bool = True,
     prefix: Sequence[Operation] = (),
     examples_per_engine: int | None = EXAMPLES_PER_ENGINE,
+    contract: Contract | None = None,
 ) -> CampaignResult:
     """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
     generated controller) against ``reference`` under ``policy`` with the profile's
@@ -1062,8 +1034,13 @@ def run_campaign(
     saved there as JSON and as a pytest file. Every example starts with ``prefix``.
     The budget runs as consecutive Hypothesis engines of at most
     ``examples_per_engine`` examples (``verification.engines.campaign.memory``: memory stays
-    bounded; None: one engine)."""
+    bounded; None: one engine). ``contract``: the properties checked after every
+    operation (default: ``spec.properties.CONTRACT``)."""
     policy = policy or DEFAULT_POLICY
+    if contract is None:
+        from replan.spec.properties import CONTRACT
+
+        contract = CONTRACT
     if profile not in PROFILES:
         raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
     budget = PROFILES[profile]
@@ -1094,6 +1071,7 @@ def run_campaign(
             identity=identity,
             reference=reference,
             prefix=prefix,
+            contract=contract,
         )
         failure = _run_engine(
             hypothesis_seed(engine_seed(seed, number))(machine),
@@ -1117,9 +1095,10 @@ def run_campaign(
         budget=(examples, steps),
         found_at_example=recorder.first_failure_at,
         properties_checked=recorder.properties_checked,
+        properties=contract.names,
     )
     if failure is not None:
-        _record_failure(result, failure, implementation_class, reference, out_dir)
+        _record_failure(result, failure, implementation_class, reference, out_dir, contract)
     return result
 
 
@@ -1129,10 +1108,13 @@ def _record_failure(
     implementation: Factory,
     reference: Factory | None,
     out_dir: str | Path | None,
+    contract: Contract,
 ) -> None:
     """Confirm the shrunk failure through the harness (the same code ``replan replay``
     runs), then keep it as a Finding and, with ``out_dir``, as JSON and pytest."""
-    report = run_sequence(result.policy, failure.operations, implementation, reference)
+    report = run_sequence(
+        result.policy, failure.operations, implementation, reference, checker=contract.checker
+    )
     result.replayed = report.failure is not None
     if report.failure is not None:
         failed_at = report.failed_at if report.failed_at is not None else len(report.results) - 1

@@ -11,7 +11,7 @@ the two differ; the campaign's lockstep run only samples that question.
 
 The generated methods also append the trace, which the declaration's relation does
 not model: ``trace-one-record-per-call`` is proved on their translation here.
-Leaves to ``verification/engines/prove/engine.py`` the reporting shape (``PropertyResult``).
+Leaves to ``verification/engines/prove/results.py`` the reporting shape (``PropertyResult``).
 """
 
 from __future__ import annotations
@@ -24,15 +24,12 @@ import z3  # type: ignore[import-untyped]
 
 from replan.controller.policy import Policy
 from replan.controller.run import Run
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.verification.engines.prove.engine import (
-    PropertyResult,
-    Reachable,
-    call_term,
-    describe_state,
-    properties,
-)
+from replan.verification.engines.prove.describe import describe_state
+from replan.verification.engines.prove.results import PropertyResult
 from replan.verification.runtime import interrupt
+from replan.verification.translate.property_terms import Reachable, call_term
 from replan.verification.translate.symbolic import (
     FIELD_KINDS,
     SELF,
@@ -108,10 +105,16 @@ def validate(
     controller_class: type[Run],
     model: MachineModel,
     model_class: type = Run,
+    *,
+    contract: Contract | None = None,
 ) -> list[PropertyResult]:
     """``generated-matches-declaration`` (every event, every state, every argument)
     and ``trace-one-record-per-call`` (on the generated methods, from every state
-    satisfying the invariants)."""
+    satisfying the invariants of ``contract``, default ``spec.properties.CONTRACT``)."""
+    if contract is None:
+        from replan.spec.properties import CONTRACT
+
+        contract = CONTRACT
     u = Universe(policy, model, symbolic_limits=True)
     started = time.perf_counter()
     encodings = []
@@ -123,8 +126,8 @@ def validate(
     generated_labels = tuple(getattr(controller_class, "transitions", ()))
     results = [_equal(u, model, generated_labels, encodings, started)]
     translator = Translator(u, model_class)
-    reachable = Reachable(translator)
-    for prop in properties("call"):
+    reachable = Reachable(translator, contract)
+    for prop in contract.of_kind("call"):
         if "appended" not in prop.parameters:
             continue
         began = time.perf_counter()

@@ -87,7 +87,7 @@ def _coverage_against_explorer(
     session: VerifySession, result: Any
 ) -> tuple[dict[str, Any], list[str]]:
     """The campaign's states and transitions against each domain the explorer searched."""
-    from replan.verification.engines.explore.engine import coverage as explorer_coverage
+    from replan.verification.engines.explore.coverage import coverage as explorer_coverage
 
     measured: dict[str, Any] = {}
     lines = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from replan.verification.core.search import SearchOptions
 from replan.verification.pipeline.estimate import auto_workers, explorer_estimate
 from replan.verification.pipeline.findings import fired_transition
 from replan.verification.pipeline.session import VerifySession
@@ -12,7 +13,7 @@ from replan.verification.report.records import CheckResult
 
 
 def check_explorer(session: VerifySession) -> CheckResult:
-    from replan.verification.engines.explore.engine import explore, save_findings
+    from replan.verification.engines import engine
 
     estimate = explorer_estimate(session.policy)
     workers = auto_workers(estimate) if session.options.workers is None else session.options.workers
@@ -21,16 +22,14 @@ def check_explorer(session: VerifySession) -> CheckResult:
         session.progress(estimate + shards)
     # Stops at the first violation: a broken controller can make the state space
     # unbounded, and its shortest counterexample is what a reviewer needs.
-    result = explore(
-        session.policy,
-        implementation=session.subject.controller,
-        implementation_name=session.subject.implementation_path,
+    options = SearchOptions(
         keep_graph=True,
         stop_at_first=True,
         progress=session.progress,
         progress_every=2.0 if sys.stderr.isatty() else 30.0,
         workers=workers,
     )
+    result = engine("python").search(session.subject, session.policy, None, options)
     session.explored = result
     document = result.to_json()
     problems = [] if result.ok else [f.property for f in result.findings]
@@ -49,7 +48,7 @@ def check_explorer(session: VerifySession) -> CheckResult:
     check.warnings.extend(result.warnings)
     if result.findings:
         directory = session.evidence / "counterexamples"
-        for path in save_findings(result, directory):
+        for path in result.save_findings(directory):
             check.counterexamples.append(str(path))
             if path.suffix == ".json":
                 check.replay.append(f"replan replay {path}")

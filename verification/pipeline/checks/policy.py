@@ -3,14 +3,13 @@ the loader keeps the contract's defaults (``policy-defaults``)."""
 
 from __future__ import annotations
 
-from replan.verification.core.harness import CHECKER
 from replan.verification.core.subject import Subject
 from replan.verification.report.records import CheckResult
 
 
 def check_policy(path: str | None, subject: Subject) -> CheckResult:
     """The file loaded (else exit 2, earlier); the loader's defaults are the contract's."""
-    checker = CHECKER
+    checker = subject.checker
     broken = checker.policy(subject.load)
     name = path or "spec/policy.toml"
     if broken:

@@ -10,7 +10,8 @@ from replan.verification.runtime.files import write_json
 
 
 def check_proofs(session: VerifySession) -> CheckResult:
-    from replan.verification.engines.prove.engine import counterexample_document, prove_all
+    from replan.verification.engines.prove.engine import prove_all
+    from replan.verification.engines.prove.results import counterexample_document
 
     subject = session.subject
     report = prove_all(
