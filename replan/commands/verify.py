@@ -365,10 +365,10 @@ class Pipeline:
     def drift(self) -> CheckResult:
         from replan.spec.generator import check_generated
         from replan.verification.report.diagram import readme_mermaid
-        from replan.verification.report.diagram.readme import is_fresh
+        from replan.verification.report.diagram.readme import PAGE, is_fresh
 
         generated = check_generated()
-        readme = Path(__file__).resolve().parents[2] / "README.md"
+        readme = Path(__file__).resolve().parents[2] / PAGE
         # an installed package has no README: then only the generated code is compared
         has_readme = readme.is_file()
         diagram_fresh = is_fresh(readme, readme_mermaid()) if has_readme else True
@@ -376,7 +376,7 @@ class Pipeline:
         if not generated:
             problems.append("controller/_generated.py is stale (run `replan generate`)")
         if not diagram_fresh:
-            problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
+            problems.append(f"{PAGE}'s diagram is stale (run `replan diagram --update-readme`)")
         details: dict[str, Any] = {
             "generated_fresh": generated,
             "readme_diagram_fresh": diagram_fresh if has_readme else None,

@@ -306,7 +306,7 @@ def _extract_old(machine: type[StateMachine], where: str) -> tuple[MachineModel,
 
 
 def repository_root() -> Path:
-    """The checkout this package lives in (its README, for ``replan diagram``)."""
+    """The checkout this package lives in (its diagram page, for ``replan diagram``)."""
     import replan.spec
 
     return Path(str(replan.spec.__file__)).resolve().parent.parent
