@@ -92,8 +92,8 @@ LONG_FILES = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The long files first (``LONG_FILES``; the order within a file is kept). Graphviz
-    is optional (README): without `dot` its tests are skipped, each with the reason,
-    and everything else runs."""
+    is optional (docs/getting-started.md): without `dot` its tests are skipped, each
+    with the reason, and everything else runs."""
     rank = {name: number for number, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
     if shutil.which("dot") is not None:

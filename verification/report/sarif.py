@@ -16,7 +16,7 @@ an error under ``--strict``). Each result sits on the line to change:
   state's line
 - the loader's defaults (``policy-defaults``): ``DEFAULTS`` in ``controller/policy_schema.py``
 - drift: the declared transitions the generated file lacks, else the file's first
-  stale line; a stale README diagram: its block
+  stale line; a stale diagram page: its block
 - a gap: the transition's line, or for a stop reason the ``[limits]`` key that
   bounds it (the transition that stops the run when the file leaves it out)
 - anything else: the policy file's first line.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from replan.verification.report.diagram.readme import PAGE
 from replan.verification.report.locations import (
     Location,
     assignment_location,
@@ -70,7 +71,7 @@ OTHER_RULES: dict[str, tuple[str, str]] = {
     ),
     "drift/readme-diagram": (
         "error",
-        "README.md's diagram is what `replan diagram --update-readme` draws.",
+        "The docs' machine page embeds what `replan diagram --update-readme` draws.",
     ),
     "gap/transition": (
         "warning",
@@ -542,13 +543,13 @@ def _drift_results(check: CheckResult, sources: Sources) -> list[dict[str, Any]]
         )
         results.append(_result("drift/generated-code", "error", text, places, {}))
     if check.details.get("readme_diagram_fresh") is False:
-        readme = Path(str(check.details.get("readme", "README.md")))
+        readme = Path(str(check.details.get("readme", PAGE)))
         found = text_location(readme, "<!-- diagram:start -->", "the diagram block")
         results.append(
             _result(
                 "drift/readme-diagram",
                 "error",
-                "README.md's diagram is stale: run `replan diagram --update-readme`.",
+                f"{readme.name}'s diagram is stale: run `replan diagram --update-readme`.",
                 [found] if found is not None else [],
                 {},
             )

@@ -7,7 +7,7 @@ and the properties' terms, with the call's argument substituted) printed as Pyth
 one function per (call, group of declared states in which the call does the same).
 Leaves the search and the replay of a violation to ``verification/engines/kernel.py``.
 
-Why it is fast (the design; figures in the README's "The generated kernel"):
+Why it is fast (the design; docs/engines/kernel.md says it for users):
 
 - A state is a flat tuple of small ints, one per variable of the Promela layout
   (``promela_layout.py``: an absent value is zero, so equal states are equal tuples).

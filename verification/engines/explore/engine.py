@@ -12,8 +12,8 @@ Leaves to others: what an operation and a counterexample are (``harness``), the
 properties (``spec.properties``), the controller's behaviour (the controller: every
 transition here is a real call of the real generated dispatch).
 
-How a transition is explored (the design; figures in the README's "Exhaustive
-exploration" and ``evidence/explore-*.json``):
+How a transition is explored (the design; figures in ``evidence/explore-*.json``,
+rendered on the docs' Performance page):
 
 - A state's identity is ``Run._export_state()``: a tuple holding exactly what
   ``snapshot()`` holds, field for field (equal tuples <=> equal snapshots; a test

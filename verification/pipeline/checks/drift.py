@@ -1,5 +1,5 @@
-"""Check 2, drift: the generated controller and the README's diagram are what the
-declaration gives today."""
+"""Check 2, drift: the generated controller and the machine page's diagram
+(``docs/contract/machine.md``) are what the declaration gives today."""
 
 from __future__ import annotations
 
@@ -12,18 +12,18 @@ from replan.verification.runtime.checkout import checkout_root
 def check_drift() -> CheckResult:
     from replan.spec.generator import check_generated
     from replan.verification.report.diagram import readme_mermaid
-    from replan.verification.report.diagram.readme import is_fresh
+    from replan.verification.report.diagram.readme import PAGE, is_fresh
 
     generated = check_generated()
-    readme = checkout_root() / "README.md"
-    # an installed package has no README: then only the generated code is compared
+    readme = checkout_root() / PAGE
+    # an installed package has no docs: then only the generated code is compared
     has_readme = readme.is_file()
     diagram_fresh = is_fresh(readme, readme_mermaid()) if has_readme else True
     problems = []
     if not generated:
         problems.append("controller/_generated.py is stale (run `replan generate`)")
     if not diagram_fresh:
-        problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
+        problems.append(f"{PAGE}'s diagram is stale (run `replan diagram --update-readme`)")
     details: dict[str, Any] = {
         "generated_fresh": generated,
         "readme_diagram_fresh": diagram_fresh if has_readme else None,
@@ -40,9 +40,9 @@ def check_drift() -> CheckResult:
         "passed" if not problems else "failed",
         "; ".join(problems)
         or (
-            "generated code and README diagram match the declaration"
+            "generated code and the machine page's diagram match the declaration"
             if has_readme
-            else "generated code matches the declaration (no README here to compare)"
+            else "generated code matches the declaration (no docs here to compare)"
         ),
         details=details,
     )
