@@ -123,6 +123,13 @@ def _copy_of_the_sources(target: Path) -> Path:
             ),
             "machine.md",
         ),
+        (
+            "replan-imports",
+            lambda root: (root / "controller" / "records.py")
+            .open("a")
+            .write("\nimport replan.verification.runtime.files  # an import up the layers\n"),
+            "replan.controller.records -> replan.verification.runtime.files",
+        ),
     ],
 )
 def test_drift_hooks_pass_this_repository_and_fail_a_stale_copy(
