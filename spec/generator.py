@@ -63,7 +63,6 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import EnumMeta
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import TypeGuard, TypeVar
@@ -75,6 +74,7 @@ import replan.controller.surface as _surface_module
 from replan.controller.fields import FIELDS, STATE_FIELDS, export_expression
 from replan.controller.records import StopReason
 from replan.controller.run import Run
+from replan.spec import bodies
 from replan.spec.model import MachineModel, StateInfo, TransitionInfo, extract
 
 GENERATED_PATH = Path(__file__).resolve().parent.parent / "controller" / "_generated.py"
@@ -109,46 +109,13 @@ class GenerationError(ValueError):
 
 def _single_expression(name: str, model_class: type) -> tuple[list[str], ast.expr] | None:
     """The parameters and returned expression of a guard written as one ``return``."""
-    source = _source(getattr(model_class, name))
-    if source is None:
+    definition = bodies.definition(getattr(model_class, name))
+    if definition is None:
         raise GenerationError(f"guard {name!r}: its source cannot be read")
-    definition = ast.parse(source).body[0]
-    assert isinstance(definition, ast.FunctionDef)
-    body = _without_docstring(definition.body)
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+    returned = bodies.returned_expression(definition)
+    if returned is None:
         return None
-    parameters = [a.arg for a in definition.args.args]
-    return parameters, body[0].value
-
-
-@cache
-def _source(function: Callable[..., object]) -> str | None:
-    try:
-        return textwrap.dedent(inspect.getsource(function))
-    except (OSError, TypeError):
-        return None
-
-
-def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        return body[1:]
-    return body
-
-
-def _definition(model_class: type, name: str) -> ast.FunctionDef | None:
-    """The method's definition as ``model_class`` has it (an override wins), or None
-    when it is not a plain, undecorated function whose source can be read. A fresh
-    tree each time: callers rewrite it."""
-    function = inspect.getattr_static(model_class, name, None)
-    if not inspect.isfunction(function):
-        return None
-    source = _source(function)
-    if source is None:
-        return None
-    definition = ast.parse(source).body[0]
-    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
-        return None
-    return definition
+    return [a.arg for a in definition.args.args], returned
 
 
 #: Statements and expressions that keep a body from being inlined: they bind names in
@@ -735,15 +702,12 @@ class _Generator:
         function = self.globals.get(name)
         if not inspect.isfunction(function) or name in self.inlining:
             return None
-        source = _source(function)
-        if source is None:
-            return None
-        definition = ast.parse(source).body[0]
-        if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+        definition = bodies.definition(function)
+        if definition is None or definition.decorator_list:
             return None
         signature = definition.args
         parameters = [a.arg for a in signature.args]
-        body = _without_docstring(definition.body)
+        body = bodies.statements(definition)
         if (
             signature.posonlyargs
             or signature.vararg
@@ -831,7 +795,7 @@ class _Generator:
     def inline_body(self, name: str, event: str) -> _Body | None:
         """The body of method ``name`` written into the method of ``event`` (see the
         module docstring), or None when it must be called instead."""
-        definition = _definition(self.model_class, name)
+        definition = bodies.method_definition(self.model_class, name)
         if definition is None or self.scope is None:
             return None
         arguments = definition.args
@@ -847,7 +811,7 @@ class _Generator:
             or (len(parameters) == 2 and parameter is None)
         ):
             return None
-        body = _without_docstring(definition.body)
+        body = bodies.statements(definition)
         last = body[-1] if body else None
         for tree in body:
             for node in ast.walk(tree):
@@ -1409,7 +1373,7 @@ def _fields_set_by_init(model_class: type) -> set[str]:
     slots = {s for cls in model_class.__mro__ for s in getattr(cls, "__slots__", ())}
     if _own(model_class, "__init__") is _own(Run, "__init__"):
         return {f.attribute for f in FIELDS} | {"policy"}
-    definition = _definition(model_class, "__init__")
+    definition = bodies.method_definition(model_class, "__init__")
     if definition is None:
         return set()
     fields: set[str] = set()
@@ -1444,7 +1408,7 @@ def _stores_of_method(model_class: type, name: str, seen: set[str]) -> set[str] 
     if name in seen:
         return set()
     seen.add(name)
-    definition = _definition(model_class, name)
+    definition = bodies.method_definition(model_class, name)
     if definition is None or not definition.args.args:
         return None
     own = definition.args.args[0].arg

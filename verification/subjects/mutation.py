@@ -41,6 +41,7 @@ import replan.controller.run as _run_module
 from replan.controller.fields import FIELDS
 from replan.controller.policy import DEFAULTS
 from replan.controller.run import Run
+from replan.spec import bodies
 from replan.spec.model import MachineModel, TransitionInfo, parse_guard
 
 OPERATORS = (
@@ -264,7 +265,11 @@ _COUNTER = [0]
 
 
 def _source_of(function: Callable[..., Any]) -> str:
-    return textwrap.dedent(inspect.getsource(function))
+    """A body's source (``spec.bodies``): every body a mutant rewrites can be read."""
+    text = bodies.source(function)
+    if text is None:
+        raise ValueError(f"{function.__qualname__}: its source cannot be read")
+    return text
 
 
 def build_body_mutant(

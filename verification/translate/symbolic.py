@@ -39,7 +39,6 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
-import textwrap
 import typing
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -56,6 +55,7 @@ from replan.controller.policy import BUDGETS, Policy
 from replan.controller.policy_schema import DOCUMENT
 from replan.controller.records import RECORD_KINDS, EvidenceState, ExecuteResult, Plan, StopReason
 from replan.controller.run import Run
+from replan.spec import bodies
 from replan.spec.generator import _Generator
 from replan.spec.model import MachineModel, TransitionInfo
 
@@ -70,25 +70,13 @@ class TranslationError(ValueError):
 
 # ---- the abstraction ----------------------------------------------------------------
 
-#: The z3 shape of each kind of field of ``controller/fields.py`` (None: not
-#: modelled: the trace explains and never decides).
-Z3_KINDS: dict[str, str | None] = {
-    "mode": "mode",
-    "counter": "int",
-    "plan?": "plan?",
-    "key->version": "key->int",
-    "key->evidence": "key->evidence",
-    "key set": "key set",
-    "contents": "contents",
-    "id set": "id set",
-    "trace": None,
-}
-#: Each modelled field of the run and the z3 shape it takes, from the field table.
+#: Each modelled field of the run and the z3 shape it takes: its kind's abstraction
+#: (``controller/fields.py``; a kind without one explains and never decides).
 FIELD_KINDS: dict[str, str] = {
-    f.attribute: kind for f in FIELDS if (kind := Z3_KINDS[f.kind]) is not None
+    f.attribute: f.kind.abstraction for f in FIELDS if f.kind.abstraction is not None
 }
 #: ``policy`` is the universe's data and (symbolic) limits.
-UNMODELLED_FIELDS = frozenset({f.attribute for f in FIELDS if Z3_KINDS[f.kind] is None}) | {
+UNMODELLED_FIELDS = frozenset({f.attribute for f in FIELDS if f.kind.abstraction is None}) | {
     "policy"
 }
 
@@ -1108,7 +1096,7 @@ class Translator:
         if getattr(target, "__replan_opaque__", False):
             arguments = [self.eval(a, frame) for a in node.args]
             return self._opaque(frame, node, target, arguments)
-        if inspect.isfunction(target) and _has_source(target):
+        if inspect.isfunction(target) and bodies.has_source(target):
             arguments = [self.eval(a, frame) for a in node.args]
             state, value = self.run_function(
                 target, arguments, frame, state=frame.state, nodes=node.args
@@ -1757,11 +1745,11 @@ def _inlined_guard(model: MachineModel, model_class: type, index: int) -> ast.ex
 
 @cache
 def _definition(model_class: type, name: str) -> ast.FunctionDef:
-    function = getattr(model_class, name)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef):
-        raise TranslationError(f"{name}: not a plain method")
+    """The body of ``model_class``'s method ``name`` (read once: the translator does
+    not rewrite it)."""
+    definition = bodies.definition(getattr(model_class, name))
+    if definition is None:
+        raise TranslationError(f"{name}: not a plain method whose source can be read")
     return definition
 
 
@@ -1772,20 +1760,17 @@ def _is_body_of_class(bound: _Bound) -> bool:
     if not isinstance(receiver, Const) or not isinstance(receiver.value, type):
         return False
     function = getattr(receiver.value, bound.name, None)
-    return inspect.isfunction(function) and _has_source(function)
+    return inspect.isfunction(function) and bodies.has_source(function)
 
 
 @cache
 def _function_definition(function: Callable[..., Any]) -> ast.FunctionDef:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError) as error:
+    """A property's or a module function's body (read once)."""
+    definition = bodies.definition(function)
+    if definition is None:
         raise TranslationError(
-            f"{function.__name__}: its source cannot be read ({error})"
-        ) from None
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef):
-        raise TranslationError(f"{function.__name__}: not a plain function")
+            f"{function.__name__}: not a plain function whose source can be read"
+        )
     return definition
 
 
@@ -1797,15 +1782,6 @@ def _decided(value: Any) -> Any:
         if z3.is_true(simple) or z3.is_false(simple):
             return Const(z3.is_true(simple))
     return value
-
-
-def _has_source(function: Callable[..., Any]) -> bool:
-    try:
-        inspect.getsourcefile(function)
-        inspect.getsourcelines(function)
-    except (OSError, TypeError):
-        return False
-    return True
 
 
 def _class_text(kind: object) -> str:
