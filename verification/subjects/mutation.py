@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import replan.controller.run as _run_module
-from replan.controller.fields import FIELDS
+from replan.controller.fields import COUNTER, FIELDS
 from replan.controller.policy import DEFAULTS
 from replan.controller.run import Run
 from replan.spec import bodies
@@ -475,7 +475,7 @@ def policy_mutants(model: MachineModel) -> Iterator[Mutant]:
 def field_mutants(model: MachineModel) -> Iterator[Mutant]:
     """A run that starts with one counter off by one (``controller/fields.py``)."""
     for declared in FIELDS:
-        if declared.kind != "counter":
+        if declared.kind is not COUNTER:
             continue
         for changed in (declared.initial + 1, declared.initial - 1):
             source = (
@@ -492,8 +492,8 @@ def field_mutants(model: MachineModel) -> Iterator[Mutant]:
                 description=f"{declared.attribute} starts at {changed!r}, not {declared.initial!r}",
                 diff=_diff(
                     "controller/fields.py",
-                    f'Field("{declared.attribute}", "counter", {declared.initial!r}, ...)\n',
-                    f'Field("{declared.attribute}", "counter", {changed!r}, ...)\n',
+                    f'Field("{declared.attribute}", COUNTER, {declared.initial!r}, ...)\n',
+                    f'Field("{declared.attribute}", COUNTER, {changed!r}, ...)\n',
                 ),
                 model=model,
                 methods={"__init__": source},
