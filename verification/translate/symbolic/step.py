@@ -13,7 +13,7 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from replan.controller.run import Run
-from replan.spec.generator import _Generator
+from replan.spec.generator import Generator
 from replan.spec.model import TransitionInfo
 from replan.verification.translate.symbolic.states import fresh_record, fresh_state
 from replan.verification.translate.symbolic.terms import _inlined_guard, all_of, any_of
@@ -106,7 +106,7 @@ def encode_event(
     """The declared transitions of ``event`` as one functional step relation."""
     model = u.model
     translator = Translator(u, model_class)
-    generator = _Generator(model, model_class)
+    generator = Generator(model, model_class)
     if pre is None:
         pre = fresh_state(u, f"{prefix}pre")
     parameter, fresh = fresh_argument(u, event, f"{prefix}arg")
@@ -238,7 +238,7 @@ def encode_event(
 
 def _guard_term(
     translator: Translator,
-    generator: _Generator,
+    generator: Generator,
     transition: TransitionInfo,
     event: str,
     env: dict[str, Any],

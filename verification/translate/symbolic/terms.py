@@ -13,7 +13,7 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 
 from replan.spec import bodies
-from replan.spec.generator import _Generator
+from replan.spec.generator import Generator
 from replan.spec.model import MachineModel
 from replan.verification.translate.symbolic.universe import FIELD_KINDS, TranslationError, Universe
 from replan.verification.translate.symbolic.values import (
@@ -97,7 +97,7 @@ def _inlined_guard(model: MachineModel, model_class: type, index: int) -> ast.ex
     transition = model.transitions[index]
     tree = transition.guard_tree
     assert tree is not None
-    return _Generator(model, model_class).translate(tree, transition.event)
+    return Generator(model, model_class).translate(tree, transition.event)
 
 
 @cache
