@@ -25,7 +25,7 @@ from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.core.domains import spin_domains
 from replan.verification.engines.campaign.database import DatabaseError, check_database
-from replan.verification.engines.campaign.machine import run_campaign
+from replan.verification.engines.campaign.run import run_campaign
 from replan.verification.engines.campaign.workers import run_workers, share_seed, split
 from replan.verification.engines.explore.engine import explore
 from replan.verification.subjects.mutants import mutant_implementation

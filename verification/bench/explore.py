@@ -269,7 +269,7 @@ def campaign_throughput(
     same examples and steps, interleaved ``rounds`` times: operations per second,
     medians, and their ratio (``examples``: fewer than the profile's, for a smoke run)."""
     from replan.verification.bench.bare_lockstep import bare_lockstep_rate
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
     campaign: list[float] = []
     bare: list[float] = []

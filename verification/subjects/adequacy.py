@@ -252,7 +252,7 @@ class Judge:
         return sorted({name for f in result.findings for name in [f.property]})
 
     def campaign(self, mutant: Mutant, controller: type[Run]) -> list[str]:
-        from replan.verification.engines.campaign.machine import run_campaign
+        from replan.verification.engines.campaign.run import run_campaign
 
         result = run_campaign(
             self.policy,
