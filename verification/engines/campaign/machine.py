@@ -59,7 +59,7 @@ from replan.spec import inputs
 from replan.spec.contract import Contract
 from replan.spec.reference import ReferenceController
 from replan.verification.core.coverage import Coverage, declared_model, targets_for
-from replan.verification.core.domains import HAND_WRITTEN, PARAMETER_TYPES
+from replan.verification.core.domains import PARAMETER_TYPES
 from replan.verification.core.harness import (
     Implementation,
     Operation,
@@ -88,8 +88,12 @@ ABSORBED_CALLS = 3
 DIVERGENCE = "divergence"
 
 SOURCES = ("ci", "owner")
-#: Events whose parameter type no rule below spells out (drawn by ``derived_event``).
-DERIVED_EVENTS = tuple(e for e, kind in PARAMETER_TYPES.items() if kind not in HAND_WRITTEN)
+#: The events the rules below spell out, each with arguments chosen near the state.
+RULED_EVENTS = frozenset({"observe", "propose", "execute", "cancel"})
+#: Every other declared event: each gets a rule of its own in every machine
+#: (``build_machine``), its argument drawn from what ``spec.inputs`` says it can be in
+#: the state, so a new event is sampled as often as a ruled one, with no edit here.
+DERIVED_EVENTS = tuple(e for e in PARAMETER_TYPES if e not in RULED_EVENTS)
 STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
 #: size -> the strategy of an index into that many options (``CampaignMachine._index``)
 _INDEXES: dict[int, st.SearchStrategy[int]] = {}
@@ -181,6 +185,10 @@ class Recorder:
     failures: int = 0  # failing runs seen (the first, then each one while shrinking)
     first_failure_at: int | None = None  # the example in which the first was seen
     visited: Visited = field(default_factory=Visited)
+    #: declared state id -> history kind -> the shortest operations of a run that
+    #: entered it with that kind of history (what the campaign revisits a rare state
+    #: from: ``run.revisit_missed``)
+    entered: dict[str, dict[tuple[Any, ...], tuple[Operation, ...]]] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     _last_report: float = 0.0
 
@@ -236,8 +244,10 @@ class CampaignMachine(RuleBasedStateMachine):
     disallowed_resource: ClassVar[str] = "resource-not-allowed"
     commit_first: ClassVar[tuple[str, ...]] = ()  # step names, run-completing first
 
-    #: the events ``derived_event`` draws (``moving_events``)
-    derived_events: ClassVar[tuple[str, ...]] = ()
+    #: declared state id -> event -> the live transitions it can fire there
+    leaving: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
+    #: a snapshot's ``state`` (a state's value) -> the declared state's id
+    state_ids: ClassVar[dict[str, str]] = {}
     #: operations every example starts with (an explorer witness: ``seed_missed``)
     prefix: ClassVar[tuple[Operation, ...]] = ()
     #: (reference factory, policy, its instance) reset for every run (``_fresh_twin``)
@@ -249,6 +259,8 @@ class CampaignMachine(RuleBasedStateMachine):
         super().__init__()
         self.recorder.example_started()
         self._fresh = 0
+        #: (declared state, event) pairs ``untried`` has drawn in this example
+        self.tried: set[tuple[str, str]] = set()
         self._new_run()
         for operation in self.prefix:
             self._do(operation.op, operation.argument)
@@ -347,6 +359,7 @@ class CampaignMachine(RuleBasedStateMachine):
             op, self.view, argument, result, view, appended_since(self.subject, mark)
         ) + self.contract.checker.state(view)
         self.view = view
+        self._remember_entry(after)
         if broken:
             self._fail(
                 broken[0], f"{operation} -> {result_text(result)} breaks {', '.join(broken)}"
@@ -360,6 +373,23 @@ class CampaignMachine(RuleBasedStateMachine):
                 self._tally()
                 self._new_run()
         return result
+
+    def _remember_entry(self, after: dict[str, Any]) -> None:
+        """Keep the shortest run into this declared state for each kind of history it
+        can have (how many plans were accepted and completed, whether the proposal
+        slots or the no-progress budget are nearly spent): a revisit of a rare state
+        then starts from each, and reaches what needs that history there."""
+        policy = self.policy
+        kind = (
+            min(len(after["accepted"]), 2),
+            min(len(after["completed"]), 1),
+            after["proposals"] >= policy.max_proposals - 1,
+            after["no_progress"] >= policy.no_progress_limit - 1,
+        )
+        kinds = self.recorder.entered.setdefault(self._declared_state_of(after), {})
+        known = kinds.get(kind)
+        if known is None or len(self.operations) < len(known):
+            kinds[kind] = tuple(self.operations)
 
     def _lockstep(self, operation: Operation, result: Any, after: dict[str, Any]) -> None:
         expected = apply(self.twin, operation)
@@ -688,6 +718,36 @@ class CampaignMachine(RuleBasedStateMachine):
         self._do("execute", self._pick(data, self.last["completed"]))
 
     @rule(data=st.data())
+    def untried(self, data: st.DataObject) -> None:
+        """The events with a live declared transition leaving the run's declared
+        state that this example has not tried there yet, one after the other while
+        the run stays in that state (one live event when every one has), each
+        argument drawn from what ``spec.inputs`` says it can be here, the common valid
+        one half the time. Derived from the declaration alone: a deep state (an
+        approved plan) is tried with every event once an example reaches it, however
+        rarely the rules lead there. (Per example, so that replaying an example draws
+        the same operations.)"""
+        here = self._declared_state()
+        leaving = list(self.leaving.get(here, {})) or list(PARAMETER_TYPES)
+        fresh = [event for event in leaving if (here, event) not in self.tried]
+        for event in fresh if fresh else [self._pick(data, leaving)]:
+            if self._declared_state() != here:
+                break
+            self.tried.add((here, event))
+            candidates = inputs.arguments(PARAMETER_TYPES[event], self.view)
+            first = self._pick(data, (True, False))
+            self._do(event, candidates[0] if first else self._pick(data, candidates))
+
+    def _declared_state(self) -> str:
+        """The run's declared state's id."""
+        return self._declared_state_of(self.last)
+
+    def _declared_state_of(self, snapshot: dict[str, Any]) -> str:
+        """A snapshot's declared state's id (it names a final one by its value)."""
+        value = str(snapshot["state"])
+        return self.state_ids.get(value, value)
+
+    @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         """The host cancels the run (rarely: a cancel ends the run, and deep states
         need long runs; a skipped cancel is no operation)."""
@@ -699,29 +759,35 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text).strip("_")
 
 
-def _derived_event(self: CampaignMachine, data: st.DataObject) -> None:
-    """An event no rule of ``CampaignMachine`` spells out, its argument drawn from what
-    ``spec.inputs`` says it can be in this state: a new event is sampled without a rule
-    of its own. (Added to a machine only for the events that can move a run to another
-    state under its policy: ``moving_events``.)"""
-    event = self._pick(data, self.derived_events)
-    self._do(event, self._pick(data, inputs.arguments(PARAMETER_TYPES[event], self.view)))
+def _event_rule(event: str) -> Callable[[CampaignMachine, st.DataObject], None]:
+    """The rule of an event no rule of ``CampaignMachine`` spells out: its argument
+    drawn among what ``spec.inputs`` says it can be in this state (the common valid
+    one first), every state alike: the self-loops where it is refused included."""
+
+    def draw(self: CampaignMachine, data: st.DataObject) -> None:
+        candidates = inputs.arguments(PARAMETER_TYPES[event], self.view)
+        # the common valid argument half the time: an approval of the plan awaiting
+        # it moves the run on, and only then are the next state's transitions reached
+        first = self._pick(data, (True, False))
+        self._do(event, candidates[0] if first else self._pick(data, candidates))
+
+    draw.__name__ = draw.__qualname__ = f"event_{event}"
+    return draw
 
 
-def moving_events(policy: Policy, events: Sequence[str]) -> tuple[str, ...]:
-    """Those of ``events`` with a transition that can fire under ``policy`` and leaves
-    its state (an approval under a policy with approval steps). An event that can only
-    be refused where it stays (an approval under a policy without any) adds nothing a
-    rule must reach: the explorer's witnesses cover its refusals (``seed_missed``)."""
+def _live_leaving(
+    policy: Policy,
+) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, str]]:
+    """Per declared state, per event, the live transitions leaving it under
+    ``policy``; and each state's value mapped to its id (``CampaignMachine.untried``)."""
+    model = declared_model()
     live = set(targets_for(policy).live_transitions)
-    return tuple(
-        event
-        for event in events
-        if any(
-            t.event == event and t.source != t.target and t.label in live
-            for t in declared_model().transitions
-        )
-    )
+    leaving: dict[str, dict[str, tuple[str, ...]]] = {}
+    for transition in model.transitions:
+        if transition.label in live:
+            events = leaving.setdefault(transition.source, {})
+            events[transition.event] = (*events.get(transition.event, ()), transition.label)
+    return leaving, {str(state.value): state.id for state in model.states}
 
 
 def _project_contract() -> Contract:
@@ -761,8 +827,7 @@ def build_machine(
         # function_digest(machine) hashes this in: the example database's key.
         "_hypothesis_internal_add_digest": identity.encode(),
     }
-    derived = moving_events(policy, DERIVED_EVENTS)
-    if derived:
-        attributes["derived_events"] = derived
-        attributes["derived_event"] = rule(data=st.data())(_derived_event)
+    for event in DERIVED_EVENTS:
+        attributes[f"event_{event}"] = rule(data=st.data())(_event_rule(event))
+    attributes["leaving"], attributes["state_ids"] = _live_leaving(policy)
     return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)

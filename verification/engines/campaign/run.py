@@ -11,7 +11,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +27,7 @@ from hypothesis.stateful import (
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from replan.spec.contract import Contract
 from replan.spec.reference import ReferenceController
-from replan.verification.core.coverage import Coverage, targets_for
+from replan.verification.core.coverage import Coverage, declared_model, targets_for
 from replan.verification.core.harness import (
     Factory,
     Finding,
@@ -82,6 +82,8 @@ class CampaignResult:
 
     #: transitions whose explorer witness seeded extra examples (``seed_missed``)
     seeded: list[str] = field(default_factory=list)
+    #: missed transitions whose source state the campaign's own runs revisited
+    revisited: list[str] = field(default_factory=list)
     #: the names of the properties checked after every operation
     properties: list[str] = field(default_factory=list)
 
@@ -138,6 +140,7 @@ class CampaignResult:
             "distinct_states_visited": len(self.visited),
             "distinct_state_transitions_visited": self.visited.transition_count,
             "coverage": self.coverage.to_json(),
+            "revisited": self.revisited,
             "seeded_from_explorer": self.seeded,
             "policy": policy_to_dict(self.policy),
             "finding": None,
@@ -162,6 +165,11 @@ class CampaignResult:
             "properties of the contract after every operation, plus lockstep with the "
             "reference model)",
         ]
+        if self.revisited:
+            lines.append(
+                f"revisited: {len(self.revisited)} transitions the rules missed, "
+                f"{REVISITS} examples each from the shortest run that entered their state"
+            )
         if self.seeded:
             lines.append(
                 f"seeded: {len(self.seeded)} transitions the rules missed, "
@@ -298,6 +306,8 @@ def run_campaign(
     prefix: Sequence[Operation] = (),
     examples_per_engine: int | None = EXAMPLES_PER_ENGINE,
     contract: Contract | None = None,
+    revisit: bool = True,
+    entered: dict[str, dict[tuple[Any, ...], tuple[Operation, ...]]] | None = None,
 ) -> CampaignResult:
     """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
     generated controller) against ``reference`` under ``policy`` with the profile's
@@ -308,7 +318,10 @@ def run_campaign(
     The budget runs as consecutive Hypothesis engines of at most
     ``examples_per_engine`` examples (``verification.engines.campaign.memory``: memory stays
     bounded; None: one engine). ``contract``: the properties checked after every
-    operation (default: ``spec.properties.CONTRACT``)."""
+    operation (default: ``spec.properties.CONTRACT``). ``revisit``: then close the
+    gaps from the campaign's own runs (``revisit_missed``); ``entered``: where the
+    runs record the shortest operations entering each declared state (shared by a
+    campaign and its revisits)."""
     policy = policy or DEFAULT_POLICY
     if contract is None:
         from replan.spec.properties import CONTRACT
@@ -334,6 +347,8 @@ def run_campaign(
     recorder = Recorder(
         Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
     )
+    if entered is not None:
+        recorder.entered = entered
     identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
     failure: PropertyFailure | None = None
     for number, share in enumerate(engine_budgets(examples, examples_per_engine)):
@@ -372,7 +387,92 @@ def run_campaign(
     )
     if failure is not None:
         _record_failure(result, failure, implementation_class, reference, out_dir, contract)
+    elif revisit:
+        _revisit_and_judge(
+            result,
+            recorder.entered,
+            seed=seed,
+            steps=steps,
+            implementation=implementation_class,
+            reference=reference,
+            out_dir=out_dir,
+            database=database,
+            collect_visited=collect_visited,
+            examples_per_engine=examples_per_engine,
+            contract=contract,
+        )
     return result
+
+
+def _revisit_and_judge(
+    result: CampaignResult,
+    entered: Mapping[str, Mapping[tuple[Any, ...], Sequence[Operation]]],
+    **campaign: Any,
+) -> None:
+    """Revisit what the rules missed; then ask z3 which of the transitions still
+    missed cannot fire at all under this policy (a guard-by-guard reading calls them
+    live: an approval step that always completes the run never leaves ``approved``
+    for ``idle``). Those are no target of any engine, and the coverage says why."""
+    revisit_missed(result, entered, **campaign)
+    missed = result.coverage.missed_transitions
+    if missed and result.passed:
+        from replan.verification.engines.prove.engine import cannot_fire
+
+        contract = campaign.get("contract")
+        result.coverage.not_live(cannot_fire(result.policy, missed, contract=contract))
+
+
+#: Examples run from each rare state a missed transition leaves (``revisit_missed``),
+#: and how many rounds of them (a state first entered in a revisit is revisited next).
+REVISITS = 3
+REVISIT_ROUNDS = 3
+
+
+def revisit_missed(
+    result: CampaignResult,
+    entered: Mapping[str, Mapping[tuple[Any, ...], Sequence[Operation]]],
+    *,
+    seed: int,
+    **campaign: Any,
+) -> list[str]:
+    """Close the campaign's gaps from its own runs: a transition it never fired leaves
+    a declared state some run did enter (an approved plan: reached when the evidence,
+    the proposal, its execution and the owner's approval line up). Run a few examples
+    that start with the shortest operations that entered that state and go on with
+    the rules, every operation checked as always; their counts join ``result``, the
+    first failure becomes its finding. Derived from the declaration and the campaign's
+    own history (no explorer): ``replan campaign`` alone reaches every live
+    transition. Returns the transitions revisited."""
+    sources = {t.label: t.source for t in declared_model().transitions}
+    revisited: list[str] = []
+    shared = {state: dict(kinds) for state, kinds in entered.items()}  # revisits add to it
+    for _ in range(REVISIT_ROUNDS):
+        before = len(revisited)
+        for label in list(result.coverage.missed_transitions):
+            if not result.passed:
+                break
+            source = sources.get(label)
+            if source not in shared or result.coverage.transitions[label]:
+                continue  # no run entered its state yet, or an earlier revisit fired it
+            for prefix in list(shared[source].values()):
+                extra = run_campaign(
+                    result.policy,
+                    result.profile,
+                    seed=engine_seed(seed, 1_000 + len(revisited)),  # each its own examples
+                    examples=REVISITS,
+                    prefix=prefix,
+                    revisit=False,
+                    entered=shared,
+                    **campaign,
+                )
+                result.absorb(extra)
+                revisited.append(label)
+                if result.coverage.transitions[label] or not result.passed:
+                    break
+        if len(revisited) == before:
+            break
+    result.revisited = revisited
+    return revisited
 
 
 def _record_failure(
