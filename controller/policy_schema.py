@@ -434,7 +434,7 @@ def policy_schema(definition: Document = DOCUMENT) -> dict[str, Any]:
         "title": "replan policy file (policy.toml)",
         "description": (
             "A replan policy: evidence keys, steps and their prerequisites, resources, "
-            "limits (README 'Policy file'). This schema states the file's structure, "
+            "limits (docs/reference/policy.md). This schema states the file's structure, "
             "from the declaration `replan policy FILE` checks against. The loader also "
             "checks what JSON Schema cannot state, listed by path in "
             "x-replan-loader-checks: every key in a step's requires and in "

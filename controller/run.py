@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import replan.controller.records as _records_module
 from replan.controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
@@ -43,9 +43,6 @@ from replan.controller.records import (
     Usage,
     plan_digest,
 )
-
-if TYPE_CHECKING:
-    from replan.controller.durable import LoggedController, RunLog
 
 PASSED = EvidenceState.PASSED
 UNKNOWN = EvidenceState.UNKNOWN
@@ -517,17 +514,6 @@ class Run:
         """The whole observable state except the trace: JSON-ready, canonical (equal
         for equal states), the identity of a state for the explorer."""
         return snapshot(self)
-
-    # ---- durability -------------------------------------------------------------------
-
-    @classmethod
-    def restore(cls, log: RunLog, policy: Policy | None = None) -> LoggedController:
-        """The run ``log`` holds (``controller.durable.restore``), logging on into it:
-        replayed and checked answer by answer, refused with ``RestoreRefused`` when
-        the log was written under another declaration or policy."""
-        from replan.controller.durable import restore
-
-        return restore(log, policy)
 
     # ---- the state as one hashable value (the explorer's fast copy and restore) -----
 

@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     selected = next((a for a in arguments if not a.startswith("-")), None)
     name = selected if selected in COMMANDS else None
     label = "replan" if name is None else f"replan {name}"
-    with interrupt.installed(f"{label}: interrupted"):
+    with interrupt.installed(f"{label}: interrupted", files.remove_temporary):
         try:
             return _main(arguments, name)
         except KeyboardInterrupt:

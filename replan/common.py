@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -13,11 +12,9 @@ from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
 from replan.controller.records import PolicyError
-from replan.verification.runtime.files import write_atomically
-
-#: Where every command writes unless told otherwise (relative to where it runs; in
-#: this repository's .gitignore): out/<command>/...
-OUT = Path("out")
+from replan.verification.runtime.files import OUT as OUT  # the commands' default root
+from replan.verification.runtime.files import write_json as write_json
+from replan.verification.runtime.forking import usable_cores as usable_cores
 
 
 class CliError(Exception):
@@ -39,14 +36,6 @@ def _integer_at_least(minimum: int, text: str) -> int:
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (a bad value is argparse's one-line exit 2)."""
     return _integer_at_least(1, text)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform has
-    one, as on Linux; else the machine's count)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def workers_or_auto(text: str) -> int | None:
@@ -162,8 +151,3 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 def print_json(document: Any) -> None:
     json.dump(document, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")
-
-
-def write_json(path: str | Path, document: Any) -> Path:
-    """``document`` as indented JSON, written atomically (``write_atomically``)."""
-    return write_atomically(path, json.dumps(document, indent=2) + "\n")

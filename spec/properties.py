@@ -37,6 +37,7 @@ from replan.controller.records import (
     plan_digest,
 )
 from replan.controller.run import Run
+from replan.spec.contract import Contract
 from replan.spec.vocabulary import (
     auxiliary_invariant,
     call_property,
@@ -1054,3 +1055,9 @@ def policy_defaults(load: Any) -> bool:
         and default.count_duplicate_deliveries is True
         and default.max_tokens == default.max_cost == default.max_wall_ms == 0
     )
+
+
+# ==== the contract ==========================================================================
+
+#: Every property above, in the order they are declared: the contract the engines check.
+CONTRACT = Contract.collect(globals())

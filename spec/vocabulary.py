@@ -1,10 +1,12 @@
-"""The language the contract's properties are written in, and the registry of them.
+"""The language the contract's properties are written in.
 
 Owns: the decorators that name a property (``call_property``, ``state_invariant``,
-``auxiliary_invariant``), the registry they fill, the few helpers a property uses
-besides plain Python (``raised``, ``unchanged``, ``with_entry``, ``with_member``) with
-their Python meaning, and ``Checker``, which evaluates every property on one call or
-one state. Leaves to ``spec/properties.py`` what the properties say, and to
+``auxiliary_invariant``, ...), which tag the function with its ``Property`` and
+register it nowhere (``spec/contract.py`` collects a module's tagged functions into a
+``Contract``, a value), and the few helpers a property uses besides plain Python
+(``raised``, ``unchanged``, ``with_entry``, ``with_member``) with their Python meaning.
+Leaves to ``spec/properties.py`` what the properties say, to ``spec/checker.py`` their
+evaluation on concrete calls, and to
 ``verification/translate/symbolic.py`` the z3 meaning of the same helpers (keyed by these
 function objects), so one definition is run by the campaign and the explorer and
 proved by z3.
@@ -26,12 +28,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.fields import COMPONENTS as FIELD_COMPONENTS
+from replan.spec import bodies
 
 #: The observable parts of a run (what ``snapshot()`` shows), and the fields of
 #: ``controller.run.Run`` each one is read from: the field table's
@@ -103,7 +105,7 @@ def with_member(members: Iterable[Any], item: Any) -> set[Any]:
 HELPERS: tuple[Callable[..., Any], ...] = (raised, unchanged, with_entry, with_member)
 
 
-# ---- the registry --------------------------------------------------------------------
+# ---- naming a property ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -146,21 +148,26 @@ class Property:
         return _reads_argument_on(self.function, self.parameters, event)
 
 
-#: Every property, in declaration order (``spec/properties.py`` fills it on import).
-REGISTRY: dict[str, Property] = {}
+#: The attribute a decorator sets on a property's function: its ``Property``.
+PROPERTY_ATTRIBUTE = "__replan_property__"
 
 
 def _register(
     name: str, kind: str, rule: str, events: tuple[str, ...] | None
 ) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
     def decorate(function: Callable[..., bool]) -> Callable[..., bool]:
-        if name in REGISTRY:
-            raise ValueError(f"property {name!r} is declared twice")
         parameters = tuple(inspect.signature(function).parameters)
-        REGISTRY[name] = Property(name, kind, rule, events, function, parameters)
+        prop = Property(name, kind, rule, events, function, parameters)
+        setattr(function, PROPERTY_ATTRIBUTE, prop)
         return function  # unwrapped: the z3 translator reads its source
 
     return decorate
+
+
+def property_of(function: object) -> Property | None:
+    """The ``Property`` a decorator tagged ``function`` with, if any."""
+    found = getattr(function, PROPERTY_ATTRIBUTE, None)
+    return found if isinstance(found, Property) else None
 
 
 def call_property(
@@ -200,10 +207,9 @@ def policy_property(
 
 def function_tree(function: Callable[..., Any]) -> ast.FunctionDef:
     """A property's (or helper's) definition, parsed (what the translator reads)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef):
-        raise ValueError(f"{function.__name__}: not a plain function")
+    definition = bodies.definition(function)
+    if definition is None:
+        raise ValueError(f"{function.__name__}: not a plain function whose source can be read")
     return definition
 
 
@@ -346,95 +352,3 @@ def _returns(body: list[ast.stmt]) -> bool:
         isinstance(body[-1], ast.Return)
         or (isinstance(body[-1], ast.If) and _returns(body[-1].body) and _returns(body[-1].orelse))
     )
-
-
-# ---- evaluating them -----------------------------------------------------------------
-
-
-class Checker:
-    """Evaluates the registered properties on concrete calls and states.
-
-    ``call`` and ``state`` return the names of the properties that do not hold (a
-    property that raises does not hold either: its message is kept in ``errors``).
-    ``before`` and ``after`` are runs (``controller.run.Run`` objects, or anything with
-    the same fields); nothing here changes them."""
-
-    def __init__(self, properties: Iterable[Property] | None = None) -> None:
-        chosen = list(REGISTRY.values() if properties is None else properties)
-        self.properties = chosen
-        self._by_event: dict[str, list[Property]] = {}
-        self.invariants = [p for p in chosen if p.kind in ("invariant", "auxiliary")]
-        self.policy_properties = [p for p in chosen if p.kind == "policy"]
-        self.initial_properties = [p for p in chosen if p.kind == "initial"]
-        self.errors: dict[str, str] = {}
-        self._checks: dict[tuple[str, ...], Callable[..., list[str]]] = {}
-        self._by_event_check: dict[str, Callable[..., list[str]]] = {}
-
-    def for_event(self, event: str) -> list[Property]:
-        found = self._by_event.get(event)
-        if found is None:
-            found = self._by_event[event] = [
-                p for p in self.properties if p.kind == "call" and p.applies_to(event)
-            ]
-        return found
-
-    def call(
-        self,
-        event: str,
-        before: Any,
-        argument: Any,
-        answer: Any,
-        after: Any,
-        appended: Any = (),
-    ) -> list[str]:
-        return self.compiled(event)(event, before, argument, answer, after, appended)
-
-    def compiled(self, event: str) -> Callable[..., list[str]]:
-        """``call`` for one event, as one function: (event, before, argument, answer,
-        after, appended) -> the names of the properties that do not hold."""
-        check = self._by_event_check.get(event)
-        if check is None:
-            check = self._by_event_check[event] = self.compiled_for(
-                tuple(self.for_event(event)), event
-            )
-        return check
-
-    def compiled_for(
-        self, properties: tuple[Property, ...], event: str
-    ) -> Callable[..., list[str]]:
-        """``call`` restricted to ``properties`` (the explorer's split), for calls of
-        ``event``, as one function with their bodies inlined
-        (``spec/check_compiler.py``)."""
-        from replan.spec.check_compiler import compile_call_checks
-
-        names = (event, *(p.name for p in properties))
-        check = self._checks.get(names)
-        if check is None:
-            check = self._checks[names] = functools.partial(
-                compile_call_checks(properties, event), self.errors
-            )
-        return check
-
-    def initial(self, run: Any, policy: Any) -> list[str]:
-        """The initial-state properties a fresh ``run`` created with ``policy`` breaks."""
-        return self._failing(self.initial_properties, run, policy)
-
-    def policy(self, load: Callable[[Mapping[str, Any]], Any]) -> list[str]:
-        """The policy properties that do not hold for the loader ``load``."""
-        return self._failing(self.policy_properties, load)
-
-    def state(self, run: Any) -> list[str]:
-        """The state invariants (the contract's and the auxiliary ones) ``run`` breaks."""
-        return self._failing(self.invariants, run)
-
-    def _failing(self, properties: Iterable[Property], *arguments: Any) -> list[str]:
-        failed = []
-        for prop in properties:
-            try:
-                holds = prop.function(*arguments)
-            except Exception as error:  # a property that cannot be evaluated fails
-                self.errors[prop.name] = f"{type(error).__name__}: {error}"
-                holds = False
-            if not holds:
-                failed.append(prop.name)
-        return failed

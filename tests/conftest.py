@@ -18,10 +18,12 @@ import pytest
 from replan.controller import Controller, EvidenceState, Observation, Plan
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.run import Run
+from replan.spec.properties import CONTRACT
 from replan.spec.reference import ReferenceController
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.spec.vocabulary import Property
 from replan.verification.core import harness
 from replan.verification.core.domains import Domains
+from replan.verification.core.subject import PROJECT, Subject
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,
@@ -90,8 +92,8 @@ LONG_FILES = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The long files first (``LONG_FILES``; the order within a file is kept). Graphviz
-    is optional (README): without `dot` its tests are skipped, each with the reason,
-    and everything else runs."""
+    is optional (docs/getting-started.md): without `dot` its tests are skipped, each
+    with the reason, and everything else runs."""
     rank = {name: number for number, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
     if shutil.which("dot") is not None:
@@ -105,10 +107,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Property:
-    """``execute-counts-one-step`` tightened in a module of its own (no execute may
-    answer Executed), put in the registry in its place: what a user's edit of one
-    property in its source gives every engine that reads the properties."""
+def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Subject:
+    """The project checked against a contract whose ``execute-counts-one-step`` is
+    tightened in a module of its own (no execute may answer Executed): what a user's
+    edit of one property in its source gives every engine that reads the properties.
+    The contract travels with the subject; nothing global is patched (the module is
+    put on the path only so that it can be imported and its source read)."""
     module = tmp_path / "tightened_property.py"
     module.write_text(
         textwrap.dedent(
@@ -125,11 +129,9 @@ def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     tightened = __import__("tightened_property").execute_never_executes
-    original = REGISTRY["execute-counts-one-step"]
+    original = CONTRACT["execute-counts-one-step"]
     replaced = Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",))
-    monkeypatch.setitem(REGISTRY, original.name, replaced)
-    replay_judged_by_the_registry(monkeypatch)
-    return replaced
+    return PROJECT.with_contract(CONTRACT.replacing(replaced))
 
 
 def small_domains() -> Domains:
@@ -149,30 +151,18 @@ def small_domains() -> Domains:
     )
 
 
-def replay_judged_by_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A translated model's trail is replayed with a checker built from the registry
-    as it is now (the module-level one was built on import, before a test changed it)."""
-    fresh = harness.Checker()
-    monkeypatch.setattr(
-        "replan.verification.engines.trail.violated", lambda call: harness.violated(call, fresh)
-    )
-
-
 @pytest.fixture
-def at_most_one_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Property:
-    """The state invariant ``proposal-bound`` tightened in a module of its own (at
-    most one proposal), put in the registry in its place, and translated trails
-    judged by the registry as it now is: what a user's edit of one invariant gives
-    the translated engines."""
+def at_most_one_proposal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Subject:
+    """The project checked against a contract whose state invariant ``proposal-bound``
+    is tightened in a module of its own (at most one proposal): what a user's edit of
+    one invariant gives the translated engines."""
     module = tmp_path / "tightened_invariant.py"
     module.write_text("def at_most_one_proposal(run):\n    return run.proposals <= 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     tightened = __import__("tightened_invariant").at_most_one_proposal
-    original = REGISTRY["proposal-bound"]
+    original = CONTRACT["proposal-bound"]
     replaced = Property(original.name, "invariant", original.rule, None, tightened, ("run",))
-    monkeypatch.setitem(REGISTRY, original.name, replaced)
-    replay_judged_by_the_registry(monkeypatch)
-    return replaced
+    return PROJECT.with_contract(CONTRACT.replacing(replaced))
 
 
 #: Broken bodies each translated engine (SPIN, the kernel) must find, with the
@@ -184,25 +174,25 @@ TRANSLATED_ENGINE_MUTANTS = [
 ]
 
 
-def assert_reproduced_on_mutant(violation: Any, mutant: str, broken: str) -> None:
-    """A translated engine's violation names ``broken``, was reproduced, and its
-    saved operations break that property on a fresh controller of ``mutant``."""
+def assert_reproduced_on_mutant(result: Any, mutant: str, broken: str) -> None:
+    """A translated engine's search names ``broken`` in its one finding (reproduced,
+    so no translation bug), and the finding's operations break that property on a
+    fresh controller of ``mutant``."""
     from replan.verification.subjects.mutants import MUTANTS
 
-    assert violation is not None and violation.reproduced, violation
-    assert broken in violation.property
-    assert violation.finding is not None
+    assert not result.translation_bugs, result.translation_bugs
+    [finding] = result.findings
+    assert broken in finding.property
     controller = MUTANTS[mutant].controller(DEFAULT_POLICY)
     failures: list[str] = []
-    for operation in violation.finding.operations:
+    for operation in finding.operations:
         failures = harness.violated(harness.observe_call(DEFAULT_POLICY, controller, operation))
-    assert violation.property in failures
+    assert finding.property in failures
 
 
 def model_and_controller_disagree() -> Any:
     """A subject whose model is a broken mutant's and whose controller is the
     project's: a translated engine's violation on it must be a translation bug."""
-    from replan.verification.core.subject import PROJECT, Subject
     from replan.verification.subjects.mutants import MUTANTS
 
     broken = MUTANTS["stopped-run-revived"]

@@ -16,8 +16,8 @@ import pytest
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.core.harness import load_counterexample
-from replan.verification.engines.campaign.machine import mutant_implementation, run_campaign
-from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.engines.campaign.run import run_campaign
+from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
 #: The shortest counterexample for each mutant the campaign catches under the default
 #: policy (max_steps = 4), and why; the campaign may use SLACK operations more than that.

@@ -21,19 +21,18 @@ import pytest
 from replan.controller import Controller, EvidenceState, Observation, Plan
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.run import Run
-from replan.spec import vocabulary
 from replan.spec.check_compiler import check_source, compile_call_checks
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.spec.properties import CONTRACT
+from replan.spec.vocabulary import Property
 from replan.verification.core.domains import InputSpace, smoke_domains
 from replan.verification.core.harness import (
-    CHECKER,
     OPS,
     Call,
     Operation,
     observe_call,
     run_view,
-    violated,
 )
+from replan.verification.core.subject import Subject
 from replan.verification.subjects.mutants import MUTANTS, mutant_controller
 
 HOSTILE: dict[str, list[Any]] = {
@@ -106,9 +105,11 @@ def random_calls(implementation: type[Run], seed: int, walks: int = 12) -> list[
 @pytest.mark.parametrize("subject", ["generated", *sorted(MUTANTS)])
 def test_compiled_checks_name_the_failures_each_property_names_alone(subject: str) -> None:
     implementation = Controller if subject == "generated" else mutant_controller(subject)
-    compiled = {event: compile_call_checks(CHECKER.for_event(event), event) for event in OPS}
+    compiled = {
+        event: compile_call_checks(CONTRACT.checker.for_event(event), event) for event in OPS
+    }
     for number, call in enumerate(random_calls(implementation, seed=len(subject))):
-        properties = CHECKER.for_event(call.op)
+        properties = CONTRACT.checker.for_event(call.op)
         errors: dict[str, str] = {}
         found = compiled[call.op](
             errors, call.op, call.before, call.argument, call.result, call.after, call.appended
@@ -122,12 +123,12 @@ def test_the_broken_controllers_make_the_comparison_meaningful() -> None:
     failures = 0
     for subject in sorted(MUTANTS):
         for call in random_calls(mutant_controller(subject), seed=1, walks=4):
-            failures += bool(one_by_one(CHECKER.for_event(call.op), call)[0])
+            failures += bool(one_by_one(CONTRACT.checker.for_event(call.op), call)[0])
     assert failures > 50
 
 
 def test_an_event_test_is_decided_for_the_compiled_event() -> None:
-    calls_lower = [REGISTRY["calls-lower-the-rank"]]
+    calls_lower = [CONTRACT["calls-lower-the-rank"]]
     source, _ = check_source(calls_lower, "cancel")
     assert "'observe'" not in source and "event ==" not in source
 
@@ -136,7 +137,7 @@ def test_every_registered_call_property_is_inlined() -> None:
     """No contract property falls back to being called: the explorer's speed depends
     on it, so a property written outside the inlinable subset shows up here."""
     for event in OPS:
-        _, namespace = check_source(CHECKER.for_event(event), event)
+        _, namespace = check_source(CONTRACT.checker.for_event(event), event)
         assert not [name for name in namespace if name.startswith("_called_")], event
 
 
@@ -154,7 +155,7 @@ def test_a_property_the_compiler_cannot_inline_is_called_as_it_is() -> None:
 
 
 def test_a_changed_property_is_what_the_explorer_enforces(
-    execute_never_executes: Property, monkeypatch: pytest.MonkeyPatch
+    execute_never_executes: Subject,
 ) -> None:
     """Tighten one property in its source (a plan may never be executed: every
     execute must answer something else than Executed) and nothing else: the explorer,
@@ -163,19 +164,16 @@ def test_a_changed_property_is_what_the_explorer_enforces(
     from replan.verification.core.domains import current_plans_only
     from replan.verification.engines.explore.engine import explore
 
-    # What a fresh process builds from the registry (the checkers are made on import).
-    fresh = vocabulary.Checker()
-    compiled_source, _ = check_source(fresh.for_event("execute"), "execute")
+    checker = execute_never_executes.checker
+    compiled_source, _ = check_source(checker.for_event("execute"), "execute")
     assert "answer is not ExecuteResult.EXECUTED" in compiled_source  # read from its source
-    monkeypatch.setattr("replan.verification.engines.explore.engine.CHECKER", fresh)
-    monkeypatch.setattr(
-        "replan.verification.engines.explore.engine.violated", lambda call: violated(call, fresh)
-    )
     domains = current_plans_only("tightened", versions=1, ids=1)
-    result = explore(DEFAULT_POLICY, domains, stop_at_first=True)
+    result = explore(
+        DEFAULT_POLICY, domains, stop_at_first=True, contract=execute_never_executes.contract
+    )
     assert not result.ok
     assert [finding.property for finding in result.findings] == ["execute-counts-one-step"]
-    assert "execute-counts-one-step" not in fresh.errors  # broken by its verdict, not an error
+    assert "execute-counts-one-step" not in checker.errors  # broken by its verdict, not an error
     assert result.findings[0].program().count("execute(") >= 1
 
 

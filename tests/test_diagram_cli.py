@@ -1,5 +1,6 @@
 """`replan diagram` as a command: formats without Graphviz, one-line errors with exit
-2, the README's embedded block, the committed evidence, and the real Mermaid parser."""
+2, the block the docs' machine page embeds, the committed evidence, and the real Mermaid
+parser."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from replan.spec.model import extract
 from replan.verification.report.diagram import machine_diagram, readme_mermaid, render
 from replan.verification.report.diagram.dot import to_dot
 from replan.verification.report.diagram.mermaid import parse
+from replan.verification.report.diagram.readme import PAGE as PAGE_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = extract(Replanning)
@@ -85,7 +87,7 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
     negative.write_text(json.dumps({"transitions_fired": {MODEL.transitions[0].label: -1}}))
     not_a_trace = tmp_path / "trace.json"
     not_a_trace.write_text(json.dumps({"steps": "none"}), encoding="utf-8")
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "machine.md"
     readme.write_text("# no markers here\n", encoding="utf-8")
     return {
         "missing coverage file": ["--coverage", str(tmp_path / "nope.json")],
@@ -98,8 +100,8 @@ def bad_inputs(tmp_path: Path) -> dict[str, list[str]]:
         "unknown git revision": ["--diff", "no-such-revision-anywhere"],
         "missing policy file": ["--diff", str(tmp_path / "old.toml")],
         "missing --policy file": ["--policy", str(tmp_path / "p.toml")],
-        "README without markers": ["--check-readme", "--readme", str(readme)],
-        "README overlay": ["--check-readme", "--trace", str(not_a_trace)],
+        "page without markers": ["--check-readme", "--readme", str(readme)],
+        "page overlay": ["--check-readme", "--trace", str(not_a_trace)],
     }
 
 
@@ -116,7 +118,7 @@ def test_bad_input_is_one_line_and_exit_2(
         assert not output.exists(), name
 
 
-README = """# replan
+PAGE = """# The machine
 
 Some text.
 
@@ -134,13 +136,13 @@ More text after.
 def test_check_readme_fails_on_a_stale_block_and_update_fixes_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text(README, encoding="utf-8")
+    readme = tmp_path / "machine.md"
+    readme.write_text(PAGE, encoding="utf-8")
     assert main(["diagram", "--check-readme", "--readme", str(readme)]) == 1
     assert "stale" in capsys.readouterr().err
     assert main(["diagram", "--update-readme", "--readme", str(readme)]) == 0
     text = readme.read_text(encoding="utf-8")
-    assert text.startswith("# replan\n\nSome text.\n\n<!-- diagram:start -->\n```mermaid\n")
+    assert text.startswith("# The machine\n\nSome text.\n\n<!-- diagram:start -->\n```mermaid\n")
     assert text.endswith("```\n<!-- diagram:end -->\n\nMore text after.\n")
     assert readme_mermaid() in text
     assert main(["diagram", "--check-readme", "--readme", str(readme)]) == 0
@@ -148,6 +150,14 @@ def test_check_readme_fails_on_a_stale_block_and_update_fixes_it(
     assert readme.read_text(encoding="utf-8") == text  # nothing to change the second time
     readme.write_text(text.replace("observe #2", "observe #3", 1), encoding="utf-8")
     assert main(["diagram", "--check-readme", "--readme", str(readme)]) == 1
+
+
+def test_the_docs_machine_page_is_checked_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --readme, the flags check this checkout's docs/contract/machine.md: the
+    page the docs site shows, kept fresh like the generated controller."""
+    assert main(["diagram", "--check-readme"]) == 0
+    assert str(ROOT / PAGE_PATH) in capsys.readouterr().out
+    assert readme_mermaid() in (ROOT / PAGE_PATH).read_text(encoding="utf-8")
 
 
 @pytest.mark.graphviz

@@ -175,7 +175,7 @@ def test_the_run_log_may_share_the_executors_journal_file(tmp_path: Path) -> Non
         LoggedController(log=log).cancel()
     with SqliteJournal(path) as journal, SqliteRunLog(path) as log:
         assert journal.records() == []
-        assert Controller.restore(log).stop_reason == "Canceled"
+        assert restore(log).stop_reason == "Canceled"
 
 
 def test_threads_sharing_a_logged_run_log_it_in_the_order_it_ran() -> None:

@@ -22,7 +22,8 @@ from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.generator import load_controller
 from replan.spec.model import extract
-from replan.spec.vocabulary import REGISTRY
+from replan.spec.properties import CONTRACT
+from replan.verification.core.abstraction import abstract_state
 from replan.verification.core.domains import (
     Domains,
     InputSpace,
@@ -30,16 +31,14 @@ from replan.verification.core.domains import (
     product_domains,
 )
 from replan.verification.core.harness import apply, load_counterexample, run_sequence
+from replan.verification.engines.explore.coverage import compare_campaign, coverage
 from replan.verification.engines.explore.engine import (
-    _normal,
-    abstract_state,
-    compare_campaign,
-    coverage,
     explore,
     guard_analysis,
     shortest_path_to_violation,
     state_of_snapshot,
 )
+from replan.verification.engines.explore.search import normal_state
 from replan.verification.subjects.mutants import mutant_controller, without
 
 #: A domain small enough to explore exhaustively in a fraction of a second (979 states).
@@ -85,8 +84,8 @@ def test_export_state_holds_exactly_what_the_snapshot_holds() -> None:
         controller = Controller(DEFAULT_POLICY)
         controller._import_state(state)
         snapshot = controller.snapshot()
-        assert _normal(state_of_snapshot(snapshot)) == _normal(state)
-        assert _normal(controller._export_state()) == _normal(state)
+        assert normal_state(state_of_snapshot(snapshot)) == normal_state(state)
+        assert normal_state(controller._export_state()) == normal_state(state)
         seen_snapshots.add(json.dumps(snapshot, sort_keys=True))
     assert len(seen_snapshots) == result.graph.states
 
@@ -273,7 +272,7 @@ def test_each_mutant_is_caught_with_a_replayable_counterexample(
     result = explore(DEFAULT_POLICY, domains, mutant)
     assert not result.ok
     finding = result.findings[0]
-    assert finding.property in REGISTRY
+    assert finding.property in CONTRACT
     assert run_sequence(DEFAULT_POLICY, finding.operations, mutant).failure == finding.property
 
 
@@ -384,7 +383,7 @@ def test_abstract_state_forgets_only_what_the_contract_cannot_tell_apart() -> No
 def test_campaign_comparison_gives_coverage_and_the_shortest_equivalent_trace(tmp_path) -> None:
     """Item 5: a campaign failure gets the explorer's shortest run breaking the same
     property, saved beside it; the coverage figure comes with it."""
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
     mutant = mutant_controller("stale-plan-check-removed")
     campaign = run_campaign(
@@ -489,8 +488,8 @@ def test_progress_names_the_frontier_and_the_rates() -> None:
 
 
 def test_verify_announces_an_exploration_larger_than_the_defaults() -> None:
-    from replan.commands.verify import explorer_estimate
     from replan.controller.policy import load_policy
+    from replan.verification.pipeline.estimate import explorer_estimate
 
     assert explorer_estimate(DEFAULT_POLICY) is None
     line = explorer_estimate(load_policy("tests/policies/first-policy.toml"))
@@ -501,7 +500,7 @@ def test_a_property_checked_once_per_edge_still_catches_the_controller_that_brea
     # propose-uses-a-slot never reads the plan, so the explorer evaluates it once per
     # distinct edge of a state: a malformed proposal that uses no slot is its own edge
     # (the state does not change), and it is caught there.
-    assert not REGISTRY["propose-uses-a-slot"].reads_argument_on("propose")
+    assert not CONTRACT["propose-uses-a-slot"].reads_argument_on("propose")
     mutant = mutant_controller("malformed-proposal-uses-no-slot")
     result = explore(DEFAULT_POLICY, dataclasses.replace(TINY, malformed_plan=True), mutant)
     assert not result.ok

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replan.common import usable_cores
+from replan.verification.runtime.forking import usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_POLICY = ROOT / "tests" / "policies" / "first-policy.toml"
@@ -42,8 +42,8 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
 
 
 def test_workers_auto_shards_only_a_search_larger_than_the_default() -> None:
-    from replan.commands.verify import auto_workers, explorer_estimate
     from replan.controller import DEFAULT_POLICY, load_policy
+    from replan.verification.pipeline.estimate import auto_workers, explorer_estimate
 
     assert explorer_estimate(DEFAULT_POLICY) is None
     assert auto_workers(None) == 1

@@ -1,7 +1,8 @@
-"""examples/guarded_agent.py, the README's guarded agent, as written: a stale call is
-refused, a failed prerequisite denies the commit, a retried call gets its receipt and
-its tool does not run again, and a fresh commit completes the run. On a real SQLite
-journal, which keeps the receipts after the process."""
+"""examples/guarded_agent.py, the longer guarded agent docs/agents/middleware.md points
+to, as written: a stale call is refused, a failed prerequisite denies the commit, a
+retried call gets its receipt and its tool does not run again, and a fresh commit
+completes the run. On a real SQLite journal, which keeps the receipts after the
+process."""
 
 from __future__ import annotations
 

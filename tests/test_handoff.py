@@ -1,8 +1,10 @@
-"""The README's "Embed it in your agent" example runs as written, and the handoff
-summary says what the run decided on."""
+"""The embedding guide's example (docs/guide/embed.md, "A run, end to end") runs as
+written and prints the handoff it shows, and the handoff summary says what the run
+decided on."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -22,12 +24,16 @@ from replan.controller import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readmes_embedding_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Embed it in your agent", 1)[1].split("\n## ", 1)[0]
+def test_the_embedding_guides_example_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = (ROOT / "docs" / "guide" / "embed.md").read_text(encoding="utf-8")
+    section = page.split("## A run, end to end", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    (shown,) = re.findall(r"```json\n(.*?)```", section, re.S)
     monkeypatch.chdir(ROOT)
-    exec(compile(block, "README.md (Embed it in your agent)", "exec"), {})
+    exec(compile(block, "docs/guide/embed.md (A run, end to end)", "exec"), {})
+    assert json.loads(capsys.readouterr().out) == json.loads(shown)
 
 
 def test_the_handoff_names_what_the_pending_plan_waits_for() -> None:

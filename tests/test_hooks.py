@@ -88,8 +88,12 @@ def test_policy_hook_passes_good_policies_and_names_a_broken_one(tmp_path: Path)
     )
 
 
+#: The docs page whose embedded diagram replan-diagram-check keeps fresh.
+DIAGRAM_PAGE = Path("docs") / "contract" / "machine.md"
+
+
 def _copy_of_the_sources(target: Path) -> Path:
-    """This repository's packages and README in ``target``, to break one of them."""
+    """This repository's packages and diagram page in ``target``, to break one of them."""
     for package in ("spec", "controller", "replan", "verification"):
         shutil.copytree(
             ROOT / package,
@@ -97,7 +101,8 @@ def _copy_of_the_sources(target: Path) -> Path:
             ignore=shutil.ignore_patterns("__pycache__"),
             symlinks=True,  # replan/controller -> ../controller: the copy's own folders
         )
-    shutil.copy(ROOT / "README.md", target / "README.md")
+    (target / DIAGRAM_PAGE).parent.mkdir(parents=True)
+    shutil.copy(ROOT / DIAGRAM_PAGE, target / DIAGRAM_PAGE)
     return target
 
 
@@ -111,12 +116,21 @@ def _copy_of_the_sources(target: Path) -> Path:
         ),
         (
             "replan-diagram-check",
-            lambda root: (root / "README.md").write_text(
-                (root / "README.md")
+            lambda root: (root / DIAGRAM_PAGE).write_text(
+                (root / DIAGRAM_PAGE)
                 .read_text()
                 .replace("stateDiagram-v2", "stateDiagram-v2\n%% x"),
             ),
-            "README",
+            "machine.md",
+        ),
+        (
+            "replan-imports",
+            lambda root: (
+                (root / "controller" / "records.py")
+                .open("a")
+                .write("\nimport replan.verification.runtime.files  # an import up the layers\n")
+            ),
+            "replan.controller.records -> replan.verification.runtime.files",
         ),
     ],
 )

@@ -19,7 +19,7 @@ from conftest import (
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.spec.properties import CONTRACT
 from replan.verification.core import harness
 from replan.verification.core.domains import spin_domains
 from replan.verification.core.harness import Operation, observe_call, run_view
@@ -44,8 +44,8 @@ def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
         python.depth,
     )
     # most transitions are decided when the kernel is generated, but not all
-    assert 0 < kernel.evaluated < kernel.transitions
-    assert kernel.kernel.unchecked.keys() == {"trace-one-record-per-call"}
+    assert 0 < kernel.details["transitions_evaluated"] < kernel.transitions
+    assert kernel.details["unchecked"].keys() == {"trace-one-record-per-call"}
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it(
     on that mutant's generated controller, breaks the property the kernel names."""
     result = explore_kernel(DEFAULT_POLICY, small_domains(), MUTANTS[mutant])
     assert not result.ok
-    assert_reproduced_on_mutant(result.violation, mutant, broken)
+    assert_reproduced_on_mutant(result, mutant, broken)
 
 
 def test_a_path_the_controller_does_not_reproduce_is_a_translation_bug() -> None:
@@ -112,32 +112,32 @@ def test_a_path_the_controller_does_not_reproduce_is_a_translation_bug() -> None
     project's: the kernel's violation is a translation bug, never a property failure."""
     result = explore_kernel(DEFAULT_POLICY, small_domains(), model_and_controller_disagree())
     assert not result.ok
-    assert result.violation is not None and not result.violation.reproduced
-    assert result.violation.finding is None
+    assert result.translation_bugs and not result.findings
     assert any("TRANSLATION BUG" in line for line in result.lines())
 
 
 def test_a_changed_property_is_what_the_kernel_enforces(
-    execute_never_executes: Property,
+    execute_never_executes: Subject,
 ) -> None:
     """Tighten one call property in its source and nothing else: the kernel checks
     the new body and the replay on the unchanged controller confirms it."""
-    result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
-    assert result.violation is not None and result.violation.reproduced
-    assert result.violation.property == "execute-counts-one-step"
-    assert [o.op for o in result.violation.finding.operations][-1] == "execute"  # type: ignore[union-attr]
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), execute_never_executes)
+    assert not result.translation_bugs
+    [finding] = result.findings
+    assert finding.property == "execute-counts-one-step"
+    assert [o.op for o in finding.operations][-1] == "execute"
 
 
 def test_a_changed_state_invariant_is_what_the_kernel_enforces(
-    at_most_one_proposal: Property,
+    at_most_one_proposal: Subject,
 ) -> None:
     """Tighten a state invariant (at most one proposal): the kernel reports it on the
     first state with two proposals, reproduced on the unchanged controller."""
-    result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT)
-    assert result.violation is not None and result.violation.reproduced
-    assert result.violation.property == "proposal-bound"
-    assert result.violation.finding is not None
-    operations = result.violation.finding.operations
+    result = explore_kernel(DEFAULT_POLICY, small_domains(), at_most_one_proposal)
+    assert not result.translation_bugs
+    [finding] = result.findings
+    assert finding.property == "proposal-bound"
+    operations = finding.operations
     assert [operation.op for operation in operations].count("propose") == 2
 
 
@@ -152,7 +152,7 @@ def test_the_kernel_names_its_source_and_accounts_for_every_call() -> None:
         assert 0 < kernel.classes[mode] <= len(steps)
     # every state invariant is checked by name, once per new state
     invariants = kernel.source.split("def invariants(s):")[1].split("\ndef ")[0]
-    for prop in REGISTRY.values():
+    for prop in CONTRACT:
         if prop.kind == "invariant" and prop.name in kernel.checked:
             assert f"return {prop.name!r}" in invariants, prop.name
 
@@ -164,7 +164,8 @@ def test_a_search_stopped_by_max_states_says_incomplete(
     out = capsys.readouterr().out
     assert code == 0 and "INCOMPLETE" in out
     result = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT, max_states=50)
-    assert not result.complete and 50 <= result.states < 50 + len(result.kernel.calls)
+    calls = result.details["calls_per_state"]
+    assert not result.complete and 50 <= result.states < 50 + calls
 
 
 def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
@@ -175,7 +176,7 @@ def test_the_cli_saves_a_replayable_counterexample_and_the_kernel(
     arguments += ["--kernel-source", str(source)]
     code = main([*arguments, "--mutant", "stopped-run-revived", "-o", str(tmp_path)])
     document = json.loads(capsys.readouterr().out)
-    assert code == 1 and document["violation"]["reproduced"]
+    assert code == 1 and len(document["violations"]) == 1 and not document["translation_bugs"]
     assert document["engine"] == "kernel"
     assert document["kernel_digest"].startswith("sha256:")
     assert source.read_text().startswith('"""GENERATED')

@@ -15,9 +15,9 @@ import pytest
 
 from replan.cli import main
 from replan.controller import DEFAULT_POLICY
-from replan.spec import vocabulary
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
+from replan.spec.properties import CONTRACT
 from replan.verification.subjects.adequacy import Judge, Matrix, run_matrix
 from replan.verification.subjects.mutation import OPERATORS, all_mutants, body_names
 
@@ -79,27 +79,23 @@ def test_policy_defaults_are_mutated_and_killed_by_the_policy_check() -> None:
     assert matrix["killed_by"] == {"policy": 7}
 
 
-def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(tmp_path: Path) -> None:
     """Delete the property that says a revision must increase: the mutant that accepts
-    an equal revision survives every engine, and the report shows why."""
-    trimmed = {
-        k: v for k, v in vocabulary.REGISTRY.items() if k != "propose-revision-must-increase"
-    }
-    monkeypatch.setattr(vocabulary, "REGISTRY", trimmed)
-    from replan.verification.core import harness
-    from replan.verification.engines.campaign import machine as campaign
-    from replan.verification.engines.explore import engine as explore
-    from replan.verification.engines.prove import engine as prove
+    an equal revision survives every engine, and the report shows why. The weaker
+    contract is passed to the matrix, as a user's own test would; nothing is patched."""
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+    from replan.spec.properties import CONTRACT
+    from replan.verification.subjects.adequacy import run_matrix
+    from replan.verification.subjects.mutation import all_mutants
 
-    weaker = vocabulary.Checker(trimmed.values())
-    for module in (harness, campaign, explore):  # every engine's bound checker
-        monkeypatch.setattr(module, "CHECKER", weaker)
-    monkeypatch.setattr(prove, "REGISTRY", trimmed)
-    code, matrix = mutate(
-        "--mutant", "flip-comparison:plan_outdated:8.0", "-o", str(tmp_path / "m.json")
-    )
+    trimmed = CONTRACT.without("propose-revision-must-increase")
+    [mutant] = [
+        m for m in all_mutants(extract(Replanning)) if m.id == "flip-comparison:plan_outdated:8.0"
+    ]
+    result = run_matrix(DEFAULT_POLICY, [mutant], contract=trimmed)
+    (tmp_path / "m.json").write_text(json.dumps(result.to_json()))
+    code, matrix = (0 if result.ok else 1), result.to_json()
     assert code == 1
     [verdict] = matrix["mutants"]  # type: ignore[misc]
     assert verdict["status"] == "survived"
@@ -112,7 +108,7 @@ def test_without_the_rule_a_mutant_survives_with_its_diff_and_witness(
 def test_an_untouched_copy_of_a_body_is_equivalent() -> None:
     """The equivalence check is a real proof: a mutant whose change cannot matter
     (the default of a version lookup no version ever reaches) is proved equivalent."""
-    judge = Judge(DEFAULT_POLICY, DECLARATION)
+    judge = Judge(DEFAULT_POLICY, DECLARATION, CONTRACT)
     mutant = next(
         m for m in all_mutants(DECLARATION) if m.id == "shift-integer:older_than_latest:17.1"
     )

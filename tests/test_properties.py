@@ -15,8 +15,12 @@ from replan.controller import DEFAULT_POLICY, Controller, EvidenceState, Observa
 from replan.controller.policy import DEFAULTS, policy_from_dict
 from replan.controller.records import ExecuteResult, InvalidInput
 from replan.controller.run import Run
-from replan.spec.vocabulary import REGISTRY, Checker, Property, unchanged
-from replan.verification.core.harness import CHECKER, Operation, observe_call, violated
+from replan.spec.checker import Checker
+from replan.spec.properties import CONTRACT
+from replan.spec.vocabulary import Property, unchanged
+from replan.verification.core.harness import Operation, observe_call, violated
+
+CHECKER = CONTRACT.checker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,21 +39,23 @@ RULES = (
 
 
 def test_every_rule_of_the_contract_has_a_named_property() -> None:
-    cited = {prop.rule for prop in REGISTRY.values()}
+    cited = {prop.rule for prop in CONTRACT}
     assert set(RULES) <= cited, sorted(set(RULES) - cited)
 
 
-def test_the_readme_table_lists_every_property_with_its_engines() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| [^|]+ \| `([a-z-]+)` \| ([^|]+) \|$", readme, re.MULTILINE)
+def test_the_docs_table_lists_every_property_with_its_engines() -> None:
+    """docs/contract/properties.md maps every rule to its property and the engines
+    that check it: a property with no row, or a row with no property, fails."""
+    page = (ROOT / "docs" / "contract" / "properties.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [^|]+ \| `([a-z-]+)` \| ([^|]+) \|$", page, re.MULTILINE)
     listed = {name: engines.strip() for name, engines in rows}
-    assert set(listed) == set(REGISTRY), set(REGISTRY) ^ set(listed)
+    assert set(listed) == set(CONTRACT.names), set(CONTRACT.names) ^ set(listed)
     for name, engines in listed.items():
         assert engines, name
 
 
 def test_every_property_has_a_meaning() -> None:
-    for prop in REGISTRY.values():
+    for prop in CONTRACT:
         assert len(prop.meaning) > 10, prop.name
 
 
@@ -89,7 +95,7 @@ def test_renumbered_unknown_is_not_progress_whatever_the_controller_says() -> No
 
 
 def test_a_property_that_raises_does_not_hold_and_keeps_its_message() -> None:
-    checker = Checker([REGISTRY["execute-counts-one-step"]])
+    checker = Checker([CONTRACT["execute-counts-one-step"]])
     before = Run(DEFAULT_POLICY)
     before._declared_state = "pending"
     before._pending = Plan("p", 1, 1, "no-such-step", "input-A")  # unreachable: no requirements
@@ -220,9 +226,9 @@ def test_what_the_folding_cannot_decide_counts_as_reading_the_argument(
 
 def test_the_contracts_rank_and_revision_properties_read_an_observation_only() -> None:
     for name in ("calls-lower-the-rank", "revision-honest"):
-        assert REGISTRY[name].reads_argument_on("observe")
-        assert not REGISTRY[name].reads_argument_on("propose")
+        assert CONTRACT[name].reads_argument_on("observe")
+        assert not CONTRACT[name].reads_argument_on("propose")
     # a parameter named for the event's argument but never read is not a read
-    assert not REGISTRY["propose-uses-a-slot"].reads_argument_on("propose")
-    assert REGISTRY["propose-revision-must-increase"].reads_argument_on("propose")
-    assert REGISTRY["trace-one-record-per-call"].reads_argument_on("cancel")
+    assert not CONTRACT["propose-uses-a-slot"].reads_argument_on("propose")
+    assert CONTRACT["propose-revision-must-increase"].reads_argument_on("propose")
+    assert CONTRACT["trace-one-record-per-call"].reads_argument_on("cancel")

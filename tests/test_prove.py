@@ -16,7 +16,7 @@ from replan.controller.records import ExecuteResult
 from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.model import MachineModel, extract
-from replan.spec.vocabulary import REGISTRY
+from replan.spec.properties import CONTRACT
 from replan.verification.core.harness import apply
 from replan.verification.engines.prove.engine import (
     NOT_PASSED,
@@ -73,7 +73,7 @@ def test_default_policy_proves_the_equivalence_and_every_invariant() -> None:
     assert report.ok, report.text()
     assert "commit-equivalence" in proved
     assert set(REQUIRED) <= proved
-    assert {n for n, p in REGISTRY.items() if p.kind != "policy"} <= proved
+    assert {p.name for p in CONTRACT if p.kind != "policy"} <= proved
     assert all(r.seconds > 0 for r in report.results)
 
 

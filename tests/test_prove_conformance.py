@@ -14,11 +14,12 @@ from replan.controller.run import Run
 from replan.spec import inputs
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
+from replan.spec.properties import CONTRACT
 from replan.verification.core.domains import PARAMETER_TYPES
-from replan.verification.core.harness import CHECKER, Operation, apply
+from replan.verification.core.harness import Operation, apply
 from replan.verification.engines.campaign.machine import DERIVED_EVENTS
-from replan.verification.engines.prove.engine import properties, state_term
 from replan.verification.subjects import mutants
+from replan.verification.translate.property_terms import state_term
 from replan.verification.translate.symbolic import (
     FormulaOnRuns,
     RelationChecker,
@@ -104,7 +105,7 @@ def conformance(
     state = fresh_state(u, "inv")
     invariants = [
         (inv.name, FormulaOnRuns(u, state, state_term(translator, inv, state)))
-        for inv in properties("auxiliary") + properties("invariant")
+        for inv in CONTRACT.of_kind("auxiliary", "invariant")
     ]
     problems: list[str] = []
     fired_seen: set[int] = set()
@@ -122,7 +123,7 @@ def conformance(
             problem = checker.check(operation.op, before, operation.argument, result, after, fired)
             if problem is not None:
                 problems.append(f"{operation} -> {result!r}: {problem}")
-            assert CHECKER.state(run) == [], operation
+            assert CONTRACT.checker.state(run) == [], operation
             for name, formula in invariants:  # the same invariants, as z3 reads them
                 assert formula(run), (name, operation)
             before = after

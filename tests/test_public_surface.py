@@ -26,7 +26,7 @@ CONTRACT_API = {
     "evidence_revision", "proposals", "steps", "no_progress", "tokens", "cost",
     "elapsed_ms", "trace", "policy",
     # the machine it runs, and a run as data
-    "events", "transitions", "snapshot", "restore",
+    "events", "transitions", "snapshot",
 }  # fmt: skip
 
 

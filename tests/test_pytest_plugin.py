@@ -75,11 +75,9 @@ def test_plugin_fails_a_broken_controller_with_a_replayable_counterexample(
     """The campaign half: a controller that does not count an executed step keeps the
     workflow's commit decisions, so only the campaign's properties catch it."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.campaign.machine import (
-        mutant_implementation,
-        resolve_implementation,
-    )
+    from replan.verification.core.subject import resolve_implementation
     from replan.verification.pipeline.policy_check import check_policy
+    from replan.verification.subjects.mutants import mutant_implementation
 
     broken = resolve_implementation(mutant_implementation("step-not-counted"))
     failure, result = check_policy(

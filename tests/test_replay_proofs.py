@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from replan.cli import main
-from replan.commands.prove import counterexample_document
 from replan.controller.policy import DEFAULT_POLICY, load_policy
 from replan.verification.engines.prove.engine import prove_all, prove_equivalence
+from replan.verification.engines.prove.results import counterexample_document
 from replan.verification.subjects.mutants import MUTANTS
 
 POLICIES = Path(__file__).parent / "policies"

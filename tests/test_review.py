@@ -183,7 +183,7 @@ def against_page(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_against_a_policy_with_another_key_shows_the_diff_and_its_witness(
     against_page: str,
 ) -> None:
-    """The README's example: against the three-key policy (a third prerequisite,
+    """The review guide's example: against the three-key policy (a third prerequisite,
     `schema`), the page shows the removed key, the changed gate and z3's witness over
     the shared keys."""
     from replan.verification.engines.prove.engine import decision_difference

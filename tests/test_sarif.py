@@ -20,8 +20,9 @@ import jsonschema
 import pytest
 
 from replan.cli import main
-from replan.commands.verify import Pipeline
 from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.pipeline.checks.workflow import check_workflow
+from replan.verification.pipeline.session import VerifySession
 from replan.verification.report.records import CheckResult, VerifyReport
 from replan.verification.report.sarif import sarif_log
 
@@ -52,9 +53,8 @@ def _verify(tmp: Path, *arguments: str, stub_engines: bool) -> tuple[int, Log, d
         if stub_engines:
             for name in ("explorer", "campaign"):
                 patch.setattr(
-                    Pipeline,
-                    name,
-                    lambda self, name=name: CheckResult(name, "passed", "stubbed by the test"),
+                    f"replan.verification.pipeline.run.check_{name}",
+                    lambda session, name=name: CheckResult(name, "passed", "stubbed by the test"),
                 )
         code = main(["verify", *arguments, "--output", str(tmp), "--sarif", str(sarif)])
     report = json.loads((tmp / "verify.json").read_text(encoding="utf-8"))
@@ -128,14 +128,13 @@ def test_the_tool_has_one_rule_per_named_property_described_by_its_docstring(
 ) -> None:
     from importlib import metadata
 
-    import replan.spec.properties  # noqa: F401
-    from replan.spec.vocabulary import REGISTRY
+    from replan.spec.properties import CONTRACT
 
     driver = holds[1]["runs"][0]["tool"]["driver"]
     assert driver["name"] == "replan" and driver["version"] == metadata.version("replan")
     rules = {rule["id"]: rule for rule in driver["rules"]}
     assert len(rules) == len(driver["rules"])  # ids are unique
-    for name, prop in REGISTRY.items():
+    for name, prop in ((p.name, p) for p in CONTRACT):
         assert rules[name]["shortDescription"]["text"] == prop.meaning
     for name in ("commit-equivalence", "drift/generated-code", "gap/transition"):
         assert name in rules
@@ -336,8 +335,8 @@ def test_a_weak_gate_without_its_policy_file_still_validates(
 ) -> None:
     """A policy path the locator cannot read (moved since the run) falls back to its
     first line rather than fail."""
-    pipeline = Pipeline(load_policy(WEAK_GATE), tmp_path, "ci", 0)
-    log = sarif_log(_report(pipeline.workflow()), tmp_path / "gone.toml", root=tmp_path)
+    workflow = check_workflow(VerifySession(load_policy(WEAK_GATE), tmp_path))
+    log = sarif_log(_report(workflow), tmp_path / "gone.toml", root=tmp_path)
     assert_valid(log, validator)
     (result,) = log["runs"][0]["results"]
     assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 1

@@ -19,9 +19,8 @@ from conftest import (
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
-from replan.spec.vocabulary import Property
 from replan.verification.core.domains import spin_domains
-from replan.verification.core.subject import PROJECT
+from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.engines.explore.engine import explore
 from replan.verification.engines.spin.engine import explore_spin
 from replan.verification.subjects.mutants import MUTANTS
@@ -42,10 +41,10 @@ def test_spin_counts_equal_the_python_explorers_on_spins_domains(tmp_path: Path)
     spin = explore_spin(DEFAULT_POLICY, domains, PROJECT, workdir=tmp_path)
     python = explore(DEFAULT_POLICY, domains)
     assert spin.ok and spin.complete and python.ok
-    assert spin.storage == "exact"
+    assert spin.details["storage"] == "exact"
     assert spin.states == python.states == 63_903
     assert spin.transitions == python.transitions + 1
-    assert spin.model.unchecked.keys() == {"trace-one-record-per-call"}
+    assert spin.details["unchecked"].keys() == {"trace-one-record-per-call"}
 
 
 def test_every_storage_gives_the_same_count_on_a_small_domain(tmp_path: Path) -> None:
@@ -67,7 +66,7 @@ def test_spin_finds_a_broken_body_and_the_controller_reproduces_it(
     mutant's generated controller, breaks the property SPIN names."""
     result = explore_spin(DEFAULT_POLICY, small_domains(), MUTANTS[mutant], workdir=tmp_path)
     assert not result.ok
-    assert_reproduced_on_mutant(result.violation, mutant, broken)
+    assert_reproduced_on_mutant(result, mutant, broken)
 
 
 def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path: Path) -> None:
@@ -76,33 +75,37 @@ def test_a_trail_the_controller_does_not_reproduce_is_a_translation_bug(tmp_path
     assertion is reported as a translation bug, never as a property failure."""
     disagreeing = model_and_controller_disagree()
     result = explore_spin(DEFAULT_POLICY, small_domains(), disagreeing, workdir=tmp_path)
-    assert result.translation_bug and not result.ok
-    assert result.violation is not None and result.violation.finding is None
+    assert result.translation_bugs and not result.ok
+    assert not result.findings
     assert any("TRANSLATION BUG" in line for line in result.lines())
 
 
 def test_a_changed_property_is_what_spin_enforces(
-    execute_never_executes: Property, tmp_path: Path
+    execute_never_executes: Subject, tmp_path: Path
 ) -> None:
     """Tighten one property in its source (no execute may answer Executed) and
     nothing else: the Promela model asserts the new body, SPIN reports it on the
     unchanged controller, and the replay confirms it."""
-    result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
-    assert result.violation is not None and result.violation.reproduced
-    assert result.violation.property == "execute-counts-one-step"
+    result = explore_spin(
+        DEFAULT_POLICY, small_domains(), execute_never_executes, workdir=tmp_path / "pan"
+    )
+    assert not result.translation_bugs
+    assert [finding.property for finding in result.findings] == ["execute-counts-one-step"]
 
 
 def test_a_changed_state_invariant_is_what_spin_enforces(
-    at_most_one_proposal: Property, tmp_path: Path
+    at_most_one_proposal: Subject, tmp_path: Path
 ) -> None:
     """State invariants are asserted after the calls that change the state: tighten
     one (at most one proposal) and SPIN reports it by name after the second
     proposal, reproduced on the unchanged controller."""
-    result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, workdir=tmp_path / "pan")
-    assert result.violation is not None and result.violation.reproduced
-    assert result.violation.property == "proposal-bound"
-    assert result.violation.finding is not None
-    operations = result.violation.finding.operations
+    result = explore_spin(
+        DEFAULT_POLICY, small_domains(), at_most_one_proposal, workdir=tmp_path / "pan"
+    )
+    assert not result.translation_bugs
+    [finding] = result.findings
+    assert finding.property == "proposal-bound"
+    operations = finding.operations
     assert [operation.op for operation in operations].count("propose") == 2
 
 
@@ -134,7 +137,7 @@ def test_the_cli_saves_a_replayable_counterexample(
     arguments = ["explore", "--engine", "spin", "--spin-domains", "--json"]
     code = main([*arguments, "--mutant", "stopped-run-revived", "-o", str(tmp_path)])
     document = json.loads(capsys.readouterr().out)
-    assert code == 1 and document["violation"]["reproduced"]
+    assert code == 1 and len(document["violations"]) == 1 and not document["translation_bugs"]
     saved = document["saved"]
     assert len(saved) == 1
     recorded = json.loads(Path(saved[0]).read_text())
@@ -147,7 +150,8 @@ def test_a_memory_limit_falls_back_to_a_smaller_storage(tmp_path: Path) -> None:
     """With pan's memory capped below what exact storage needs, the search is
     repeated with a smaller storage and says so; the count still matches here."""
     result = explore_spin(DEFAULT_POLICY, small_domains(), PROJECT, memory_mb=4, workdir=tmp_path)
-    assert result.storage != "exact"
+    storage = result.details["storage"]
+    assert storage != "exact"
     assert any("ran out of --memory 4 MB" in note for note in result.notes)
     assert result.states == explore(DEFAULT_POLICY, small_domains()).states
-    assert result.to_json()["exact_counts"] == (result.storage == "collapse")
+    assert result.to_json()["exact_counts"] == (storage == "collapse")

@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from replan.cli import main
-from replan.commands.verify import Pipeline
 from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.pipeline.checks.against import check_against
+from replan.verification.pipeline.checks.diagram import check_diagram
+from replan.verification.pipeline.checks.drift import check_drift
+from replan.verification.pipeline.checks.proofs import check_proofs
+from replan.verification.pipeline.checks.workflow import check_workflow
+from replan.verification.pipeline.gaps import find_gaps
+from replan.verification.pipeline.session import VerifySession
 from replan.verification.report.records import (
     CheckResult,
     VerifyReport,
@@ -49,8 +55,7 @@ def test_unknown_against_revision_exits_2_before_any_check(
 def test_weakened_commit_gate_fails_the_proofs_with_a_readable_counterexample(
     tmp_path: Path,
 ) -> None:
-    pipeline = Pipeline(load_policy(WEAK_GATE), tmp_path, "ci", 0)
-    result = pipeline.proofs()
+    result = check_proofs(VerifySession(load_policy(WEAK_GATE), tmp_path))
     assert result.status == "failed"
     assert "parser=Passed, access=Unknown: controller commits, workflow says Inspect" in (
         result.failure_text
@@ -61,21 +66,25 @@ def test_weakened_commit_gate_fails_the_proofs_with_a_readable_counterexample(
 
 
 def test_weakened_commit_gate_also_fails_the_fixed_workflow_table(tmp_path: Path) -> None:
-    result = Pipeline(load_policy(WEAK_GATE), tmp_path, "ci", 0).workflow()
+    result = check_workflow(VerifySession(load_policy(WEAK_GATE), tmp_path))
     assert result.status == "failed"
     assert "7/9" in result.summary  # Passed/Unknown and Passed/Failed commit wrongly
 
 
 def test_default_policy_passes_the_fast_checks(tmp_path: Path) -> None:
-    pipeline = Pipeline(DEFAULT_POLICY, tmp_path, "ci", 0)
-    for check in (pipeline.drift, pipeline.proofs, pipeline.workflow, pipeline.diagram):
-        result = check()
+    session = VerifySession(DEFAULT_POLICY, tmp_path)
+    for result in (
+        check_drift(),
+        check_proofs(session),
+        check_workflow(session),
+        check_diagram(session),
+    ):
         assert result.status == "passed", (result.name, result.summary)
 
 
 def test_against_an_older_policy_shows_the_witness_and_the_diagram_diff(tmp_path: Path) -> None:
-    pipeline = Pipeline(DEFAULT_POLICY, tmp_path, "ci", 0)
-    result = pipeline.against(str(POLICIES / "commit-requires-parser-only.toml"))
+    pipeline = VerifySession(DEFAULT_POLICY, tmp_path)
+    result = check_against(pipeline, str(POLICIES / "commit-requires-parser-only.toml"))
     witness = result.details["commit_decision"]
     assert witness["assignment"]["parser"] == "Passed"
     assert witness["assignment"]["access"] != "Passed"
@@ -94,8 +103,8 @@ def test_against_a_policy_with_other_keys_reports_them_and_witnesses_over_the_sh
     """A key one policy has and the other lacks is reported, not mixed into the
     witness: the witness assigns only keys both policies declare (the other is never
     observed in the run of the policy that has it) and names only shared steps."""
-    pipeline = Pipeline(load_policy(THREE_KEYS), tmp_path, "ci", 0)
-    result = pipeline.against(str(ROOT / "spec" / "policy.toml"))
+    pipeline = VerifySession(load_policy(THREE_KEYS), tmp_path)
+    result = check_against(pipeline, str(ROOT / "spec" / "policy.toml"))
     changes = result.details["policy_changes"]
     assert changes["keys_added"] == ["schema"] and changes["keys_removed"] == []
     lines = pipeline.report.against_lines
@@ -227,7 +236,7 @@ def test_verify_does_not_write_the_committed_evidence(
 
 
 def test_the_default_report_goes_to_out_verify() -> None:
-    from replan.commands.verify import default_report_dir
+    from replan.verification.pipeline.options import default_report_dir
 
     assert default_report_dir(None) == Path("out/verify/default")
     assert default_report_dir("policies/mine.toml") == Path("out/verify/mine")
@@ -240,7 +249,8 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
     """The explorer never reaches no_progress = 7 under the default policy: a
     counterexample to induction from there names that field."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.explore.engine import explore, unreachable_fields
+    from replan.verification.engines.explore.coverage import unreachable_fields
+    from replan.verification.engines.explore.engine import explore
 
     result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
     runs = result.runs or [result]
@@ -263,17 +273,16 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
 def test_what_no_engine_exercised_is_a_gap() -> None:
     """A campaign too short to reach the no-progress limit from the pending state,
     beside the explorer that does: verify's gaps name the transitions."""
-    from replan.commands.verify import Pipeline
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
     from replan.verification.engines.explore.engine import explore
 
-    pipeline = Pipeline(DEFAULT_POLICY, Path("unused"), "ci", 0)
+    pipeline = VerifySession(DEFAULT_POLICY, Path("unused"))
     pipeline.explored = explore(DEFAULT_POLICY, stop_at_first=False)
     pipeline.campaigned = run_campaign(
         DEFAULT_POLICY, "ci", seed=0, examples=2, steps=3, out_dir=None, database=None
     )
-    pipeline.find_gaps()
+    find_gaps(pipeline)
     gaps = pipeline.report.gaps
     assert any("the campaign never fired pending --observe" in g for g in gaps)
     missed = [

@@ -3,7 +3,7 @@
 Each mutant of ``verification/subjects/mutants.py`` is the project with one realistic defect
 in the shared source (the declaration, a guard or action body, a policy default, or
 the generated code): the lockstep comparison cannot see most of them, because the
-reference model shares the defect. The generated file, the README diagram and the
+reference model shares the defect. The generated file, the docs' diagram page and the
 evidence stay as they are (the drift check passes), so the failure is the engines'."""
 
 from __future__ import annotations

@@ -68,25 +68,25 @@ from replan.common import (
     print_json,
 )
 from replan.controller.policy import Policy
+from replan.spec.properties import CONTRACT
 from replan.spec.reference import ReferenceController
-from replan.spec.vocabulary import REGISTRY
+from replan.verification.core.subject import (
+    DEFAULT_IMPLEMENTATION,
+    ImplementationError,
+    resolve_implementation,
+)
 from replan.verification.engines.campaign.database import DatabaseError, check_database
 from replan.verification.engines.campaign.machine import (
-    DEFAULT_IMPLEMENTATION,
     DEFAULT_OUT_DIR,
     DIVERGENCE,
     PROFILES,
-    CampaignResult,
-    ImplementationError,
     Progress,
-    hypothesis_home,
-    mutant_implementation,
     program,
-    resolve_implementation,
-    run_campaign,
 )
+from replan.verification.engines.campaign.run import CampaignResult, hypothesis_home, run_campaign
 from replan.verification.runtime.files import write_atomically
-from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.subjects import mutants
+from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         write_junit(Path(args.junit), result)
     comparison = None
     if args.coverage_vs_explorer:
-        from replan.verification.engines.explore.engine import compare_campaign
+        from replan.verification.engines.explore.coverage import compare_campaign
 
         comparison = compare_campaign(
             result, policy, resolve_implementation(implementation), Path(args.output)
@@ -324,6 +324,7 @@ def _run_shares(
             steps=args.steps,
             implementation=implementation,
             mutant=args.mutant,
+            subjects=f"{mutants.__name__}:MUTANTS",
             with_reference=reference is not None,
             database=database,
             out_dir=out,
@@ -426,7 +427,7 @@ def write_junit(path: Path, result: CampaignResult) -> None:
     reference model and one for coverage; the failing property carries the
     counterexample."""
     finding = result.finding
-    cases = [*REGISTRY, DIVERGENCE, "coverage"]
+    cases = [*CONTRACT.names, DIVERGENCE, "coverage"]
     suite = ET.Element(
         "testsuite",
         name="replan campaign",

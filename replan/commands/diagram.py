@@ -37,9 +37,10 @@ Overlays (combine freely; in Mermaid they appear as words in the labels):
                            says how, e.g. prerequisites_passed (commit-import: parser,
                            access -> parser, access, schema).
 
-README: --check-readme exits 1 when the README's ```mermaid block (between
-<!-- diagram:start --> and <!-- diagram:end -->) differs from a fresh render of the
-default machine; --update-readme rewrites it.
+The docs' machine page: --check-readme exits 1 when the ```mermaid block of
+docs/contract/machine.md (between <!-- diagram:start --> and <!-- diagram:end -->)
+differs from a fresh render of the default machine; --update-readme rewrites it.
+--readme FILE checks or updates another Markdown file with the same markers.
 
 Internal transitions (rejections and bookkeeping that leave the state as it was) are
 drawn the UML way: as lines of their state's box, marked with a loop sign, in priority
@@ -90,15 +91,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check-readme",
         action="store_true",
-        help="exit 1 if the README's embedded Mermaid diagram is stale",
+        help="exit 1 if the Mermaid diagram embedded in the docs' machine page is stale",
     )
     parser.add_argument(
-        "--update-readme", action="store_true", help="rewrite the README's embedded diagram"
+        "--update-readme",
+        action="store_true",
+        help="rewrite the Mermaid diagram embedded in the docs' machine page",
     )
     parser.add_argument(
         "--readme",
         metavar="FILE",
-        help="the README to check or update (default: README.md of this checkout)",
+        help="the Markdown file to check or update (default: this checkout's "
+        "docs/contract/machine.md)",
     )
     add_json_option(parser)
 
@@ -202,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _readme(args: argparse.Namespace) -> int:
     from replan.verification.report.diagram import readme_mermaid
-    from replan.verification.report.diagram.overlays import repository_root
-    from replan.verification.report.diagram.readme import ReadmeError, is_fresh, update
+    from replan.verification.report.diagram.readme import PAGE, ReadmeError, is_fresh, update
+    from replan.verification.runtime.checkout import checkout_root
 
     if args.view != "full":
         raise CliError("--view: --check-readme/--update-readme draw the full view only")
@@ -212,7 +216,7 @@ def _readme(args: argparse.Namespace) -> int:
             raise CliError(
                 f"--{option}: --check-readme/--update-readme draw the default machine only"
             )
-    path = Path(args.readme) if args.readme else repository_root() / "README.md"
+    path = Path(args.readme) if args.readme else checkout_root() / PAGE
     fresh = readme_mermaid()
     try:
         if args.update_readme:

@@ -33,7 +33,10 @@ import argparse
 import os
 from pathlib import Path
 
-from replan.common import CliError, add_json_option
+from replan.common import CliError, add_json_option, print_json
+from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.pipeline import VerifyOptions, verify
+from replan.verification.runtime.checkout import COMMITTED_EVIDENCE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,22 +44,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.commands import verify
-
-    evidence = verify.COMMITTED_EVIDENCE
+    evidence = COMMITTED_EVIDENCE
     if not evidence.is_dir():
         raise CliError(
             f"{evidence}: no evidence/ directory here (replan evidence regenerates a "
             "checkout's committed evidence; an installed package has none)"
         )
-    parser = argparse.ArgumentParser()
-    verify.add_arguments(parser)
-    options = parser.parse_args(["--json"] if args.json else [])
     # Run from the checkout's root, so that the paths the report records read
     # evidence/... wherever the command was started (the writes are absolute).
     started_in = Path.cwd()
     os.chdir(evidence.parent)
     try:
-        return verify.execute(options, Path(evidence.name), deterministic=True)
+        report = verify(DEFAULT_POLICY, Path(evidence.name), VerifyOptions(deterministic=True))
     finally:
         os.chdir(started_in)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        for line in report.summary_lines():
+            print(line)
+    return 0 if report.ok else 1

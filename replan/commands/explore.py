@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +67,19 @@ from replan.common import (
     positive_int,
     print_json,
 )
+from replan.verification.core.search import (
+    Engine,
+    EngineUnavailable,
+    SearchOptions,
+    SearchResult,
+)
+from replan.verification.core.subject import PROJECT, Subject
+from replan.verification.runtime.checkout import SPIN_ANCHOR
 
 #: Where counterexamples go when -o is not given (out/ is in .gitignore).
 DEFAULT_OUT = OUT / "explore"
 #: States stored per domain before the search stops cleanly (about 0.5 GB at most).
 DEFAULT_MAX_STATES = 1_000_000
-#: The SPIN model of the same contract (outside this repository, next to it).
-SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,79 +202,114 @@ def _domains(args: argparse.Namespace) -> Any:
     return None  # the default report
 
 
-def _implementation(args: argparse.Namespace) -> tuple[type[Any], str, str]:
-    """(class, name shown, "module:Class" recorded for replan replay)."""
-    from replan.controller import Controller
-
+def _subject(args: argparse.Namespace) -> Subject:
+    """The project, or the deliberately broken controller ``--mutant`` names."""
     if args.mutant is None:
-        return (
-            Controller,
-            "replan.controller.Controller (generated)",
-            "replan.controller:Controller",
-        )
+        return PROJECT
     from replan.verification.subjects import mutants
 
     if args.mutant not in mutants.MUTANTS:
         raise CliError(
             f"--mutant {args.mutant!r}: not a mutant (known: {', '.join(sorted(mutants.MUTANTS))})"
         )
-    return (
-        mutants.mutant_controller(args.mutant),
-        f"mutant {args.mutant}",
-        f"replan.verification.subjects.mutants:{args.mutant.replace('-', '_')}",
-    )
+    return mutants.MUTANTS[args.mutant]
 
 
-def run(args: argparse.Namespace) -> int:
-    from replan.verification.engines.explore.engine import explore, save_findings
+#: Flags that set a search option, and the option each sets (checked against what the
+#: chosen engine ``supports``).
+OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] = (
+    ("--ray", "ray", lambda a: a.ray is not None),
+    ("--symmetry on/both", "symmetry", lambda a: a.symmetry in ("on", "both")),
+    ("--keep-going", "stop_at_first", lambda a: a.keep_going),
+    ("--workers", "workers", lambda a: a.workers != 1),
+    ("--max-depth", "max_depth", lambda a: a.max_depth is not None),
+    ("--max-states", "max_states", lambda a: a.max_states != DEFAULT_MAX_STATES),
+    ("--memory", "memory_mb", lambda a: a.memory is not None),
+    ("--storage", "storage", lambda a: a.storage is not None),
+)
 
-    policy = policy_from_args(args)
-    domains = _domains(args)
-    implementation, shown, importable = _implementation(args)
 
-    def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
+def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
+    """A flag the engine does not honour is bad input, said before anything runs."""
+    for flag, option, given in OPTION_FLAGS:
+        if given(args) and option not in engine.supports:
+            raise CliError(f"{flag} is not for --engine {engine.name}")
+    if args.kernel_source is not None and engine.name != "kernel":
+        raise CliError("--kernel-source is for --engine kernel")
+    if args.compare_spin is not None and engine.name != "python":
+        raise CliError(f"--compare-spin is not for --engine {engine.name}")
     if args.compare_spin is not None and not args.spin_domains:
         raise CliError("--compare-spin needs --spin-domains (SPIN's model has only those)")
-    if args.engine in ("spin", "kernel"):
-        return _run_translated(args, policy, domains, progress)
-    if args.memory is not None or args.storage is not None:
-        raise CliError("--memory and --storage are for --engine spin")
+    if engine.name != "python" and not args.spin_domains:
+        raise CliError(
+            f"--engine {engine.name} needs --spin-domains (the same calls in every state)"
+        )
     if args.kernel_source is not None:
-        raise CliError("--kernel-source is for --engine kernel")
-    settings: dict[str, Any] = {
-        "max_states": args.max_states,
-        "max_depth": args.max_depth,
-        "stop_at_first": not args.keep_going,
-        "progress": progress,
-        "implementation_name": shown,
-        "workers": args.workers,
-    }
+        parent = Path(args.kernel_source).absolute().parent
+        if not parent.is_dir():
+            raise CliError(f"--kernel-source {args.kernel_source}: no directory {parent}")
+
+
+def _options(args: argparse.Namespace, subject: Subject) -> SearchOptions:
+    """The search's options from the flags (the Ray cluster joined here)."""
+    workers, ray = args.workers, False
     if args.ray is not None:
         from replan.verification.engines.explore.sharded import NotImportable, implementation_path
         from replan.verification.runtime import ray_cluster
 
         try:
-            implementation_path(implementation)  # Ray's workers import it by name
+            # Ray's workers import the controller by name
+            implementation_path(subject.controller, subject.importable)
             ray_cluster.connect(args.ray)
         except (NotImportable, ray_cluster.RayError) as error:
             raise CliError(str(error)) from None
-        settings["ray"] = True
-        settings["workers"] = max(args.workers, 2)
-    symmetric = {"auto": None, "on": True, "off": False, "both": False}[args.symmetry]
-    try:
-        result = explore(policy, domains, implementation, symmetry=symmetric, **settings)
-        reduced = None
-        if args.symmetry == "both":
-            reduced = explore(policy, domains, implementation, symmetry=True, **settings)
-    except Exception as error:  # a Ray actor that failed: one line, not a traceback
-        from replan.verification.runtime.ray_cluster import RayError
+        workers, ray = max(args.workers, 2), True
+    return SearchOptions(
+        stop_at_first=not args.keep_going,
+        max_states=args.max_states,
+        max_depth=args.max_depth,
+        symmetry={"auto": None, "on": True, "off": False, "both": False}[args.symmetry],
+        workers=workers,
+        ray=ray,
+        progress=_progress,
+        memory_mb=args.memory,
+        storage=args.storage,
+    )
 
-        if not isinstance(error, RayError):
-            raise
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _search(
+    engine: Engine, subject: Subject, policy: Any, domains: Any, options: SearchOptions
+) -> SearchResult:
+    """One search; a missing tool, a failed translation or a Ray actor that failed is
+    one line, not a traceback."""
+    from replan.verification.runtime.ray_cluster import RayError
+    from replan.verification.translate.promela import domain_calls
+
+    try:
+        if engine.name != "python":
+            domain_calls(policy, domains, subject.model)  # refused before spin is sought
+        return engine.search(subject, policy, domains, options)
+    except (EngineUnavailable, ValueError, RuntimeError, RayError) as error:
         raise CliError(str(error)) from None
 
+
+def run(args: argparse.Namespace) -> int:
+    from replan.verification.engines import engine as engine_named
+
+    policy = policy_from_args(args)
+    domains = _domains(args)
+    subject = _subject(args)
+    engine = engine_named(args.engine)
+    _check_flags(args, engine)
+    options = _options(args, subject)
+    result = _search(engine, subject, policy, domains, options)
+    reduced = None
+    if args.symmetry == "both":
+        reduced = _search(engine, subject, policy, domains, replace(options, symmetry=True))
     spin = None
     if args.compare_spin is not None:
         from replan.verification.engines.spin.anchor import run_spin
@@ -275,13 +318,9 @@ def run(args: argparse.Namespace) -> int:
             spin = run_spin(Path(args.compare_spin), args.max_version or 1, args.ids or 1)
         except (OSError, ValueError) as error:
             raise CliError(f"--compare-spin: {error}") from None
-    for finding in result.findings:
-        finding.extra["implementation"] = importable
-    saved = save_findings(result, args.output) if result.findings else []
-
+    saved = result.save_findings(args.output) if result.findings else []
     if args.json:
         document = result.to_json()
-        document["implementation"] = importable
         document["saved"] = [str(path) for path in saved]
         if reduced is not None:
             document["symmetry_comparison"] = _comparison(result, reduced)
@@ -289,19 +328,9 @@ def run(args: argparse.Namespace) -> int:
             document["spin_comparison"] = _spin_comparison(result, reduced, spin)
         print_json(document)
     else:
-        print("\n".join(result.lines()))
-        if reduced is not None:
-            comparison = _comparison(result, reduced)
-            print(
-                f"symmetry: {comparison['states_unreduced']:,} states unreduced, "
-                f"{comparison['states_reduced']:,} under canonical id renaming "
-                f"({comparison['reduction']}x fewer); same verdict: "
-                f"{'yes' if comparison['same_verdict'] else 'NO'}"
-            )
-        if spin is not None:
-            print("\n".join(_spin_lines(_spin_comparison(result, reduced, spin))))
-        for path in saved:
-            print(f"saved {path}  (replay: replan replay {path})")
+        _print(result, reduced, spin, saved)
+    if args.kernel_source is not None and result.artifact is not None:
+        _write_kernel(args.kernel_source, result.artifact)
     if result.stopped_by in ("max_states", "max_depth"):
         print(
             f"replan explore: INCOMPLETE: stopped by {result.stopped_by} "
@@ -316,91 +345,29 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _run_translated(args: argparse.Namespace, policy: Any, domains: Any, progress: Any) -> int:
-    """``--engine spin`` and ``--engine kernel``: the declaration translated and
-    searched; a violation is replayed on the generated controller."""
-    from replan.verification.core.subject import PROJECT
-    from replan.verification.engines.spin.engine import SpinUnavailable
-    from replan.verification.translate.promela import domain_calls
-
-    engine = args.engine
-    if not args.spin_domains:
-        raise CliError(f"--engine {engine} needs --spin-domains (the same calls in every state)")
-    for flag, given in (
-        ("--ray", args.ray is not None),
-        ("--compare-spin", args.compare_spin is not None),
-        ("--symmetry on/both", args.symmetry in ("on", "both")),
-        ("--keep-going", args.keep_going),
-        ("--workers", args.workers != 1),
-        ("--max-depth", args.max_depth is not None),
-        ("--max-states", engine == "spin" and args.max_states != DEFAULT_MAX_STATES),
-        ("--memory", engine == "kernel" and args.memory is not None),
-        ("--storage", engine == "kernel" and args.storage is not None),
-        ("--kernel-source", engine == "spin" and args.kernel_source is not None),
-    ):
-        if given:
-            raise CliError(f"{flag} is not for --engine {engine}")
-    subject = PROJECT
-    if args.mutant is not None:
-        from replan.verification.subjects import mutants
-
-        if args.mutant not in mutants.MUTANTS:
-            raise CliError(
-                f"--mutant {args.mutant!r}: not a mutant "
-                f"(known: {', '.join(sorted(mutants.MUTANTS))})"
-            )
-        subject = mutants.MUTANTS[args.mutant]
-    if engine == "kernel" and args.kernel_source is not None:
-        parent = Path(args.kernel_source).absolute().parent
-        if not parent.is_dir():
-            raise CliError(f"--kernel-source {args.kernel_source}: no directory {parent}")
-    result: Any
-    try:
-        domain_calls(policy, domains, subject.model)  # refused before spin or gcc is sought
-        if engine == "spin":
-            from replan.verification.engines.spin.engine import explore_spin
-
-            result = explore_spin(
-                policy,
-                domains,
-                subject,
-                memory_mb=args.memory,
-                storage=args.storage,
-                progress=progress,
-            )
-        else:
-            from replan.verification.engines.kernel import explore_kernel
-
-            result = explore_kernel(
-                policy, domains, subject, max_states=args.max_states, progress=progress
-            )
-    except (SpinUnavailable, ValueError, RuntimeError) as error:  # spin, gcc or pan failed
-        raise CliError(str(error)) from None
-    saved = []
-    violation = result.violation
-    if violation is not None and violation.finding is not None:
-        violation.finding.extra["implementation"] = _implementation(args)[2]
-        Path(args.output).mkdir(parents=True, exist_ok=True)
-        saved.append(
-            violation.finding.save(Path(args.output) / f"{engine}-{violation.property}.json")
+def _print(result: SearchResult, reduced: Any, spin: Any, saved: list[Path]) -> None:
+    print("\n".join(result.lines()))
+    if reduced is not None:
+        comparison = _comparison(result, reduced)
+        print(
+            f"symmetry: {comparison['states_unreduced']:,} states unreduced, "
+            f"{comparison['states_reduced']:,} under canonical id renaming "
+            f"({comparison['reduction']}x fewer); same verdict: "
+            f"{'yes' if comparison['same_verdict'] else 'NO'}"
         )
-    if args.json:
-        document = result.to_json()
-        document["saved"] = [str(path) for path in saved]
-        print_json(document)
-    else:
-        print("\n".join(result.lines()))
-        for path in saved:
-            print(f"saved {path}  (replay: replan replay {path})")
-    if engine == "kernel" and args.kernel_source is not None:
-        from replan.verification.runtime.files import write_atomically
+    if spin is not None:
+        print("\n".join(_spin_lines(_spin_comparison(result, reduced, spin))))
+    for path in saved:
+        print(f"saved {path}  (replay: replan replay {path})")
 
-        try:
-            write_atomically(args.kernel_source, result.kernel.source)
-        except OSError as error:
-            reason = error.strerror or str(error)
-            raise CliError(f"--kernel-source {args.kernel_source}: {reason}") from None
-    return 0 if result.ok else 1
+
+def _write_kernel(path: str, source: str) -> None:
+    from replan.verification.runtime.files import write_atomically
+
+    try:
+        write_atomically(path, source)
+    except OSError as error:
+        raise CliError(f"--kernel-source {path}: {error.strerror or error}") from None
 
 
 def _comparison(unreduced: Any, reduced: Any) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from replan.common import (
     OUT,
@@ -52,29 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def counterexample_document(report: Any) -> dict[str, Any]:
-    """The first failure in the shared counterexample format (DESIGN.md)."""
-    from replan.controller.policy import policy_to_dict
-
-    failure = report.failures[0]
-    detail = failure.counterexample or {}
-    if "replay" in detail:  # a state and a step that ``replan replay`` runs
-        document: dict[str, Any] = dict(detail["replay"])
-        document["message"] = failure.message
-        document.update({k: v for k, v in detail.items() if k != "replay"})
-        if failure.kind != "equivalence":
-            document["induction"] = {k: v for k, v in detail.items() if k != "replay"}
-        return document
-    return {
-        "policy": policy_to_dict(report.policy),
-        "property": failure.name,
-        "message": failure.message,
-        "source": "prove",
-        "steps": [],  # a counterexample to induction is one step, not an episode
-        "induction": detail,
-    }
-
-
 def translation_source(error: Exception) -> str:
     """The file whose Python the z3 translator could not read."""
     text = str(error)
@@ -91,6 +67,7 @@ def _progress(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from replan.verification.engines.prove.engine import prove_all
+    from replan.verification.engines.prove.results import counterexample_document
     from replan.verification.translate.symbolic import TranslationError
 
     policy = policy_from_args(args)

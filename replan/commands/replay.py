@@ -37,15 +37,14 @@ from replan.verification.core.harness import (
     result_text,
     run_sequence,
 )
-from replan.verification.engines.campaign.machine import (
+from replan.verification.core.subject import (
     DEFAULT_IMPLEMENTATION,
     ImplementationError,
-    mutant_implementation,
-    readable,
     resolve_implementation,
 )
+from replan.verification.engines.campaign.machine import readable
 from replan.verification.engines.prove.replay import PROOF_CHECKS, ProofReplay, replay_proof
-from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -94,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _evidence_dir(args: argparse.Namespace) -> Path:
-    from replan.commands.verify import COMMITTED_EVIDENCE, default_report_dir
+    from replan.verification.pipeline.options import default_report_dir
+    from replan.verification.runtime.checkout import COMMITTED_EVIDENCE
 
     if args.evidence:
         return Path(args.evidence)
@@ -185,7 +186,10 @@ def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) 
     for check in report.checks:
         if check.name == "against" and check.details.get("old") == old.name:
             return old, check
-    from replan.commands.verify import Pipeline
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.pipeline.checks.against import check_against
+    from replan.verification.pipeline.options import VerifyOptions
+    from replan.verification.pipeline.session import VerifySession
 
     print(
         f"replan review: comparing with {old.name} (verify's against check: z3 and the "
@@ -194,10 +198,11 @@ def _against(args: argparse.Namespace, report: Any, policy: Policy, model: Any) 
         flush=True,
     )
     with tempfile.TemporaryDirectory() as scratch:
-        pipeline = Pipeline(policy, Path(scratch), report.profile or "ci", 0)
-        check = pipeline.against(args.against, args.policy)
+        options = VerifyOptions(profile=report.profile or "ci", against=args.against)
+        session = VerifySession(policy, Path(scratch), options, PROJECT)
+        check = check_against(session, args.against, args.policy)
     report.checks.append(check)
-    report.against_lines = pipeline.report.against_lines
+    report.against_lines = session.report.against_lines
     return old, check
 
 

@@ -58,17 +58,9 @@ and its counterexample, with the replay command), 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
-import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from replan.common import (
-    OUT,
     CliError,
     add_json_option,
     add_output_option,
@@ -76,25 +68,16 @@ from replan.common import (
     check_writable,
     non_negative_int,
     print_json,
-    usable_cores,
     workers_or_auto,
-    write_json,
 )
-from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
+from replan.controller.policy import DEFAULT_POLICY, load_policy
 from replan.controller.records import PolicyError
-from replan.verification.report.records import (
-    CheckResult,
-    VerifyReport,
-    stable,
-    write_junit,
-    write_markdown,
-)
-from replan.verification.runtime import interrupt
-from replan.verification.runtime.files import write_atomically
-
-PROFILES = ("ci", "default", "thorough")
-#: The checkout's committed evidence: written by `replan evidence` only.
-COMMITTED_EVIDENCE = Path(__file__).resolve().parents[2] / "evidence"
+from replan.verification.core.subject import PROJECT, Subject
+from replan.verification.pipeline import PROFILES, VerifyOptions, verify
+from replan.verification.pipeline.checks.against import AgainstError, validate_against
+from replan.verification.pipeline.options import default_report_dir
+from replan.verification.report.records import VerifyReport, write_junit
+from replan.verification.runtime.checkout import COMMITTED_EVIDENCE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -168,643 +151,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutant",
         metavar="NAME",
-        help="verify a deliberately broken controller of verification/subjects/mutants.py instead "
-        "of the project (its evidence goes to out/verify/mutant-NAME/)",
+        help="verify a deliberately broken controller of verification/subjects/mutants.py "
+        "instead of the project (its evidence goes to out/verify/mutant-NAME/)",
     )
     add_json_option(parser)
-
-
-def _progress(text: str) -> None:
-    print(f"replan verify: {text}", file=sys.stderr, flush=True)
-
-
-def explorer_estimate(policy: Policy) -> str | None:
-    """One line before an exploration larger than the default policy's: which bounds
-    are larger, and the default's state count from the committed evidence (so the
-    user knows what the minutes ahead are for). None when no bound is larger."""
-    bounds = {
-        "keys": (len(policy.keys), len(DEFAULT_POLICY.keys)),
-        "max_steps": (policy.max_steps, DEFAULT_POLICY.max_steps),
-        "max_proposals": (policy.max_proposals, DEFAULT_POLICY.max_proposals),
-    }
-    larger = [
-        f"{name} {mine} (default {theirs})"
-        for name, (mine, theirs) in bounds.items()
-        if mine > theirs
-    ]
-    if not larger:
-        return None
-    states = _default_explored_states()
-    known = "" if states is None else f"; the default policy explores {states:,} states"
-    return (
-        f"explorer: bounds larger than the default policy's: {', '.join(larger)}{known}; "
-        "each extra key or step multiplies the states, so expect minutes and more memory "
-        "(progress follows)"
-    )
-
-
-def auto_workers(estimate: str | None) -> int:
-    """``--workers auto``: two shards for a search larger than the default policy's
-    (``estimate`` is not None) when this process may use two cores, else one. Two, not
-    every core: two is what ``replan bench --explore`` measures paying on this kind
-    of machine; ask for more with ``--workers N``."""
-    if estimate is None:
-        return 1
-    return min(2, usable_cores())
-
-
-def _default_explored_states() -> int | None:
-    """The default policy's explored states, from the committed evidence/verify.json
-    (None in an installation without it)."""
-    import json
-
-    from replan.verification.report.diagram.overlays import repository_root
-
-    try:
-        document = json.loads((repository_root() / "evidence" / "verify.json").read_text())
-        check = next(c for c in document["checks"] if c["name"] == "explorer")
-        return int(check["details"]["states"])
-    except (OSError, ValueError, KeyError, StopIteration, TypeError):
-        return None
-
-
-class Pipeline:
-    """Runs the checks in order, recording each one's result even when it fails."""
-
-    def __init__(
-        self,
-        policy: Policy,
-        evidence: Path,
-        profile: str,
-        seed: int,
-        subject: Any = None,
-        deterministic: bool = False,
-        workers: int | None = 1,
-    ) -> None:
-        from replan.verification.core.subject import PROJECT
-
-        #: the explorer's shards (``verification/engines/explore/sharded.py``); 1: one
-        #: process; None: decided from the policy and the machine (``auto_workers``)
-        self.workers = workers
-        #: the committed form (``replan evidence``): no timings, dates or versions
-        self.deterministic = deterministic
-        self.subject = PROJECT if subject is None else subject
-        self.policy = policy
-        self.evidence = evidence
-        self.profile = profile
-        self.seed = seed
-        self.report = VerifyReport(policy=policy, profile=profile, evidence=str(evidence))
-        self.explored: Any = None  # the explorer's result, kept for the campaign's coverage
-        self.campaigned: Any = None  # the campaign's result, kept for the gaps
-        self.total = 0
-
-    def write_json(self, path: Path, document: Any) -> Path:
-        return write_json(path, stable(document) if self.deterministic else document)
-
-    def run(self, number: int, name: str, check: Callable[[], CheckResult]) -> CheckResult:
-        interrupt.check()  # Ctrl-C, even one swallowed inside the last check
-        _progress(f"[{number}/{self.total}] {name} ...")
-        started = time.perf_counter()
-        try:
-            result = check()
-        except Exception as error:  # a crashed check is reported, the others still run
-            result = CheckResult(
-                name,
-                "error",
-                f"{type(error).__name__}: {error}",
-                details={"traceback": traceback.format_exc()},
-            )
-        result.seconds = time.perf_counter() - started
-        self.report.checks.append(result)
-        _progress(
-            f"[{number}/{self.total}] {name}: {result.status} - {result.summary} "
-            f"({result.seconds:.1f} s)"
-        )
-        return result
-
-    def find_gaps(self) -> None:
-        """What no engine exercised: a live declared transition (one the policy does
-        not switch off) or a stop reason nothing reached, and a transition or stop
-        reason the explorer reaches that the campaign never fired. A gap is not a
-        broken property; ``--strict`` makes it one."""
-        explored, campaigned = self.explored, self.campaigned
-        if explored is None or campaigned is None or not explored.ok or not campaigned.passed:
-            return
-        coverage = campaigned.coverage
-        gaps = self.report.gaps
-        reached = set(explored.fired)
-        missed = [
-            label
-            for label in explored.labels
-            if label not in explored.disabled_by_policy and not coverage.transitions[label]
-        ]
-        not_live = self.cannot_fire([label for label in missed if label not in reached])
-        for label in missed:
-            if label in reached:
-                gaps.append(f"the campaign never fired {label} (the explorer reaches it)")
-            elif label in not_live:
-                self.report.not_live[label] = not_live[label]
-            else:  # within the explorer's bounds or not, nothing exercised it
-                gaps.append(
-                    f"no engine reached {label}"
-                    + ("" if explored.complete else " (the explorer stopped at its bounds)")
-                )
-        for reason, explorer_reached in explored.stop_reasons.items():
-            if coverage.stop_reasons[reason]:
-                continue
-            if explorer_reached:
-                gaps.append(f"the campaign never stopped a run {reason} (the explorer does)")
-            else:
-                gaps.append(f"no engine stopped a run {reason}")
-
-    def cannot_fire(self, labels: list[str]) -> dict[str, str]:
-        """Which of ``labels`` z3 shows cannot fire from any state the invariants
-        allow: asked only once the proofs passed (the invariants are then proved)."""
-        proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
-        if not labels or proofs is None or not proofs.ok:
-            return {}
-        from replan.verification.engines.prove.engine import cannot_fire
-
-        return cannot_fire(self.policy, labels, self.subject.model, self.subject.model_class)
-
-    def label_unreachable_counterexamples(self) -> None:
-        """A proof's counterexample to induction from a state the explorer never
-        reached (within its bounds) usually means an auxiliary invariant is missing,
-        not a reachable bug: say so, with the fields that show it."""
-        from replan.verification.engines.explore.engine import unreachable_fields
-
-        proofs = next((c for c in self.report.checks if c.name == "proofs"), None)
-        if proofs is None or proofs.ok or self.explored is None:
-            return
-        runs = self.explored.runs or [self.explored]
-        for entry in proofs.details.get("properties", []):
-            counterexample = entry.get("counterexample") or {}
-            before = counterexample.get("before")
-            limits = counterexample.get("limits", {})
-            if not isinstance(before, dict):
-                continue
-            if any(limits.get(name) != getattr(self.policy, name) for name in limits):
-                entry["reachable"] = (
-                    "not compared: the counterexample's limits are not the policy's"
-                )
-                continue
-            fields = unreachable_fields(runs, before, self.policy.keys)
-            if fields is None:
-                continue
-            note = (
-                f"{entry['name']}: its counterexample starts from a state the explorer never "
-                f"reached ({', '.join(fields)}): probably a missing auxiliary invariant "
-                "rather than a reachable bug"
-            )
-            entry["reachable"] = note
-            proofs.warnings.append(note)
-            proofs.failure_text += f"\n(unreachable: {', '.join(fields)})"
-
-    # ---- the checks -------------------------------------------------------------------
-
-    def drift(self) -> CheckResult:
-        from replan.spec.generator import check_generated
-        from replan.verification.report.diagram import readme_mermaid
-        from replan.verification.report.diagram.readme import is_fresh
-
-        generated = check_generated()
-        readme = Path(__file__).resolve().parents[2] / "README.md"
-        # an installed package has no README: then only the generated code is compared
-        has_readme = readme.is_file()
-        diagram_fresh = is_fresh(readme, readme_mermaid()) if has_readme else True
-        problems = []
-        if not generated:
-            problems.append("controller/_generated.py is stale (run `replan generate`)")
-        if not diagram_fresh:
-            problems.append("README.md's diagram is stale (run `replan diagram --update-readme`)")
-        details: dict[str, Any] = {
-            "generated_fresh": generated,
-            "readme_diagram_fresh": diagram_fresh if has_readme else None,
-        }
-        if not generated:  # where: what a reviewer (or the SARIF log) points at
-            from replan.spec.generator import GENERATED_PATH, generate_source
-            from replan.verification.report.locations import generated_drift
-
-            details["generated"] = generated_drift(GENERATED_PATH, generate_source())
-        if not diagram_fresh:
-            details["readme"] = str(readme)
-        return CheckResult(
-            "drift",
-            "passed" if not problems else "failed",
-            "; ".join(problems)
-            or (
-                "generated code and README diagram match the declaration"
-                if has_readme
-                else "generated code matches the declaration (no README here to compare)"
-            ),
-            details=details,
-        )
-
-    def proofs(self) -> CheckResult:
-        from replan.commands.prove import counterexample_document
-        from replan.verification.engines.prove.engine import prove_all
-
-        subject = self.subject
-        report = prove_all(
-            self.policy, subject.model, subject.model_class, subject.controller, _progress
-        )
-        document = report.to_json()
-        if self.deterministic:  # the committed evidence has `replan prove`'s report too
-            self.write_json(self.evidence / "prove.json", report.to_json())
-        result = CheckResult(
-            "proofs",
-            "passed" if report.ok else "failed",
-            f"{sum(1 for r in report.results if r.proved)} of {len(report.results)} "
-            "properties proved"
-            + (
-                f"; not proved: {', '.join(r.name for r in report.failures)}"
-                if not report.ok
-                else ""
-            ),
-            details=document,
-            properties=[r.name for r in report.failures],
-        )
-        if not report.ok:
-            counterexample = counterexample_document(report)
-            path = write_json(self.evidence / "counterexamples" / "prove.json", counterexample)
-            result.counterexamples.append(str(path))
-            failure = report.failures[0]
-            result.failure_text = failure.message
-            if counterexample.get("steps"):
-                result.replay.append(f"replan replay {path}")
-        return result
-
-    def explorer(self) -> CheckResult:
-        from replan.verification.engines.explore.engine import explore, save_findings
-
-        estimate = explorer_estimate(self.policy)
-        workers = auto_workers(estimate) if self.workers is None else self.workers
-        if estimate is not None:
-            shards = "" if workers == 1 else f"; sharded over {workers} processes"
-            _progress(estimate + shards)
-        # Stops at the first violation: a broken controller can make the state space
-        # unbounded, and its shortest counterexample is what a reviewer needs.
-        result = explore(
-            self.policy,
-            implementation=self.subject.controller,
-            implementation_name=self.subject.implementation_path,
-            keep_graph=True,
-            stop_at_first=True,
-            progress=_progress,
-            progress_every=2.0 if sys.stderr.isatty() else 30.0,
-            workers=workers,
-        )
-        self.explored = result
-        document = result.to_json()
-        problems = [] if result.ok else [f.property for f in result.findings]
-        status = "passed" if result.ok and result.complete else "failed"
-        summary = (
-            f"{result.states:,} states, {result.transitions:,} transitions, depth "
-            f"{result.depth}; {len(result.fired)}/{len(result.labels)} declared transitions "
-            f"reached; stop reasons reached: "
-            f"{', '.join(k for k, v in result.stop_reasons.items() if v) or 'none'}"
-        )
-        if problems:
-            summary = f"properties broken: {', '.join(problems)}; " + summary
-        elif not result.complete:
-            summary = f"incomplete ({result.stopped_by}); " + summary
-        check = CheckResult("explorer", status, summary, details=document, properties=problems)
-        check.warnings.extend(result.warnings)
-        if result.findings:
-            directory = self.evidence / "counterexamples"
-            for path in save_findings(result, directory):
-                check.counterexamples.append(str(path))
-                if path.suffix == ".json":
-                    check.replay.append(f"replan replay {path}")
-            first = result.findings[0]
-            check.failure_text = f"{first.property}: {first.message}\n{first.program()}"
-            check.details["broken_by"] = {
-                finding.property: self.fired_transition(finding) for finding in result.findings
-            }
-        return check
-
-    def campaign(self) -> CheckResult:
-        from replan.verification.engines.campaign.machine import (
-            hypothesis_home,
-            run_campaign,
-            seed_missed,
-        )
-
-        options: dict[str, Any] = dict(
-            seed=self.seed,
-            implementation=self.subject.implementation_path,
-            reference=self.subject.reference,
-            out_dir=self.evidence / "counterexamples",
-            database=None,  # reproducible: no examples carried over from other runs
-        )
-        # Hypothesis' own directory (its constants cache) goes nowhere that stays
-        with (
-            tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home,
-            hypothesis_home(home),
-        ):
-            result = run_campaign(self.policy, self.profile, **options)
-            if self.explored is not None:
-                seed_missed(
-                    result,
-                    list(self.explored.fired),
-                    self.explorer_witness,
-                    profile=self.profile,
-                    **options,
-                )
-        self.campaigned = result
-        document = result.to_json()
-        coverage = result.coverage.to_json()
-        summary = (
-            f"{result.operations:,} operations in {result.examples} examples"
-            + (
-                f" ({len(result.seeded)} transitions seeded from the explorer)"
-                if result.seeded
-                else ""
-            )
-            + "; "
-            + "; ".join(result.coverage.lines()[:1])
-        )
-        if self.explored is not None:
-            from replan.verification.engines.explore.engine import coverage as explorer_coverage
-
-            # The explorer may search several domains; coverage is measured against each.
-            measured = {}
-            for run in self.explored.runs or [self.explored]:
-                if run.graph is None:
-                    continue
-                against = explorer_coverage(
-                    run,
-                    result.visited.abstract_states(),
-                    result.visited.abstract_transitions(),
-                    abstracted=True,
-                )
-                name = str(run.domains.get("name", "explorer"))
-                measured[name] = against.to_json()
-                summary += f"; vs explorer ({name}): {against.line()}"
-            document["coverage_vs_explorer"] = measured
-        status = "passed" if result.passed else "failed"
-        broken = [] if result.finding is None else [result.finding.property]
-        if broken:
-            summary = f"properties broken: {broken[0]}; " + summary
-        check = CheckResult("campaign", status, summary, details=document, properties=broken)
-        check.details["coverage"] = coverage
-        if result.finding is not None:
-            check.failure_text = (
-                f"{result.finding.property}: {result.finding.message}\n" + result.finding.program()
-            )
-            for path in result.saved:
-                check.counterexamples.append(str(path))
-                if path.suffix == ".json":
-                    check.replay.append(f"replan replay {path}")
-            check.details["broken_by"] = {
-                result.finding.property: self.fired_transition(result.finding)
-            }
-        return check
-
-    def fired_transition(self, finding: Any) -> str | None:
-        """The declared transition the counterexample's last call fires (replayed on
-        the controller under verification, read from its trace): where the property
-        breaks. None when no transition fires (a final state, an input check) or the
-        trace does not say."""
-        from replan.verification.core.harness import appended_since, apply, trace_length
-
-        if not finding.operations:
-            return None
-        try:
-            controller: Any = self.subject.controller(finding.policy)
-            for operation in finding.operations[:-1]:
-                apply(controller, operation)
-            mark = trace_length(controller)
-            apply(controller, finding.operations[-1])
-            appended = appended_since(controller, mark)
-            index = appended[-1][5] if appended and len(appended[-1]) > 5 else None
-            labels = getattr(type(controller), "transitions", ())
-        except Exception:  # a broken controller may break its replay too: no location
-            return None
-        if isinstance(index, int) and 0 <= index < len(labels):
-            return str(labels[index])
-        return None
-
-    def explorer_witness(self, label: str) -> Any:
-        """The explorer's shortest run that fires ``label`` (any of its domains)."""
-        for run in self.explored.runs or [self.explored]:
-            found = None if run.graph is None else run.graph.witness(label)
-            if found is not None:
-                return found
-        return None
-
-    def diagram(self) -> CheckResult:
-        from replan.verification.report.diagram import machine_diagram, render
-        from replan.verification.report.diagram.dot import dot_available
-
-        diagram = machine_diagram(self.policy)
-        mermaid = render(diagram, "mermaid").decode()
-        self.report.mermaid = mermaid
-        written = []
-        if dot_available():
-            target = self.evidence / "machine.svg"
-            if self.deterministic:
-                _write_svg_once(target, render(diagram, "dot"), lambda: render(diagram, "svg"))
-            else:
-                write_atomically(target, render(diagram, "svg"))
-            written.append(str(target))
-        summary = f"{len(diagram.edges)} transitions drawn"
-        summary += (
-            f"; wrote {', '.join(written)}" if written else "; Graphviz missing: Mermaid only"
-        )
-        return CheckResult("diagram", "passed", summary, details={"files": written})
-
-    def workflow(self) -> CheckResult:
-        from replan.verification.subjects.fixed_workflow import fixed_workflow_table
-
-        table = fixed_workflow_table(self.policy, self.subject.controller)
-        self.write_json(self.evidence / "fixed-workflow.json", table)
-        rows = table.get("rows", [])
-        disagree = [row for row in rows if not row.get("agree")]
-        summary = (
-            f"the running controller and decide() agree on {len(rows) - len(disagree)}/"
-            f"{len(rows)} evidence assignments"
-        )
-        check = CheckResult("workflow", "failed" if disagree else "passed", summary)
-        check.details = {"rows": len(rows), "disagreements": disagree[:20]}
-        if disagree:
-            check.failure_text = "\n".join(json_line(row) for row in disagree[:5])
-        return check
-
-    def episode(self) -> CheckResult:
-        from replan.verification.subjects.episode import failing_facts, run_reference_episode
-
-        record = run_reference_episode(self.subject.controller)
-        self.write_json(self.evidence / "replan-trace.json", record)
-        holds = bool(record.get("holds"))
-        totals = record.get("totals", {})
-        summary = (
-            f"reference episode through the agent SDK (scripted provider): "
-            f"{totals.get('executed_steps')} steps, {totals.get('proposals_considered')} "
-            f"proposals, {totals.get('provider_calls_in_sdk_request')} provider calls, stop "
-            f"{record.get('final', {}).get('stop_reason')}"
-        )
-        check = CheckResult("episode", "passed" if holds else "failed", summary)
-        check.details = {"totals": totals, "facts": record.get("facts")}
-        if not holds:
-            check.failure_text = "\n".join(failing_facts(record))
-        return check
-
-    def mutation(self) -> CheckResult:
-        """Mutation adequacy: every non-equivalent mutant of the declaration, the
-        bodies and the policy defaults is killed by the engines above."""
-        from replan.verification.subjects.adequacy import run_matrix
-
-        matrix = run_matrix(self.policy, workers=min(2, os.cpu_count() or 1))
-        document = matrix.to_json()
-        self.write_json(self.evidence / "mutate.json", document)
-        summary = (
-            f"{len(matrix.verdicts)} mutants: {matrix.count('killed')} killed, "
-            f"{matrix.count('equivalent')} equivalent, {matrix.count('survived')} survived "
-            f"(score {matrix.score:.1%}) in {matrix.seconds:.0f} s"
-        )
-        check = CheckResult(
-            "mutation", "passed" if matrix.ok else "failed", summary, details=document
-        )
-        if not matrix.ok:
-            check.failure_text = "\n".join(line for line in matrix.lines() if "SURVIVED" in line)
-        return check
-
-    def against(self, old: str, policy_file: str | None = None) -> CheckResult:
-        """What changed between OLD (a policy file, or a git revision of the repository
-        holding ``policy_file``, else of the current directory) and this policy."""
-        from replan.spec.declaration import Replanning
-        from replan.spec.model import extract
-        from replan.verification.engines.explore.engine import explore
-        from replan.verification.engines.prove.engine import decision_difference, policy_changes
-        from replan.verification.report.diagram import render
-        from replan.verification.report.diagram.dot import dot_available
-        from replan.verification.report.diagram.graph import diff
-        from replan.verification.report.diagram.overlays import load_old
-
-        current = extract(Replanning)
-        old_machine = load_old(old, None, current, policy_file)
-        changes = policy_changes(old_machine.policy, self.policy)
-        witness = decision_difference(old_machine.policy, self.policy)
-        details: dict[str, Any] = {
-            "old": old_machine.name,
-            "policy_changes": changes,
-            "commit_decision": None if witness is None else witness.to_json(),
-        }
-        lines = [f"compared with {old_machine.name}"]
-        for key, text in (
-            ("keys_added", "keys added"),
-            ("keys_removed", "keys removed"),
-            ("steps_added", "steps added"),
-            ("steps_removed", "steps removed"),
-            ("completes_only_new", "now completes the run"),
-            ("completes_only_old", "no longer completes the run"),
-            ("requires_changed", "prerequisites changed"),
-        ):
-            if changes[key]:
-                lines.append(f"{text}: {', '.join(changes[key])}")
-        shrunk = any(changes[k] for k in changes if k != "requires_changed")
-        over = " over the shared keys and completing steps" if shrunk else ""
-        lines.append(
-            f"commit decisions: identical for every evidence assignment{over} (z3)"
-            if witness is None
-            else f"commit decisions differ{over}: {witness.text()}"
-        )
-        summary = "; ".join(lines)
-        # Behaviours only one version has: declared transitions and stop reasons the
-        # explorer reaches under the old machine and policy versus the new.
-        from replan.spec.generator import load_controller
-
-        old_controller = load_controller(old_machine.model, old_machine.model_class, "old")
-        old_result = explore(old_machine.policy, implementation=old_controller)
-        new_result = self.explored or explore(self.policy)
-        old_fired, new_fired = set(old_result.fired), set(new_result.fired)
-        old_stops = {k for k, v in old_result.stop_reasons.items() if v}
-        new_stops = {k for k, v in new_result.stop_reasons.items() if v}
-        behaviour = {
-            "transitions_only_old": sorted(old_fired - new_fired),
-            "transitions_only_new": sorted(new_fired - old_fired),
-            "stop_reasons_only_old": sorted(old_stops - new_stops),
-            "stop_reasons_only_new": sorted(new_stops - old_stops),
-            "states": {"old": old_result.states, "new": new_result.states},
-        }
-        details["behaviour"] = behaviour
-        for key, text in (
-            ("transitions_only_new", "new reachable transitions"),
-            ("transitions_only_old", "lost transitions"),
-            ("stop_reasons_only_new", "new stop paths"),
-            ("stop_reasons_only_old", "lost stop paths"),
-        ):
-            if behaviour[key]:
-                lines.append(f"{text}: {', '.join(behaviour[key])}")
-        lines.append(f"reachable states: {old_result.states:,} -> {new_result.states:,}")
-        diagram = diff(
-            old_machine.model,
-            old_machine.policy,
-            current,
-            self.policy,
-            old_machine.name,
-            old_machine.model_class,
-        )
-        self.report.diff_mermaid = render(diagram, "mermaid").decode()
-        if dot_available():
-            target = self.evidence / "diff.svg"
-            write_atomically(target, render(diagram, "svg"))
-            details["diagram"] = str(target)
-        self.report.against_lines = lines
-        # A change is information, not a failure: the checks above judge safety.
-        return CheckResult("against", "passed", summary, details=details)
-
-
-#: In the committed machine.svg: the digest of the DOT source it was drawn from.
-SVG_SOURCE_MARK = "<!-- replan: drawn from DOT source sha256:{} -->\n"
-
-
-def _write_svg_once(target: Path, dot: bytes, draw: Callable[[], bytes]) -> None:
-    """Graphviz (2.43) lays the same DOT source out differently from run to run, so
-    the committed SVG is redrawn only when its source changed: it carries the source's
-    digest, and a file with the same digest is left as it is."""
-    import hashlib
-
-    mark = SVG_SOURCE_MARK.format(hashlib.sha256(dot).hexdigest()).encode()
-    try:
-        if mark in target.read_bytes():
-            return
-    except OSError:
-        pass
-    svg = draw()
-    at = svg.find(b"<svg")
-    write_atomically(target, svg[:at] + mark + svg[at:] if at >= 0 else svg + mark)
-
-
-def relative_paths(document: Any, evidence: Path) -> Any:
-    """Paths inside the evidence directory written relative to it, so that the same
-    report written elsewhere is the same document."""
-    prefix = f"{evidence}/"
-    if isinstance(document, dict):
-        return {k: relative_paths(v, evidence) for k, v in document.items()}
-    if isinstance(document, list):
-        return [relative_paths(v, evidence) for v in document]
-    if isinstance(document, str) and prefix in document:
-        return document.replace(prefix, "")
-    return document
-
-
-def json_line(row: Any) -> str:
-    import json
-
-    return json.dumps(row, sort_keys=True)
-
-
-def default_report_dir(policy: str | None, mutant: str | None = None) -> Path:
-    """Where verify writes when no -o is given: out/verify/<name>/."""
-    if mutant is not None:
-        name = f"mutant-{mutant}"
-    elif policy is None:
-        name = "default"
-    else:
-        name = Path(policy).stem
-    return OUT / "verify" / name
 
 
 def _evidence_dir(args: argparse.Namespace) -> Path:
@@ -821,14 +171,7 @@ def _evidence_dir(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    return execute(args, _evidence_dir(args))
-
-
-def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = False) -> int:
-    """Run every check and write the report to ``evidence``; ``deterministic``: in the
-    committed form (``replan evidence``): no timings, dates or versions in any file,
-    and prove.json beside the report."""
-    started = time.perf_counter()
+    evidence = _evidence_dir(args)
     policy = DEFAULT_POLICY
     if args.policy is not None:
         try:
@@ -836,54 +179,30 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
         except PolicyError as error:
             raise CliError(str(error)) from None
     if args.against is not None:
-        _check_against(args.against, args.policy)
+        try:
+            validate_against(args.against, args.policy)
+        except AgainstError as error:
+            raise CliError(str(error)) from None
     check_writable(args.junit, "--junit")
     check_writable(args.sarif, "--sarif")
     subject = _subject(args.mutant)
     check_directory(evidence, "-o")
-
-    pipeline = Pipeline(
-        policy, evidence, args.profile, args.seed, subject, deterministic, workers=args.workers
+    options = VerifyOptions(
+        profile=args.profile,
+        seed=args.seed,
+        workers=args.workers,
+        mutate=args.mutate,
+        against=args.against,
+        policy_file=args.policy,
+        fail_fast=args.fail_fast,
     )
-    steps: list[tuple[str, Callable[[], CheckResult]]] = [
-        ("drift", pipeline.drift),
-        ("proofs", pipeline.proofs),
-        ("explorer", pipeline.explorer),
-        ("campaign", pipeline.campaign),
-        ("diagram", pipeline.diagram),
-        ("workflow", pipeline.workflow),
-    ]
-    if policy == DEFAULT_POLICY:
-        steps.append(("episode", pipeline.episode))
-    if args.mutate:
-        steps.append(("mutation", pipeline.mutation))
-    if args.against is not None:
-        old = args.against
-        steps.append(("against", lambda: pipeline.against(old, args.policy)))
-    pipeline.total = len(steps) + 1
-    pipeline.report.checks.append(_policy_check(args.policy, subject))
-    _progress(f"[1/{pipeline.total}] policy: {pipeline.report.checks[0].status}")
-    for number, (name, check) in enumerate(steps, start=2):
-        if args.fail_fast and not pipeline.report.ok:
-            pipeline.report.not_run = [later for later, _ in steps[number - 2 :]]
-            _progress(f"--fail-fast: not running {', '.join(pipeline.report.not_run)}")
-            break
-        pipeline.run(number, name, check)
-    pipeline.label_unreachable_counterexamples()
-    if not pipeline.report.not_run:  # gaps are judged on a whole run only
-        pipeline.find_gaps()
-
-    report = pipeline.report
-    report.seconds = time.perf_counter() - started
-    document = report.to_json()
-    pipeline.write_json(evidence / "verify.json", relative_paths(document, evidence))
-    write_markdown(report, evidence / "verify-report.md", timings=not deterministic)
+    report = verify(policy, evidence, options, subject)
     if args.junit:
         write_junit(report, Path(args.junit))
     if args.sarif:
         _write_sarif(report, args, subject)
     if args.json:
-        print_json(document)
+        print_json(report.to_json())
     else:
         for line in report.summary_lines():
             print(line)
@@ -892,7 +211,7 @@ def execute(args: argparse.Namespace, evidence: Path, deterministic: bool = Fals
     return 1 if args.strict and report.gaps else 0
 
 
-def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -> None:
+def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Subject) -> None:
     from replan.verification.report.sarif import sarif_log_or_notice, write_sarif
 
     log = sarif_log_or_notice(
@@ -908,9 +227,7 @@ def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Any) -
         raise CliError(f"--sarif {args.sarif}: cannot write ({error.strerror or error})") from None
 
 
-def _subject(name: str | None) -> Any:
-    from replan.verification.core.subject import PROJECT
-
+def _subject(name: str | None) -> Subject:
     if name is None:
         return PROJECT
     from replan.verification.subjects.mutants import MUTANTS
@@ -918,39 +235,3 @@ def _subject(name: str | None) -> Any:
     if name not in MUTANTS:
         raise CliError(f"--mutant {name!r}: no such mutant (known: {', '.join(MUTANTS)})")
     return MUTANTS[name]
-
-
-def _policy_check(path: str | None, subject: Any) -> CheckResult:
-    """The file loaded (else exit 2, earlier); the loader's defaults are the contract's."""
-    from replan.verification.core.harness import CHECKER
-
-    broken = CHECKER.policy(subject.load)
-    name = path or "spec/policy.toml"
-    if broken:
-        check = CheckResult(
-            "policy",
-            "failed",
-            f"{name} is valid, but the loader breaks {', '.join(broken)}",
-            details={"properties": broken},
-            properties=broken,
-        )
-        check.failure_text = "; ".join(
-            f"{b}: {CHECKER.errors.get(b) or 'the defaults differ from the contract'}"
-            for b in broken
-        )
-        return check
-    return CheckResult(
-        "policy", "passed", f"{name} is valid; the loader keeps the contract's defaults"
-    )
-
-
-def _check_against(old: str, policy_file: str | None) -> None:
-    """Bad --against input is a usage error (exit 2), found before any check runs."""
-    from replan.spec.declaration import Replanning
-    from replan.spec.model import extract
-    from replan.verification.report.diagram.overlays import OverlayError, load_old
-
-    try:
-        load_old(old, None, extract(Replanning), policy_file)
-    except (OverlayError, PolicyError) as error:
-        raise CliError(f"--against {old}: {error}") from None

@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.runtime.checkout import SPIN_ANCHOR, checkout_root
 
-#: The SPIN model of the same contract (next to this repository, as ``replan explore
-#: --compare-spin`` finds it).
-SPIN_ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchors" / "spin"
-#: A new user's first policy (issue #18's probe), verified as they would verify it.
-FIRST_POLICY = Path(__file__).resolve().parents[2] / "tests" / "policies" / "first-policy.toml"
+#: A new user's first policy, verified as they would verify it.
+FIRST_POLICY = checkout_root() / "tests" / "policies" / "first-policy.toml"
 #: (V, K) domains compared with SPIN, and the interleaved rounds of each.
 DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
 QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)
@@ -86,9 +84,9 @@ def _spin_engine_figure(domains: Any) -> dict[str, Any]:
     return {
         "states": result.states,
         "transitions": result.transitions,
-        "seconds": result.search_seconds,
-        "translate_seconds": round(result.translate_seconds, 2),
-        "compile_seconds": round(result.compile_seconds, 2),
+        "seconds": result.details["seconds"]["search"],
+        "translate_seconds": round(result.details["seconds"]["translate"], 2),
+        "compile_seconds": round(result.details["seconds"]["compile"], 2),
         "held": result.ok and result.complete,
     }
 
@@ -271,7 +269,7 @@ def campaign_throughput(
     same examples and steps, interleaved ``rounds`` times: operations per second,
     medians, and their ratio (``examples``: fewer than the profile's, for a smoke run)."""
     from replan.verification.bench.bare_lockstep import bare_lockstep_rate
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
     campaign: list[float] = []
     bare: list[float] = []

@@ -52,8 +52,8 @@ def _campaign(workers: int, ray_address: str | None, examples: int | None) -> di
 
 
 def _first_failure(workers: int, ray_address: str | None) -> dict[str, Any]:
-    from replan.verification.engines.campaign.machine import mutant_implementation
     from replan.verification.engines.campaign.workers import run_workers
+    from replan.verification.subjects import mutants
 
     started = time.perf_counter()
     result = run_workers(
@@ -61,8 +61,9 @@ def _first_failure(workers: int, ray_address: str | None) -> dict[str, Any]:
         workers=workers,
         seed=SEED,
         examples=800,
-        implementation=mutant_implementation(SLOW_MUTANT),
+        implementation=mutants.mutant_implementation(SLOW_MUTANT),
         mutant=SLOW_MUTANT,
+        subjects=f"{mutants.__name__}:MUTANTS",
         ray_address=ray_address,
     )
     return {

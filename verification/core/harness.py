@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-import replan.spec.properties  # noqa: F401  (registers the contract's properties)
 from replan.controller._generated import Controller
 from replan.controller.durable.log import canonical, decode_argument
 from replan.controller.fields import RunState
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
 from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
 from replan.controller.run import Run, state_of_snapshot
+from replan.spec.checker import Checker
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
-from replan.spec.vocabulary import Checker
+from replan.spec.properties import CONTRACT
 
 MODEL = extract(Replanning)
 
@@ -91,10 +91,6 @@ class Call:
         return isinstance(self.result, type) and issubclass(self.result, BaseException)
 
 
-#: Evaluates every registered property (``spec/properties.py``).
-CHECKER = Checker()
-
-
 def run_view(implementation: Any) -> Run:
     """A copy of an implementation's state as a plain ``Run`` (what the properties
     read): exported and imported for a ``Run``, rebuilt from ``snapshot()`` for any
@@ -136,9 +132,11 @@ def observe_call(
     )
 
 
-def violated(call: Call, checker: Checker = CHECKER) -> list[str]:
+def violated(call: Call, checker: Checker | None = None) -> list[str]:
     """The names of the properties this call breaks: the call properties of its
-    event, then the state invariants of the state after it (empty when all hold)."""
+    event, then the state invariants of the state after it (empty when all hold).
+    ``checker``: the contract's (default: ``spec.properties.CONTRACT``'s)."""
+    checker = checker or CONTRACT.checker
     return checker.call(
         call.op, call.before, call.argument, call.result, call.after, call.appended
     ) + checker.state(call.after)
@@ -326,11 +324,14 @@ def run_sequence(
     implementation: Factory,
     reference: Factory | None = None,
     start: RunState | None = None,
+    checker: Checker | None = None,
 ) -> RunReport:
     """Run ``operations`` on a fresh ``implementation`` (and, in lockstep, a fresh
     ``reference``), checking every property after every operation. Stops at the
     first failure. ``start``: both are put in that state first (a proof's
-    counterexample starts from one); the state invariants are checked on it."""
+    counterexample starts from one); the state invariants are checked on it.
+    ``checker``: the contract checked (default: ``spec.properties.CONTRACT``'s)."""
+    checker = checker or CONTRACT.checker
     subject = implementation(policy)
     twin = reference(policy) if reference is not None else None
     if start is not None:
@@ -340,19 +341,19 @@ def run_sequence(
     results: list[Any] = []
     fresh = run_view(subject)
     if start is not None:
-        broken = CHECKER.state(fresh)
+        broken = checker.state(fresh)
         if broken:
             return RunReport(
                 results, broken[0], None, f"the saved state breaks {', '.join(broken)}"
             )
     else:
-        broken = CHECKER.initial(fresh, policy) + CHECKER.state(fresh)
+        broken = checker.initial(fresh, policy) + checker.state(fresh)
         if broken:
             return RunReport(results, broken[0], None, f"a fresh run breaks {', '.join(broken)}")
     for index, operation in enumerate(operations):
         call = observe_call(policy, subject, operation)
         results.append(call.result)
-        broken = violated(call)
+        broken = violated(call, checker)
         if broken:
             return RunReport(
                 results,

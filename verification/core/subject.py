@@ -2,22 +2,33 @@
 
 Owns ``Subject``: the declaration (a ``MachineModel``, possibly transformed), the run
 class whose guard and action bodies the generator copies and z3 reads, the generated
-controller the explorer and the campaign drive, the policy loader's defaults, and
-the reference model the campaign runs in lockstep. ``PROJECT`` is the project as it
+controller the explorer and the campaign drive, the policy loader's defaults, the
+reference model the campaign runs in lockstep, and the contract it is checked against
+(``spec.properties.CONTRACT`` unless a test or a tool passes another one) with that
+contract's ``Checker``. ``PROJECT`` is the project as it
 is; ``verification/subjects/mutants.py`` builds broken ones the same way, so ``replan verify
 --mutant NAME`` runs every engine on exactly what a user's broken source would give.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from replan.controller.policy import DEFAULTS, policy_from_dict
 from replan.controller.run import Run
+from replan.spec.checker import Checker
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
+
+
+def _contract() -> Contract:
+    from replan.spec.properties import CONTRACT
+
+    return CONTRACT
 
 
 def _declaration() -> MachineModel:
@@ -43,6 +54,19 @@ class Subject:
     #: declaration with these bodies) or None (the properties alone judge the run:
     #: a changed declaration has no python-statemachine class to run)
     reference_kind: str | None = "bodies"
+    #: where its controller class can be imported from ("module:Class", for a saved
+    #: counterexample and Ray's workers); None: the project's ``Controller``
+    importable: str | None = None
+    #: the properties every engine checks on this subject
+    contract: Contract = field(default_factory=_contract)
+
+    @property
+    def checker(self) -> Checker:
+        return self.contract.checker
+
+    def with_contract(self, contract: Contract) -> Subject:
+        """The same controller, checked against another contract (a tightened rule)."""
+        return replace(self, contract=contract)
 
     @cached_property
     def model(self) -> MachineModel:
@@ -89,12 +113,48 @@ class Subject:
     @property
     def implementation_path(self) -> str:
         """How a saved counterexample names the controller ("module:Class")."""
-        if self.name == PROJECT_NAME:
-            return "replan.controller:Controller"
-        from replan.verification.subjects.mutants import importable_name
-
-        return f"replan.verification.subjects.mutants:{importable_name(self.name)}"
+        return self.importable or DEFAULT_IMPLEMENTATION
 
 
+#: The project's generated controller, named as "module:Class".
+DEFAULT_IMPLEMENTATION = "replan.controller:Controller"
 PROJECT_NAME = "project"
 PROJECT = Subject(PROJECT_NAME)
+
+
+class ImplementationError(ValueError):
+    """An implementation named as "module:Class" that cannot be loaded."""
+
+
+def resolve_attribute(path: str) -> Any:
+    """The object named ``module:attribute``."""
+    module_name, colon, attribute = path.partition(":")
+    if not colon or not module_name or not attribute:
+        raise ImplementationError(f"{path!r}: expected module:attribute")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImplementationError(f"{path!r}: cannot import {module_name!r} ({error})") from None
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ImplementationError(f"{path!r}: {module_name} has no {attribute!r}") from None
+
+
+def resolve_implementation(path: str) -> type[Any]:
+    """Load the class named ``module:Class`` (e.g. ``controller:Controller``,
+    ``verification.subjects.mutants:step_limit_off_by_one``)."""
+    module_name, colon, class_name = path.partition(":")
+    if not colon or not module_name or not class_name:
+        raise ImplementationError(f"{path!r}: expected module:Class, e.g. {DEFAULT_IMPLEMENTATION}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImplementationError(f"{path!r}: cannot import {module_name!r} ({error})") from None
+    try:
+        found = getattr(module, class_name)
+    except AttributeError:
+        raise ImplementationError(f"{path!r}: {module_name} has no {class_name!r}") from None
+    if not callable(found):
+        raise ImplementationError(f"{path!r}: {class_name!r} is not a class")
+    return found  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from replan.controller.fields import state_of_snapshot
-from replan.verification.engines.explore.engine import abstract_state
+from replan.verification.core.abstraction import abstract_state
 
 #: A distinct state: the BLAKE2b fingerprint of its canonical snapshot text. 128 bits
 #: make a collision (two states counted as one) vanishingly unlikely at any campaign's

@@ -17,104 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.policy import Policy
-from replan.verification.core.domains import Domains
+from replan.verification.core.domains import Domains, InputSpace
+from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import Subject
-from replan.verification.engines.trail import ModelViolation, replay_calls
+from replan.verification.engines.trail import initial_failure, replay_calls
 from replan.verification.translate.kernel import Kernel, State, build, successors_by_call
 
 #: How often (in states) the search reports progress.
 PROGRESS_EVERY = 250_000
-
-
-@dataclass
-class KernelResult:
-    """What the search over the generated kernel found."""
-
-    domains: Domains
-    states: int
-    transitions: int
-    evaluated: int  # transitions whose code ran (one per class; the rest were decided)
-    depth: int
-    translate_seconds: float
-    search_seconds: float
-    kernel: Kernel
-    complete: bool = True
-    violation: ModelViolation | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.violation is None and not self.kernel.initial_failures
-
-    @property
-    def transitions_per_second(self) -> float:
-        return self.transitions / self.search_seconds if self.search_seconds else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        violation = self.violation
-        kernel = self.kernel
-        return {
-            "engine": "kernel",
-            "domains": self.domains.name,
-            "complete": self.complete,
-            "states": self.states,
-            "transitions": self.transitions,
-            "transitions_evaluated": self.evaluated,
-            "depth": self.depth,
-            "seconds": {
-                "translate": round(self.translate_seconds, 3),
-                "search": round(self.search_seconds, 3),
-            },
-            "transitions_per_second": round(self.transitions_per_second),
-            "kernel_digest": kernel.digest,
-            "kernel_functions": kernel.groups,
-            "state_variables": len(kernel.variables),
-            "calls_per_state": len(kernel.calls),
-            "checked": kernel.checked,
-            "unchecked": kernel.unchecked,
-            "initial_failures": kernel.initial_failures,
-            "ok": self.ok,
-            "violation": None if violation is None else violation.to_json(),
-        }
-
-    def lines(self) -> list[str]:
-        kernel = self.kernel
-        share = self.evaluated / self.transitions if self.transitions else 0.0
-        lines = [
-            f"engine: the generated kernel ({len(kernel.calls)} calls per state, "
-            f"{kernel.groups} functions over a {len(kernel.variables)}-variable state; "
-            f"kernel {kernel.digest[:19]})",
-            f"states: {self.states:,}  transitions: {self.transitions:,}  depth: {self.depth}",
-            f"  evaluated: {self.evaluated:,} ({share:.0%}); the rest leave their state "
-            "unchanged with every property decided when the kernel was generated, or have "
-            "the same code as a call evaluated (the same class of arguments in that state)",
-            f"time: translate {self.translate_seconds:.1f} s, search {self.search_seconds:.2f} s"
-            f" ({self.transitions_per_second:,.0f} transitions/s)",
-            f"properties checked on every transition: {len(kernel.checked)}",
-        ]
-        for name, why in sorted(kernel.unchecked.items()):
-            lines.append(f"  not checked by the kernel: {name} ({why})")
-        for name in kernel.initial_failures:
-            lines.append(f"FAILED {name}: the initial state breaks it")
-        violation = self.violation
-        if violation is not None:
-            if violation.reproduced:
-                lines.append(
-                    f"FAILED {violation.property} after {len(violation.calls)} calls (the "
-                    "kernel's shortest path, replayed on the generated controller):"
-                )
-                assert violation.finding is not None
-                lines.extend("  " + line for line in violation.finding.program().splitlines())
-            else:
-                lines.append(
-                    f"TRANSLATION BUG: the kernel breaks {violation.property} after "
-                    f"{len(violation.calls)} calls,"
-                )
-                lines.append(f"  but the generated controller does not: {violation.detail}")
-        elif not kernel.initial_failures:
-            lines.append("every property held on every transition explored")
-            if not self.complete:
-                lines.append("INCOMPLETE: --max-states was reached")
-        return lines
 
 
 def explore_kernel(
@@ -124,30 +34,45 @@ def explore_kernel(
     *,
     max_states: int | None = None,
     progress: Callable[[str], None] | None = None,
-) -> KernelResult:
+) -> SearchResult:
     """Generate the kernel of ``subject`` over ``domains`` and search it."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    kernel = build(policy, domains, subject.model, subject.model_class, progress=say)
+    kernel = build(
+        policy, domains, subject.model, subject.model_class, progress=say, contract=subject.contract
+    )
     translated = time.perf_counter() - started
     say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
     found = search(kernel, max_states, say)
     seconds = time.perf_counter() - started
-    result = KernelResult(
-        domains=domains,
+    space = InputSpace(policy, domains)
+    result = SearchResult(
+        engine="kernel",
+        policy=policy,
+        implementation=subject.implementation_path,
+        domains=space.describe(),
+        domain_lines=space.lines(),
+        symmetry=False,
         states=found.states,
         transitions=found.transitions,
-        evaluated=found.evaluated,
         depth=found.depth,
-        translate_seconds=translated,
-        search_seconds=seconds,
-        kernel=kernel,
+        seconds=seconds,
         complete=found.complete,
+        stopped_by=_stopped_by(found),
+        findings=[
+            initial_failure(policy, name, subject, "kernel") for name in kernel.initial_failures
+        ],
+        properties_checked=len(kernel.checked),
+        coverage_measured=False,
+        max_states=max_states,
+        details=_details(kernel, found, translated),
+        notes=_notes(kernel, found, translated, seconds),
+        artifact=kernel.source,
     )
     if found.broken is not None:
         prop, numbers = found.broken
-        result.violation = replay_calls(
+        violation = replay_calls(
             policy,
             subject,
             kernel.calls,
@@ -158,7 +83,72 @@ def explore_kernel(
             "kernel",
             {"engine": "kernel", "kernel_digest": kernel.digest},
         )
+        violation.report_in(result, "the kernel")
     return result
+
+
+def _stopped_by(found: Search) -> str | None:
+    if found.broken is not None:
+        return "violation"
+    return None if found.complete else "max_states"
+
+
+def _details(kernel: Kernel, found: Search, translated: float) -> dict[str, Any]:
+    """The kernel's own figures, for ``--json``."""
+    return {
+        "transitions_evaluated": found.evaluated,
+        "translate_seconds": round(translated, 3),
+        "kernel_digest": kernel.digest,
+        "kernel_functions": kernel.groups,
+        "state_variables": len(kernel.variables),
+        "calls_per_state": len(kernel.calls),
+        "checked": kernel.checked,
+        "unchecked": kernel.unchecked,
+    }
+
+
+def _notes(kernel: Kernel, found: Search, translated: float, seconds: float) -> list[str]:
+    """What the kernel's report says beyond the counts every engine gives."""
+    share = found.evaluated / found.transitions if found.transitions else 0.0
+    notes = [
+        f"engine: the generated kernel ({len(kernel.calls)} calls per state, "
+        f"{kernel.groups} functions over a {len(kernel.variables)}-variable state; "
+        f"kernel {kernel.digest[:19]})",
+        f"  evaluated: {found.evaluated:,} of {found.transitions:,} transitions ({share:.0%}); "
+        "the rest leave their state unchanged with every property decided when the kernel "
+        "was generated, or have the same code as a call evaluated (the same class of "
+        "arguments in that state)",
+        f"  translate {translated:.1f} s, search {seconds:.2f} s",
+        f"properties checked on every transition: {len(kernel.checked)}",
+    ]
+    notes += [
+        f"  not checked by the kernel: {name} ({why})"
+        for name, why in sorted(kernel.unchecked.items())
+    ]
+    return notes
+
+
+class KernelEngine:
+    """The generated kernel as an engine (``--engine kernel``): the declaration's
+    dispatch as pure Python over a state tuple, searched breadth first."""
+
+    name = "kernel"
+    supports = frozenset({"max_states"})
+
+    def search(
+        self,
+        subject: Subject,
+        policy: Policy,
+        domains: Domains | Sequence[Domains] | None,
+        options: SearchOptions,
+    ) -> SearchResult:
+        if not isinstance(domains, Domains):
+            raise ValueError(
+                f"--engine {self.name} needs one domain of fixed calls (--spin-domains)"
+            )
+        return explore_kernel(
+            policy, domains, subject, max_states=options.max_states, progress=options.progress
+        )
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 from replan.controller.policy import Policy
 from replan.verification.core.harness import Finding, Operation, observe_call, run_view, violated
+from replan.verification.core.search import SearchResult
 from replan.verification.core.subject import Subject
 from replan.verification.translate.promela import Call
 
@@ -29,14 +30,29 @@ class ModelViolation:
     finding: Finding | None
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "property": self.property,
-            "reproduced": self.reproduced,
-            "translation_bug": not self.reproduced,
-            "calls": len(self.calls),
-            "detail": self.detail,
-        }
+    def report_in(self, result: SearchResult, model: str) -> None:
+        """Put it in the search's result: a finding when the controller reproduced it,
+        else a translation bug (``model`` names the translation: "the kernel")."""
+        if self.reproduced and self.finding is not None:
+            result.findings.append(self.finding)
+        else:
+            result.translation_bugs.append(
+                f"{model} breaks {self.property} after {len(self.calls)} calls, but the "
+                f"generated controller does not: {self.detail}"
+            )
+
+
+def initial_failure(policy: Policy, name: str, subject: Subject, engine: str) -> Finding:
+    """A state invariant the model's initial state breaks: a finding with no calls."""
+    return Finding(
+        property=name,
+        policy=policy,
+        operations=[],
+        results=[],
+        message=f"the initial state breaks {name}",
+        source=engine,
+        extra={"implementation": subject.implementation_path, "depth": 0},
+    )
 
 
 def replay_calls(
@@ -63,7 +79,7 @@ def replay_calls(
         observed = observe_call(policy, controller, operation)
         operations.append(operation)
         results.append(observed.result)
-        failures = violated(observed)
+        failures = violated(observed, subject.checker)
         if failures and len(operations) < len(numbers):
             missed = [name for name in failures if name in unchecked]
             if missed:  # a real failure, of a property the model does not check
@@ -90,6 +106,6 @@ def replay_calls(
         message=f"{engine}'s trail for {named}, replayed on {subject.name}"
         + ("" if prop == named else f" (it breaks {prop}, which {engine} does not check, first)"),
         source=source,
-        extra=extra,
+        extra={**extra, "implementation": subject.implementation_path},
     )
     return ModelViolation(prop, numbers, True, finding, "reproduced on the generated controller")

@@ -16,7 +16,7 @@ an error under ``--strict``). Each result sits on the line to change:
   state's line
 - the loader's defaults (``policy-defaults``): ``DEFAULTS`` in ``controller/policy_schema.py``
 - drift: the declared transitions the generated file lacks, else the file's first
-  stale line; a stale README diagram: its block
+  stale line; a stale diagram page: its block
 - a gap: the transition's line, or for a stop reason the ``[limits]`` key that
   bounds it (the transition that stops the run when the file leaves it out)
 - anything else: the policy file's first line.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from replan.verification.report.diagram.readme import PAGE
 from replan.verification.report.locations import (
     Location,
     assignment_location,
@@ -70,7 +71,7 @@ OTHER_RULES: dict[str, tuple[str, str]] = {
     ),
     "drift/readme-diagram": (
         "error",
-        "README.md's diagram is what `replan diagram --update-readme` draws.",
+        "The docs' machine page embeds what `replan diagram --update-readme` draws.",
     ),
     "gap/transition": (
         "warning",
@@ -277,11 +278,10 @@ def _homepage() -> str | None:
 
 
 def _rules(report: VerifyReport) -> list[dict[str, Any]]:
-    import replan.spec.properties  # noqa: F401  (fills the registry)
-    from replan.spec.vocabulary import REGISTRY
+    from replan.spec.properties import CONTRACT
 
     rules = []
-    for prop in REGISTRY.values():
+    for prop in CONTRACT:
         text = inspect.getdoc(prop.function) or prop.name
         rules.append(
             {
@@ -367,9 +367,9 @@ def _property_results(report: VerifyReport, sources: Sources) -> list[dict[str, 
 
 
 def _meaning(name: str) -> str:
-    from replan.spec.vocabulary import REGISTRY
+    from replan.spec.properties import CONTRACT
 
-    prop = REGISTRY.get(name)
+    prop = CONTRACT.get(name)
     return prop.meaning if prop is not None else PROOF_RULES.get(name, "")
 
 
@@ -543,13 +543,13 @@ def _drift_results(check: CheckResult, sources: Sources) -> list[dict[str, Any]]
         )
         results.append(_result("drift/generated-code", "error", text, places, {}))
     if check.details.get("readme_diagram_fresh") is False:
-        readme = Path(str(check.details.get("readme", "README.md")))
+        readme = Path(str(check.details.get("readme", PAGE)))
         found = text_location(readme, "<!-- diagram:start -->", "the diagram block")
         results.append(
             _result(
                 "drift/readme-diagram",
                 "error",
-                "README.md's diagram is stale: run `replan diagram --update-readme`.",
+                f"{readme.name}'s diagram is stale: run `replan diagram --update-readme`.",
                 [found] if found is not None else [],
                 {},
             )

@@ -16,13 +16,19 @@ and a report never describes a run that did not finish.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from replan.verification.runtime import interrupt
+
+#: Where every command writes unless told otherwise (relative to where it runs; in
+#: this repository's .gitignore): out/<command>/...
+OUT = Path("out")
 
 #: Writes held by the innermost ``held()`` (a stack: nested ones commit into it).
 _held: list[dict[Path, bytes]] = []
@@ -37,6 +43,11 @@ def _umask() -> int:
 
 
 _MODE = 0o666 & ~_umask()
+
+
+def write_json(path: str | Path, document: Any) -> Path:
+    """``document`` as indented JSON, written atomically (``write_atomically``)."""
+    return write_atomically(path, json.dumps(document, indent=2) + "\n")
 
 
 def write_atomically(path: str | Path, data: str | bytes) -> Path:

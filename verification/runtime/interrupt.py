@@ -169,13 +169,13 @@ def _watch(reader: socket.socket, main: int, remove_temporary: Callable[[], None
 
 
 @contextmanager
-def installed(message: str) -> Iterator[None]:
+def installed(message: str, remove_temporary: Callable[[], None] = lambda: None) -> Iterator[None]:
     """Honour Ctrl-C for the duration (the main thread only): ``message`` is the line
-    printed if the process has to be ended from the watcher."""
+    printed if the process has to be ended from the watcher, after
+    ``remove_temporary`` (``files.remove_temporary``: the writes under way)."""
     if threading.current_thread() is not threading.main_thread() or _state["installed"]:
         yield
         return
-    from replan.verification.runtime.files import remove_temporary
 
     _state.update(installed=True, finished=False, message=message)
     _requested.clear()

@@ -41,6 +41,7 @@ import z3  # type: ignore[import-untyped]
 
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
 from replan.controller.run import Run
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.verification.subjects.mutation import Mutant, all_mutants
 
@@ -86,8 +87,8 @@ class Judge:
     """Judges mutants of one declaration under one policy. Building it translates
     the original once: its step relation per event, the invariants as premises."""
 
-    def __init__(self, policy: Policy, model: MachineModel) -> None:
-        from replan.verification.engines.prove.engine import Reachable
+    def __init__(self, policy: Policy, model: MachineModel, contract: Contract) -> None:
+        from replan.verification.translate.property_terms import Reachable
         from replan.verification.translate.symbolic import (
             Translator,
             Universe,
@@ -97,9 +98,10 @@ class Judge:
 
         self.policy = policy
         self.model = model
+        self.contract = contract
         self.universe = Universe(policy, model, symbolic_limits=True)
         self.original = {e: encode_event(self.universe, e, Run) for e in model.events}
-        reachable = Reachable(Translator(self.universe, Run))
+        reachable = Reachable(Translator(self.universe, Run), contract)
         self.premises = {
             e: [*enc.assumptions, *reachable(enc.pre)] for e, enc in self.original.items()
         }
@@ -123,7 +125,7 @@ class Judge:
     def differences(self, mutant: Mutant) -> tuple[list[str], bool, str]:
         """The events whose step relation the mutant changes, whether it changes the
         initial state, and a witness of the first difference (empty when none)."""
-        from replan.verification.engines.prove.engine import describe_state
+        from replan.verification.engines.prove.describe import describe_state
         from replan.verification.translate.symbolic import (
             Universe,
             encode_event,
@@ -221,10 +223,19 @@ class Judge:
         from replan.verification.engines.prove.engine import prove_equivalence, prove_invariants
 
         results = prove_invariants(
-            self.policy, mutant.model, mutant.model_class, events=events, initial=initial
+            self.policy,
+            mutant.model,
+            mutant.model_class,
+            events=events,
+            initial=initial,
+            contract=self.contract,
         )
         if "execute" in events or initial:
-            results.append(prove_equivalence(self.policy, mutant.model, mutant.model_class))
+            results.append(
+                prove_equivalence(
+                    self.policy, mutant.model, mutant.model_class, contract=self.contract
+                )
+            )
         return [r.name for r in results if not r.proved]
 
     def explorer(self, mutant: Mutant, controller: type[Run]) -> list[str]:
@@ -236,11 +247,12 @@ class Judge:
             stop_at_first=True,
             max_states=EXPLORER_STATES,
             implementation_name=mutant.id,
+            contract=self.contract,
         )
         return sorted({name for f in result.findings for name in [f.property]})
 
     def campaign(self, mutant: Mutant, controller: type[Run]) -> list[str]:
-        from replan.verification.engines.campaign.machine import run_campaign
+        from replan.verification.engines.campaign.run import run_campaign
 
         result = run_campaign(
             self.policy,
@@ -251,16 +263,15 @@ class Judge:
             out_dir=None,
             database=None,
             collect_visited=False,
+            contract=self.contract,
         )
         return [] if result.finding is None else [result.finding.property]
 
     def judge(self, mutant: Mutant, *, every_engine: bool = False) -> Verdict:
         """The verdict on ``mutant``: equivalent, or the first engine (in the order of
         ``ENGINES``; all of them with ``every_engine``) that fails on it."""
-        from replan.verification.core.harness import CHECKER
-
         started = time.perf_counter()
-        verdict = self._judge(mutant, every_engine, CHECKER)
+        verdict = self._judge(mutant, every_engine, self.contract.checker)
         verdict.seconds = time.perf_counter() - started
         return verdict
 
@@ -343,7 +354,8 @@ def reads(model: MachineModel, event: str, model_class: type = Run) -> frozenset
     import ast
     import inspect
     import sys
-    import textwrap
+
+    from replan.spec import bodies
 
     module = vars(sys.modules[model_class.__module__])
     interface = model.interface[event]
@@ -357,11 +369,12 @@ def reads(model: MachineModel, event: str, model_class: type = Run) -> frozenset
         if name in seen:
             continue
         seen.add(name)
-        found = inspect.getattr_static(model_class, name, None) or module.get(name)
-        found = getattr(found, "fget", None) or getattr(found, "__func__", None) or found
-        if not inspect.isfunction(found):
+        found = bodies.plain_function(
+            inspect.getattr_static(model_class, name, None) or module.get(name)
+        )
+        tree = None if found is None else bodies.definition(found)
+        if tree is None:
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(found)))
         for node in ast.walk(tree):
             mentioned = (
                 node.id
@@ -474,22 +487,26 @@ def run_matrix(
     every_engine: bool = False,
     progress: Callable[[int, int, Verdict], None] | None = None,
     workers: int = 1,
+    contract: Contract | None = None,
 ) -> Matrix:
-    """Judge ``mutants`` (default: every one). ``workers`` > 1 judges them in that
-    many processes (each builds its own z3 context and mutant modules), keeping the
-    order of the verdicts."""
+    """Judge ``mutants`` (default: every one) by the engines checking ``contract``
+    (default: ``spec.properties.CONTRACT``). ``workers`` > 1 judges them in that many
+    processes (each builds its own z3 context and mutant modules), keeping the order
+    of the verdicts."""
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
+    from replan.spec.properties import CONTRACT
 
+    contract = contract or CONTRACT
     policy = policy or DEFAULT_POLICY
     model = extract(Replanning)
     chosen = list(mutants if mutants is not None else mutants_for(model))
     started = time.perf_counter()
     verdicts: list[Verdict] = []
     if workers > 1 and len(chosen) > 1:
-        verdicts = _in_processes(policy, chosen, every_engine, progress, workers)
+        verdicts = _in_processes(policy, chosen, every_engine, progress, workers, contract)
     else:
-        judge = Judge(policy, model)
+        judge = Judge(policy, model, contract)
         for number, mutant in enumerate(chosen, start=1):
             verdict = judge.judge(mutant, every_engine=every_engine)
             verdicts.append(verdict)
@@ -503,7 +520,7 @@ def run_matrix(
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(document: dict[str, Any], every_engine: bool) -> None:
+def _start_worker(document: dict[str, Any], every_engine: bool, contract: Contract) -> None:
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
     from replan.verification.runtime.interrupt import ignore_in_worker
@@ -513,7 +530,7 @@ def _start_worker(document: dict[str, Any], every_engine: bool) -> None:
     model = extract(Replanning)
     policy = policy_from_dict(document)
     _WORKER.update(
-        judge=Judge(policy, model),
+        judge=Judge(policy, model, contract),
         mutants={m.id: m for m in all_mutants(model)},
         every_engine=every_engine,
     )
@@ -539,6 +556,7 @@ def _in_processes(
     every_engine: bool,
     progress: Callable[[int, int, Verdict], None] | None,
     workers: int,
+    contract: Contract,
 ) -> list[Verdict]:
     import multiprocessing
 
@@ -546,7 +564,9 @@ def _in_processes(
 
     context = multiprocessing.get_context("spawn")  # z3 and the mutant modules: fresh
     with context.Pool(
-        workers, initializer=_start_worker, initargs=(policy_to_dict(policy), every_engine)
+        workers,
+        initializer=_start_worker,
+        initargs=(policy_to_dict(policy), every_engine, contract),
     ) as pool:
         verdicts = []
         results = pool.imap(_judge_in_worker, [m.id for m in chosen])

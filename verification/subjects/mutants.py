@@ -24,7 +24,7 @@ from replan.controller.run import Run
 from replan.spec.declaration import Replanning
 from replan.spec.generator import load_source, render_controller
 from replan.spec.model import MachineModel, extract
-from replan.verification.core.subject import Subject
+from replan.verification.core.subject import ImplementationError, Subject
 from replan.verification.subjects.mutation import renumbered
 
 Mutant = Subject
@@ -73,9 +73,9 @@ def _edited_controller(name: str, edit: Callable[[str], str]) -> type[Run]:
 
 
 def _priority_swapped_controller() -> type[Run]:
-    from replan.spec.generator import _Generator
+    from replan.spec.generator import Generator
 
-    source = _Generator(_swapped("steps_exhausted", "not prerequisites_passed"), Run).render()
+    source = Generator(_swapped("steps_exhausted", "not prerequisites_passed"), Run).render()
     return _edited_controller("generator-priority-swapped", lambda _: source + "\n")
 
 
@@ -343,7 +343,7 @@ _BODY_MUTANTS = (
 )
 
 MUTANTS: dict[str, Subject] = {
-    m.name: m
+    m.name: dataclasses.replace(m, importable=f"{__name__}:{m.name.replace('-', '_')}")
     for m in (
         Subject(
             "stale-plan-check-removed",
@@ -405,3 +405,10 @@ def __getattr__(attribute: str) -> type[Run]:
     if name in MUTANTS:
         return mutant_controller(name)
     raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+
+
+def mutant_implementation(name: str) -> str:
+    """The "module:Class" path of the broken controller ``name`` (see ``MUTANTS``)."""
+    if name not in MUTANTS:
+        raise ImplementationError(f"{name!r} is not a mutant (known: {', '.join(sorted(MUTANTS))})")
+    return f"replan.verification.subjects.mutants:{importable_name(name)}"

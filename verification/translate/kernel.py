@@ -7,7 +7,7 @@ and the properties' terms, with the call's argument substituted) printed as Pyth
 one function per (call, group of declared states in which the call does the same).
 Leaves the search and the replay of a violation to ``verification/engines/kernel.py``.
 
-Why it is fast (the design; figures in the README's "The generated kernel"):
+Why it is fast (the design; docs/engines/kernel.md says it for users):
 
 - A state is a flat tuple of small ints, one per variable of the Promela layout
   (``promela_layout.py``: an absent value is zero, so equal states are equal tuples).
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.policy import Policy
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.translate.ir import (
@@ -105,11 +106,13 @@ def build(
     model: MachineModel,
     model_class: type,
     progress: Callable[[str], None] | None = None,
+    contract: Contract | None = None,
 ) -> Kernel:
     """Translate ``model`` with ``model_class``'s bodies under ``policy`` over
-    ``domains`` into a kernel, and compile it."""
+    ``domains`` into a kernel checking ``contract`` (default: the project's), and
+    compile it."""
     calls = domain_calls(policy, domains, model)
-    translation = Translation(policy, model, model_class, calls, domains.versions)
+    translation = Translation(policy, model, model_class, calls, domains.versions, contract)
     layout = translation.layout
     writer = _Writer(layout, set(translation.invariants))
     by_event: dict[str, list[Call]] = {}

@@ -11,7 +11,7 @@ z3 terms to ``verification/translate/layout.py``, the expressions to
 
 Nothing about the controller is written here: the post-state, the answer and each
 property are the very z3 terms ``replan prove`` reasons about
-(``symbolic.encode_event``, ``prove.call_term``, ``prove.state_term``), with the
+(``symbolic.encode_event``, ``property_terms.call_term``, ``property_terms.state_term``), with the
 call's argument substituted (a plan's revisions stay terms over the state: the
 domains propose ``plan_revision + offset``) and the free inputs (``type(plan.id) is
 str``) pinned to their values on the concrete argument, exactly as the conformance
@@ -33,10 +33,10 @@ import z3  # type: ignore[import-untyped]
 from replan.controller.policy import Policy, policy_to_dict
 from replan.controller.records import Observation, Plan
 from replan.controller.run import Run
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.spec.vocabulary import Property
 from replan.verification.core.domains import PARAMETER_TYPES, Domains, InputSpace
-from replan.verification.engines.prove import engine as prove
 from replan.verification.translate.ir import (
     IR,
     Context,
@@ -48,6 +48,7 @@ from replan.verification.translate.ir import (
 )
 from replan.verification.translate.layout import SHORT_RANGE, Layout
 from replan.verification.translate.lower import Lowerer
+from replan.verification.translate.property_terms import call_term, state_term
 from replan.verification.translate.symbolic import (
     ContentMap,
     FMap,
@@ -165,11 +166,12 @@ def translate(
     model: MachineModel,
     model_class: type = Run,
     progress: Callable[[str], None] | None = None,
+    contract: Contract | None = None,
 ) -> PromelaModel:
     """The Promela model of ``model`` with ``model_class``'s bodies under ``policy``,
-    over ``domains``."""
+    over ``domains``, asserting ``contract``'s properties (default: the project's)."""
     calls = domain_calls(policy, domains, model)
-    translation = Translation(policy, model, model_class, calls, domains.versions)
+    translation = Translation(policy, model, model_class, calls, domains.versions, contract)
     blocks: list[str] = []
     temps = 0
     by_event: dict[str, list[Call]] = {}
@@ -204,7 +206,13 @@ class Translation:
         model_class: type,
         calls: Sequence[Call],
         versions: int,
+        contract: Contract | None = None,
     ) -> None:
+        if contract is None:
+            from replan.spec.properties import CONTRACT
+
+            contract = CONTRACT
+        self.contract = contract
         self.policy = policy
         self.model_class = model_class
         self.u = u = Universe(policy, model)
@@ -218,9 +226,9 @@ class Translation:
         self.post_scalars, self.post_arrays = self.layout.bind(self.post, "")
         self.unchecked: dict[str, str] = {}
         self.invariants: dict[str, z3.BoolRef] = {}
-        self.invariant_properties = prove.properties("invariant") + prove.properties("auxiliary")
+        self.invariant_properties = contract.of_kind("invariant") + contract.of_kind("auxiliary")
         for prop in self.invariant_properties:
-            term = self._term(prop, lambda p: prove.state_term(self.translator, p, self.post))
+            term = self._term(prop, lambda p: state_term(self.translator, p, self.post))
             if term is not None:
                 self.invariants[prop.name] = term
         self.checked = set(self.invariants)
@@ -241,7 +249,7 @@ class Translation:
             prop.name
             for prop in self.invariant_properties
             if prop.name not in self.unchecked
-            and not z3.is_true(z3.simplify(prove.state_term(self.translator, prop, state)))
+            and not z3.is_true(z3.simplify(state_term(self.translator, prop, state)))
         ]
 
     def call_properties(
@@ -252,15 +260,13 @@ class Translation:
         ("every remembered (key, version)") unrolled over the domains."""
         step = dataclasses.replace(encoding, post=self.post, answer=self.answer)
         terms: dict[str, z3.BoolRef] = {}
-        for prop in prove.properties("call"):
+        for prop in self.contract.of_kind("call"):
             if not prop.applies_to(event):
                 continue
             if not encoding.models(prop):
                 self.unchecked[prop.name] = "reads the trace, which the relation does not model"
                 continue
-            term = self._term(
-                prop, lambda p: prove.call_term(self.translator, p, step), f"on {event}: "
-            )
+            term = self._term(prop, lambda p: call_term(self.translator, p, step), f"on {event}: ")
             if term is not None:
                 terms[prop.name] = term
         self.checked.update(terms)

@@ -42,8 +42,8 @@ from typing import Any, Final
 
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from replan.controller.run import jsonable
+from replan.spec.properties import CONTRACT
 from replan.spec.reference import ReferenceController
-from replan.spec.vocabulary import REGISTRY
 from replan.verification.core.domains import InputSpace, product_domains
 from replan.verification.core.harness import Finding, Operation, apply, run_sequence
 from replan.verification.runtime import interrupt
@@ -99,7 +99,7 @@ class ConcurrentResult:
             "trials": self.trials_run,
             "calls": self.calls,
             "seconds": round(self.seconds, 2),
-            "properties": [*REGISTRY, LINEARIZABLE],
+            "properties": [*CONTRACT.names, LINEARIZABLE],
             "policy": policy_to_dict(self.policy),
             "finding": None
             if self.finding is None
@@ -114,7 +114,7 @@ class ConcurrentResult:
             f"thread), calls: {self.calls}, {self.seconds:.1f} s",
             f"checked: each trial's trace is a serialization of its calls ({LINEARIZABLE}), "
             f"and that history, replayed serially beside the reference model, keeps the "
-            f"{len(REGISTRY)} properties and gives every answer the threads got",
+            f"{len(CONTRACT)} properties and gives every answer the threads got",
         ]
 
 

@@ -49,37 +49,4 @@ def engine_seed(seed: int, number: int) -> int:
     return seed if number == 0 else (seed * 1_000_003 + number * 7_919) % 2**32
 
 
-def campaign_growth(per_engine: int | None, examples: int, seed: int) -> dict[str, float | int]:
-    """Run one ``thorough`` campaign on the default policy in this process with at
-    most ``per_engine`` examples per engine (None: one engine): its operations, and the
-    resident high-water mark before and after it (``ru_maxrss``, so run it in a fresh
-    process: the bench does)."""
-    import resource
-
-    from replan.controller.policy import DEFAULT_POLICY
-    from replan.verification.engines.campaign import machine as campaign
-
-    def high_water() -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-
-    campaign.run_campaign(DEFAULT_POLICY, "ci", seed=seed, examples=1, steps=5, database=None)
-    before = high_water()
-    result = campaign.run_campaign(
-        DEFAULT_POLICY,
-        "thorough",
-        seed=seed,
-        examples=examples,
-        database=None,
-        out_dir=None,
-        examples_per_engine=per_engine,
-    )
-    after = high_water()
-    return {
-        "operations": result.operations,
-        "rss_before_bytes": before,
-        "rss_after_bytes": after,
-        "growth_bytes_per_operation": round((after - before) / max(1, result.operations), 1),
-    }
-
-
-__all__ = ["EXAMPLES_PER_ENGINE", "campaign_growth", "engine_budgets", "engine_seed"]
+__all__ = ["EXAMPLES_PER_ENGINE", "engine_budgets", "engine_seed"]

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
+from replan.verification.core.subject import DEFAULT_IMPLEMENTATION, resolve_attribute
 from replan.verification.engines.campaign.database import is_shared
-from replan.verification.engines.campaign.machine import (
-    DEFAULT_IMPLEMENTATION,
-    PROFILES,
+from replan.verification.engines.campaign.machine import PROFILES
+from replan.verification.engines.campaign.run import (
     CampaignResult,
     hypothesis_home,
     run_campaign,
@@ -69,9 +69,11 @@ class Share:
     examples: int
     steps: int
     implementation: str  # module:Class
-    #: the reference model: a deliberately broken controller's own (``mutants``),
-    #: the declaration's (``ReferenceController``), or none (the properties alone)
+    #: the reference model: a deliberately broken controller's own (``mutant``, looked
+    #: up in the mapping of subjects ``subjects`` names as "module:attribute"), the
+    #: declaration's (``ReferenceController``), or none (the properties alone)
     mutant: str | None
+    subjects: str | None
     with_reference: bool
     database: str | None
 
@@ -93,11 +95,10 @@ def run_share(share: Share) -> CampaignResult:
     """Run one share (in a worker): its campaign, no files written (the parent saves
     a finding), Hypothesis' own directory a temporary one."""
     from replan.spec.reference import ReferenceController
-    from replan.verification.subjects.mutants import MUTANTS
 
     reference: Any
-    if share.mutant is not None:
-        reference = MUTANTS[share.mutant].reference
+    if share.mutant is not None and share.subjects is not None:
+        reference = resolve_attribute(share.subjects)[share.mutant].reference
     else:
         reference = ReferenceController if share.with_reference else None
     with tempfile.TemporaryDirectory(prefix="replan-share-") as home, hypothesis_home(home):
@@ -124,6 +125,7 @@ def run_workers(
     steps: int | None = None,
     implementation: str = DEFAULT_IMPLEMENTATION,
     mutant: str | None = None,
+    subjects: str | None = None,
     with_reference: bool = True,
     database: str | Path | None = None,
     out_dir: str | Path | None = None,
@@ -132,7 +134,9 @@ def run_workers(
 ) -> CampaignResult:
     """The campaign as ``workers`` shares, in local processes or (``ray_address``)
     as Ray tasks: one merged result, its seconds the wall time; a finding saved in
-    ``out_dir``."""
+    ``out_dir``. A ``mutant`` is named in ``subjects``, a "module:attribute" mapping of
+    subjects (``verification.subjects.mutants:MUTANTS``), whose reference model the
+    shares run beside it."""
     budget = PROFILES[profile]
     examples = budget.examples if examples is None else examples
     steps = budget.steps if steps is None else steps
@@ -148,6 +152,7 @@ def run_workers(
             steps,
             implementation,
             mutant,
+            subjects,
             with_reference,
             _location(database),
         )

@@ -2,8 +2,8 @@
 the state space is sharded by the hash of each state, as distributed TLC splits its
 fingerprint set.
 
-Owns: the workers (one ``Shard`` each, whose ``_Engine`` owns the states
-``_Engine.owner`` maps to it: forked processes on this machine, or Ray actors on a
+Owns: the workers (one ``Shard`` each, whose ``StateSearch`` owns the states
+``StateSearch.owner`` maps to it: forked processes on this machine, or Ray actors on a
 cluster, ``replan explore --ray``), the level-by-level exchange between them, and the
 merge of their states, edges and counts into the parent's engine, so that the
 report, the graph, the traps and the shortest counterexamples are computed from it
@@ -54,13 +54,13 @@ class Shard:
     (``_serve``) or as a Ray actor (``_RayWorkers``), the same code either way."""
 
     def __init__(self, setup: dict[str, Any], shard: tuple[int, int]) -> None:
-        from replan.verification.engines.campaign.machine import resolve_implementation
-        from replan.verification.engines.explore.engine import _Engine
+        from replan.verification.core.subject import resolve_implementation
+        from replan.verification.engines.explore.search import StateSearch
 
         implementation = setup["implementation"]
         if isinstance(implementation, str):  # sent by name to another process
             setup = {**setup, "implementation": resolve_implementation(implementation)}
-        self.engine = _Engine(**setup, shard=shard)
+        self.engine = StateSearch(**setup, shard=shard)
 
     def handle(self, command: str, payload: Any) -> Any:
         engine = self.engine
@@ -114,8 +114,6 @@ def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
     of this level keeps its first discoverer in serial order, the least (parent's
     serial number, operation index): the state's parent and the transition a serial
     search charges its invariants to."""
-    from replan.verification.core.harness import CHECKER
-
     indices: list[int] = []
     index = engine.index
     level = engine.level
@@ -130,7 +128,7 @@ def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
                 if scratch is None:
                     scratch = engine.implementation(engine.policy)
                 scratch._import_state(engine.full(key))
-                failures = CHECKER.state(scratch)
+                failures = engine.checker.state(scratch)
                 if failures:
                     engine.state_failures[found] = failures
         elif levels[found] == level and (parent, via) < (parents[found], vias[found]):
@@ -206,21 +204,15 @@ class NotImportable(ValueError):
     """An implementation no other process can import by name."""
 
 
-def implementation_path(implementation: type) -> str:
-    """The ``module:Class`` another process resolves to this very class: its own
-    module's, or a deliberately broken controller's name in ``verification.subjects.mutants``.
+def implementation_path(implementation: type, importable: str | None = None) -> str:
+    """The ``module:Class`` another process resolves to this very class: ``importable``
+    when the caller knows it (a subject's), else the class's own module's.
     ``NotImportable`` for a class no other process can import."""
-    from replan.spec.generator import GENERATED_PREFIX
-    from replan.verification.engines.campaign.machine import (
-        ImplementationError,
-        resolve_implementation,
-    )
-    from replan.verification.subjects import mutants
+    from replan.verification.core.subject import ImplementationError, resolve_implementation
 
-    module = implementation.__module__
-    candidates = [f"{module}:{implementation.__qualname__}"]
-    if module.startswith(GENERATED_PREFIX):  # a mutant's generated module, by its name
-        candidates.append(f"{mutants.__name__}:{module.removeprefix(GENERATED_PREFIX)}")
+    candidates = [f"{implementation.__module__}:{implementation.__qualname__}"]
+    if importable is not None:
+        candidates.insert(0, importable)
     for candidate in candidates:
         try:
             if resolve_implementation(candidate) is implementation:
@@ -240,6 +232,7 @@ def _setup(engine: Any) -> dict[str, Any]:
         policy=engine.policy,
         space=engine.space,
         implementation=engine.implementation,
+        contract=engine.contract,
         symmetry=engine.symmetry,
         check_invariants=engine.check_invariants,
         keep_graph=engine.keep_graph,
@@ -298,7 +291,10 @@ class _RayWorkers:
         actor = ray_cluster.remote_class(Shard)
         # by name: a class Ray would copy by value (a mutant built in this process)
         # could arrive as something else
-        setup = {**_setup(engine), "implementation": implementation_path(engine.implementation)}
+        setup = {
+            **_setup(engine),
+            "implementation": implementation_path(engine.implementation, engine.importable),
+        }
         self.actors = [actor.remote(setup, (shard, shards)) for shard in range(shards)]
 
     @property
@@ -334,7 +330,7 @@ def search_sharded(
     """The breadth-first search of ``engine`` over ``shards`` forked workers (Ray
     actors with ``ray``, on the cluster this process joined); on return the engine
     holds the whole search's states, edges and counts. (depth, why it stopped early
-    or None), as ``_search_serial`` returns."""
+    or None), as ``search_serial`` returns."""
     workers: _Workers | _RayWorkers = (
         _RayWorkers(engine, shards) if ray else _Workers(engine, shards)
     )
@@ -441,7 +437,7 @@ def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:
     engine.keys, engine.index = [], {}
     engine.parent, engine.via, engine.levels = array("l"), array("l"), array("l")
     engine.stop_seen = set()
-    from replan.verification.engines.explore.engine import _SCALARS as scalars
+    from replan.verification.core.abstraction import SCALARS as scalars
 
     part_numbers = [[engine.intern(part) for part in dump["parts"]] for dump in dumps]
     for _, shard, local in order:

@@ -34,20 +34,33 @@ from replan.controller.policy import Policy, policy_to_dict, workflow_disagreeme
 from replan.controller.records import ADMITTED, EvidenceState, Observation, Plan, PolicyError
 from replan.controller.run import Run
 from replan.controller.workflow import decide
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.spec.vocabulary import REGISTRY, Property
+from replan.verification.engines.prove.describe import (
+    _state_line,
+    describe_state,
+    describe_step,
+    step_text,
+)
+from replan.verification.engines.prove.results import (
+    ProofReport,
+    PropertyResult,
+)
+from replan.verification.engines.prove.translation import validate
 from replan.verification.runtime import interrupt
+from replan.verification.translate.property_terms import (
+    Reachable,
+    call_term,
+    property_frame,
+    state_term,
+)
 from replan.verification.translate.symbolic import (
     EVIDENCE,
     POLICY,
-    Const,
     FormulaOnRuns,
-    Opt,
-    Record,
     State,
     StateRef,
     StepEncoding,
-    TranslationError,
     Translator,
     Universe,
     all_of,
@@ -62,117 +75,20 @@ UNKNOWN = EVIDENCE.members["Unknown"]
 NOT_PASSED = "<not Passed>"
 
 
+def contract_or_default(contract: Contract | None) -> Contract:
+    """``contract``, or the project's (``spec.properties.CONTRACT``) when None."""
+    if contract is not None:
+        return contract
+    from replan.spec.properties import CONTRACT
+
+    return CONTRACT
+
+
 def _declaration() -> MachineModel:
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
 
     return extract(Replanning)
-
-
-# ---- results -----------------------------------------------------------------------
-
-
-@dataclass
-class PropertyResult:
-    """One proof obligation: proved, or failed with a counterexample."""
-
-    name: str
-    kind: str  # equivalence | invariant | auxiliary | well-defined
-    proved: bool
-    seconds: float
-    statement: str
-    message: str = ""  # the readable counterexample when not proved
-    counterexample: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "name": self.name,
-            "kind": self.kind,
-            "status": "proved" if self.proved else "failed",
-            "milliseconds": round(self.seconds * 1000, 2),
-            "statement": self.statement,
-        }
-        if not self.proved:
-            document["message"] = self.message
-            document["counterexample"] = self.counterexample
-        return document
-
-
-@dataclass
-class ProofReport:
-    """Everything ``replan prove`` proved (or refuted) for one policy."""
-
-    policy: Policy
-    digest: str
-    results: list[PropertyResult] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return all(r.proved for r in self.results)
-
-    @property
-    def failures(self) -> list[PropertyResult]:
-        return [r for r in self.results if not r.proved]
-
-    @property
-    def termination(self) -> dict[str, Any] | None:
-        """The bound ``calls-lower-the-rank`` and ``rank-bounded`` give, when both were
-        proved: between two pieces of new evidence, at most this many calls change a
-        run (``replan.spec.properties.termination_bound``)."""
-        from replan.spec.properties import termination_bound
-
-        needed = {"calls-lower-the-rank", "rank-bounded"}
-        proved = {r.name for r in self.results if r.proved}
-        if not needed <= proved:
-            return None
-        policy = self.policy
-        return {
-            "bound": termination_bound(policy),
-            "formula": "3 * max_proposals + max_steps + no_progress_limit + 1",
-            "values": {
-                "max_proposals": policy.max_proposals,
-                "max_steps": policy.max_steps,
-                "no_progress_limit": policy.no_progress_limit,
-            },
-            "counts": "proposals, executions and observations that are not progress, "
-            "which change the run, between two pieces of new evidence",
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tool": "replan prove",
-            "proved": self.ok,
-            "declaration": self.digest,
-            "policy": policy_to_dict(self.policy),
-            "seconds": round(self.seconds, 4),
-            "properties": [r.to_json() for r in self.results],
-            "termination": self.termination,
-        }
-
-    def text(self) -> str:
-        lines = []
-        for result in self.results:
-            status = "proved" if result.proved else "FAILED"
-            milliseconds = f"{result.seconds * 1000:8.1f} ms"
-            lines.append(f"  {status:6}  {result.name:30} {milliseconds}   {result.statement}")
-            if not result.proved:
-                lines.extend(f"          {line}" for line in result.message.splitlines())
-        proved = sum(r.proved for r in self.results)
-        lines.append(
-            f"{proved} of {len(self.results)} properties proved in {self.seconds:.2f} s"
-            + ("" if self.ok else f"; {len(self.failures)} failed")
-        )
-        bound = self.termination
-        if bound is not None:
-            values = bound["values"]
-            lines.append(
-                f"termination: between two pieces of new evidence a run makes at most "
-                f"{bound['bound']} calls that change it (3 * {values['max_proposals']} "
-                f"+ {values['max_steps']} + {values['no_progress_limit']} + 1: proposals, "
-                "executions and observations that are not progress), the last one stopping it"
-            )
-        return "\n".join(lines)
 
 
 def _solver() -> z3.Solver:
@@ -247,6 +163,7 @@ def commit_gate(
     model_class: type = Run,
     *,
     prefix: str = "",
+    contract: Contract | None = None,
 ) -> Gate:
     """The gate of ``step`` (a ``completes_run`` step of ``policy``) under the premise
     of the equivalence, derived from the declaration's ``execute`` transitions."""
@@ -269,7 +186,7 @@ def commit_gate(
         pre["_steps"] >= 0,
         pre["_steps"] < u.limits["max_steps"],
         *(term == True for term in encoding.inputs.values()),  # noqa: E712  (plan_id is a str)
-        *Reachable(Translator(u, model_class))(pre),
+        *Reachable(Translator(u, model_class), contract_or_default(contract))(pre),
         *encoding.assumptions,
     )
     evidence = {k: u.evidence_state(pre, k) for k in policy.keys}
@@ -332,7 +249,11 @@ def _render(assignment: Mapping[str, str]) -> str:
 
 
 def prove_equivalence(
-    policy: Policy, model: MachineModel | None = None, model_class: type = Run
+    policy: Policy,
+    model: MachineModel | None = None,
+    model_class: type = Run,
+    *,
+    contract: Contract | None = None,
 ) -> PropertyResult:
     """The commit equivalence for every ``completes_run`` step of ``policy``."""
     model = model or _declaration()
@@ -344,7 +265,7 @@ def prove_equivalence(
         f"{'/'.join(terminal)} plan is Executed iff decide({keys}) == ReadyToCommit"
     )
     for step in terminal:
-        gate = commit_gate(policy, step, model, model_class)
+        gate = commit_gate(policy, step, model, model_class, contract=contract)
         ready = ready_to_commit(gate.evidence, policy.workflow_keys)
         solver = z3.Solver()
         solver.add(gate.premise)
@@ -587,199 +508,6 @@ def decision_difference(
     return None
 
 
-# ---- the properties (spec/properties.py) over the step relation -------------------------
-
-
-def _mode(state: State) -> z3.ExprRef:
-    return state["_declared_state"]
-
-
-def _plan(state: State) -> Opt:
-    plan: Opt = state["_pending"]
-    return plan
-
-
-def properties(kind: str | None = None) -> list[Property]:
-    """The registered properties (``spec/properties.py``), of one kind if given."""
-    import replan.spec.properties  # noqa: F401  (fills the registry)
-
-    return [p for p in REGISTRY.values() if kind is None or p.kind == kind]
-
-
-def _property_frame(translator: Translator, state: State, where: str) -> Any:
-    from replan.verification.translate.symbolic import _Frame
-
-    return _Frame(dict(state), {}, (), where, frozenset())
-
-
-def state_term(translator: Translator, prop: Property, state: State) -> z3.BoolRef:
-    """A state invariant over ``state``, translated from its Python (with the
-    conditions its body takes for granted, such as a key being present)."""
-    frame = _property_frame(translator, state, f"invariant {prop.name!r}")
-    before = len(translator.obligations)
-    _, value = translator.run_function(
-        prop.function, [StateRef(state)], frame, state=state, where=f"invariant {prop.name!r}"
-    )
-    obligations = [o.condition for o in translator.obligations[before:]]
-    del translator.obligations[before:]
-    return all_of(translator.boolean(frame, value), *obligations)
-
-
-def call_term(translator: Translator, prop: Property, step: StepEncoding) -> z3.BoolRef:
-    """A call property of one step: ``before`` the pre-state, ``after`` the
-    post-state, the step's argument and answer."""
-    import ast as _ast
-
-    where = f"property {prop.name!r}"
-    frame = _property_frame(translator, step.pre, where)
-    values: dict[str, Any] = {
-        "before": StateRef(step.pre),
-        "after": StateRef(step.post),
-        "answer": step.answer,
-        "event": Const(step.event),
-        "appended": step.appended,
-    }
-    arguments = []
-    nodes: list[Any] = []
-    for name in prop.parameters:
-        if name in values:
-            if values[name] is None:
-                raise TranslationError(
-                    f"{where}: reads {name!r}, which this step relation does not model"
-                )
-            arguments.append(values[name])
-            nodes.append(None)
-        else:  # the event's argument, under whatever name the property gives it
-            arguments.append(step.argument)
-            nodes.append(_ast.Name(step.parameter or "argument", _ast.Load()))
-    frame.paths = {} if step.parameter is None else {step.parameter: _ast.Name(step.parameter)}
-    before = len(translator.obligations)
-    _, value = translator.run_function(
-        prop.function, arguments, frame, state=step.pre, where=where, nodes=nodes
-    )
-    obligations = [o.condition for o in translator.obligations[before:]]
-    del translator.obligations[before:]
-    return all_of(translator.boolean(frame, value), *obligations)
-
-
-class Reachable:
-    """The facts every reachable state satisfies (the auxiliary and the contract's
-    state invariants), as premises, translated once per state."""
-
-    def __init__(self, translator: Translator) -> None:
-        self.translator = translator
-        self.invariants = properties("auxiliary") + properties("invariant")
-
-    def __call__(self, state: State) -> list[z3.BoolRef]:
-        return [state_term(self.translator, p, state) for p in self.invariants]
-
-
-# ---- describing counterexamples ------------------------------------------------------------
-
-
-def _value(model: z3.ModelRef, term: z3.ExprRef, u: Universe) -> Any:
-    found = model.eval(term, model_completion=True)
-    if z3.is_int_value(found):
-        return found.as_long()
-    if z3.is_true(found) or z3.is_false(found):
-        return z3.is_true(found)
-    domain = u.domain_of(found.sort())
-    return domain.name_of(found) if domain is not None else str(found)
-
-
-def describe_state(model: z3.ModelRef, u: Universe, state: State) -> dict[str, Any]:
-    """The readable part of an abstract state in a model: declared state, counters,
-    the pending plan and each key's evidence state."""
-    plan = _plan(state)
-    pending = None
-    if _value(model, plan.some, u):
-        pending = {name: _value(model, term, u) for name, term in plan.value.fields.items()}
-        pending["id"] = f"#{pending['id']}"
-    return {
-        "state": _value(model, _mode(state), u),
-        "evidence_revision": _value(model, state["_evidence_revision"], u),
-        "plan_revision": _value(model, state["_plan_revision"], u),
-        "steps": _value(model, state["_steps"], u),
-        "proposals": _value(model, state["_proposals"], u),
-        "no_progress": _value(model, state["_no_progress"], u),
-        "pending": pending,
-        "evidence": {k: _value(model, u.evidence_state(state, k), u) for k in u.policy.keys},
-        "latest_version": {
-            k: _value(model, e.value, u) if _value(model, e.some, u) else None
-            for k, e in state["_latest_version"].entries.items()
-        },
-        "passed": [k for k in u.policy.keys if _value(model, state["_passed"].members[k], u)],
-    }
-
-
-def _describe_argument(model: z3.ModelRef, step: StepEncoding) -> Any:
-    argument = step.argument
-    if isinstance(argument, Record):
-        fields = {n: _value(model, t, step.universe) for n, t in argument.fields.items()}
-        for name in ("id", "source"):
-            if name in fields:
-                fields[name] = f"#{fields[name]}"
-        return fields
-    if isinstance(argument, z3.ExprRef):
-        return f"#{_value(model, argument, step.universe)}"
-    return None
-
-
-def describe_step(model: z3.ModelRef, step: StepEncoding) -> dict[str, Any]:
-    u = step.universe
-    fired = _value(model, step.fired, u)
-    free = {d.name(): d for d in model.decls()}
-    return {
-        "limits": {name: _value(model, term, u) for name, term in u.limits.items()},
-        **(
-            {"any_version": _value(model, z3.Int("any_version"), u)}
-            if "any_version" in free
-            else {}
-        ),
-        "before": describe_state(model, u, step.pre),
-        "event": step.event,
-        "argument": _describe_argument(model, step),
-        "inputs": {text: _value(model, term, u) for text, term in step.inputs.items()},
-        "transition": step.label_of(fired),
-        "answer": _value(model, step.answer, u),
-        "after": describe_state(model, u, step.post),
-    }
-
-
-def _state_line(state: Mapping[str, Any]) -> str:
-    pending = state["pending"]
-    plan = (
-        "none"
-        if pending is None
-        else f"{pending['id']} {pending['step']} (evidence_revision {pending['evidence_revision']})"
-    )
-    versions = state.get("latest_version", {})
-    evidence = ", ".join(
-        f"{k}={v}" + (f"@v{versions[k]}" if versions.get(k) is not None else "")
-        for k, v in state["evidence"].items()
-    )
-    return (
-        f"{state['state']}; evidence_revision={state['evidence_revision']} "
-        f"steps={state['steps']} proposals={state['proposals']} "
-        f"no_progress={state['no_progress']}; pending={plan}; {evidence or 'no keys'}"
-    )
-
-
-def step_text(description: Mapping[str, Any]) -> str:
-    limits = ", ".join(f"{k}={v}" for k, v in description["limits"].items())
-    if "any_version" in description:
-        limits += f"; the offending version: {description['any_version']}"
-    return "\n".join(
-        [
-            f"limits: {limits}",
-            f"before: {_state_line(description['before'])}",
-            f"{description['event']}({description['argument']}) fires "
-            f"`{description['transition']}` -> {description['answer']}",
-            f"after:  {_state_line(description['after'])}",
-        ]
-    )
-
-
 # ---- proving the invariants ------------------------------------------------------------------
 
 
@@ -884,7 +612,6 @@ def _induction_replay(
 ) -> dict[str, Any]:
     """A counterexample to induction as ``replan replay`` runs it: the policy at the
     model's limits, the state before the step (made concrete) and the step's call."""
-    from replan.controller.policy import policy_to_dict
     from replan.verification.core.harness import _arguments
     from replan.verification.engines.prove.concrete import Concretizer
 
@@ -937,6 +664,7 @@ def prove_invariants(
     events: Sequence[str] | None = None,
     initial: bool = True,
     tick: Callable[[PropertyResult], PropertyResult] = _unreported,
+    contract: Contract | None = None,
 ) -> list[PropertyResult]:
     """Every property of ``spec/properties.py`` over every event's step, the limits
     symbolic: the state invariants (auxiliary and the contract's) inductive, each call
@@ -950,7 +678,8 @@ def prove_invariants(
     init = initial_state(u, model_class)
     chosen = model.events if events is None else [e for e in model.events if e in events]
     steps = [encode_event(u, event, model_class) for event in chosen]
-    reachable = Reachable(translator)
+    contract = contract_or_default(contract)
+    reachable = Reachable(translator, contract)
     premises = {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps}
     satisfiable = Satisfiable()
     results = []
@@ -973,8 +702,8 @@ def prove_invariants(
         statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
         if queries:
             results.append(tick(_check(prop.name, prop.kind, statement, queries, u, satisfiable)))
-    for prop in properties("initial") if initial else []:
-        frame = _property_frame(translator, init, f"initial {prop.name!r}")
+    for prop in contract.of_kind("initial") if initial else []:
+        frame = property_frame(translator, init, f"initial {prop.name!r}")
         _, value = translator.run_function(
             prop.function, [StateRef(init), POLICY], frame, state=init, where=prop.name
         )
@@ -982,7 +711,7 @@ def prove_invariants(
         queries = [("Init ⇒ " + prop.name, u.assumptions, term, None, init)]
         statement = f"{prop.meaning} (Init)"
         results.append(tick(_check(prop.name, "initial", statement, queries, u, satisfiable)))
-    for prop in properties("call"):
+    for prop in contract.of_kind("call"):
         relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
         if not relevant:
             continue
@@ -1030,6 +759,8 @@ def cannot_fire(
     labels: Sequence[str],
     model: MachineModel | None = None,
     model_class: type = Run,
+    *,
+    contract: Contract | None = None,
 ) -> dict[str, str]:
     """label -> why, for each of the declared transitions ``labels`` that no step fires
     from a state the proved invariants allow, under this policy's own limits: it is
@@ -1045,7 +776,7 @@ def cannot_fire(
     if not wanted:
         return {}
     u = Universe(policy, model)
-    reachable = Reachable(Translator(u, model_class))
+    reachable = Reachable(Translator(u, model_class), contract_or_default(contract))
     found: dict[str, str] = {}
     for event in dict.fromkeys(t.event for t in wanted):
         step = encode_event(u, event, model_class)
@@ -1067,6 +798,8 @@ def prove_all(
     model_class: type = Run,
     controller: type[Run] | None = None,
     progress: Callable[[str], None] | None = None,
+    *,
+    contract: Contract | None = None,
 ) -> ProofReport:
     """Everything ``replan prove`` proves: the commit equivalence, every property, and
     the generated ``controller`` (default: what the generator makes of ``model`` and
@@ -1076,11 +809,13 @@ def prove_all(
     model = model or _declaration()
     tick = Ticker(progress)
     report = ProofReport(policy, model.digest)
-    report.results.append(tick(prove_equivalence(policy, model, model_class)))
-    report.results.extend(prove_invariants(policy, model, model_class, tick=tick))
-    from replan.verification.engines.prove.translation import validate
-
+    report.results.append(tick(prove_equivalence(policy, model, model_class, contract=contract)))
+    report.results.extend(
+        prove_invariants(policy, model, model_class, tick=tick, contract=contract)
+    )
     generated = controller if controller is not None else _controller_class(model, model_class)
-    report.results.extend(tick(r) for r in validate(policy, generated, model, model_class))
+    report.results.extend(
+        tick(r) for r in validate(policy, generated, model, model_class, contract=contract)
+    )
     report.seconds = time.perf_counter() - started
     return report

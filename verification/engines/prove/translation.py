@@ -11,7 +11,7 @@ the two differ; the campaign's lockstep run only samples that question.
 
 The generated methods also append the trace, which the declaration's relation does
 not model: ``trace-one-record-per-call`` is proved on their translation here.
-Leaves to ``verification/engines/prove/engine.py`` the reporting shape (``PropertyResult``).
+Leaves to ``verification/engines/prove/results.py`` the reporting shape (``PropertyResult``).
 """
 
 from __future__ import annotations
@@ -24,20 +24,18 @@ import z3  # type: ignore[import-untyped]
 
 from replan.controller.policy import Policy
 from replan.controller.run import Run
+from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.verification.engines.prove.engine import (
-    PropertyResult,
-    Reachable,
-    call_term,
-    describe_state,
-    properties,
-)
+from replan.verification.engines.prove.describe import describe_state
+from replan.verification.engines.prove.results import PropertyResult
 from replan.verification.runtime import interrupt
+from replan.verification.translate.property_terms import Reachable, call_term
 from replan.verification.translate.symbolic import (
     FIELD_KINDS,
     SELF,
     Const,
     FMap,
+    Frame,
     FSet,
     Opt,
     StepEncoding,
@@ -45,9 +43,8 @@ from replan.verification.translate.symbolic import (
     TranslationError,
     Translator,
     Universe,
-    _Frame,
-    _same,
     encode_event,
+    same_value,
 )
 
 
@@ -63,7 +60,7 @@ def encode_generated(
     parameter = u.model.interface[event].parameter
     state = {**pre, "_trace": TraceLog(z3.IntVal(0), None)}
     paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
-    frame = _Frame(state, {}, (), f"generated {event}", frozenset(), paths)
+    frame = Frame(state, {}, (), f"generated {event}", frozenset(), paths)
     arguments: list[Any] = [SELF] if parameter is None else [SELF, argument]
     nodes: list[Any] = [None] if parameter is None else [None, ast.Name(parameter, ast.Load())]
     post, answer = translator.run_function(
@@ -108,10 +105,16 @@ def validate(
     controller_class: type[Run],
     model: MachineModel,
     model_class: type = Run,
+    *,
+    contract: Contract | None = None,
 ) -> list[PropertyResult]:
     """``generated-matches-declaration`` (every event, every state, every argument)
     and ``trace-one-record-per-call`` (on the generated methods, from every state
-    satisfying the invariants)."""
+    satisfying the invariants of ``contract``, default ``spec.properties.CONTRACT``)."""
+    if contract is None:
+        from replan.spec.properties import CONTRACT
+
+        contract = CONTRACT
     u = Universe(policy, model, symbolic_limits=True)
     started = time.perf_counter()
     encodings = []
@@ -123,8 +126,8 @@ def validate(
     generated_labels = tuple(getattr(controller_class, "transitions", ()))
     results = [_equal(u, model, generated_labels, encodings, started)]
     translator = Translator(u, model_class)
-    reachable = Reachable(translator)
-    for prop in properties("call"):
+    reachable = Reachable(translator, contract)
+    for prop in contract.of_kind("call"):
         if "appended" not in prop.parameters:
             continue
         began = time.perf_counter()
@@ -194,7 +197,7 @@ def _sameness(
             pairs = [(a.members[k], b.members[k]) for k in a.members]
         else:
             pairs = [(a, b)]
-        parts.extend(_same(x, y) for x, y in pairs if not _identical(x, y))
+        parts.extend(same_value(x, y) for x, y in pairs if not _identical(x, y))
     return parts
 
 

@@ -19,15 +19,19 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import Policy
-from replan.verification.core.domains import Domains
+from replan.verification.core.domains import Domains, InputSpace
+from replan.verification.core.search import (
+    EngineUnavailable,
+    SearchOptions,
+    SearchResult,
+)
 from replan.verification.core.subject import Subject
-from replan.verification.engines.trail import ModelViolation, replay_calls
+from replan.verification.engines.trail import ModelViolation, initial_failure, replay_calls
 from replan.verification.translate.promela import PromelaModel, translate
 
 #: How pan stores states, in the order tried when memory runs out: exact (every
@@ -44,106 +48,8 @@ _STORAGE_FLAGS = {"exact": [], "collapse": ["-DCOLLAPSE"], "bitstate": ["-DBITST
 MAX_DEPTH = 10_000
 
 
-class SpinUnavailable(OSError):
+class SpinUnavailable(EngineUnavailable):
     """spin or gcc is not installed."""
-
-
-#: An assertion pan reported, replayed on the generated controller.
-SpinViolation = ModelViolation
-
-
-@dataclass
-class SpinResult:
-    """What SPIN found for one translated model."""
-
-    domains: Domains
-    storage: str
-    states: int
-    transitions: int
-    depth: int
-    state_vector: int
-    memory_mb: float
-    translate_seconds: float
-    compile_seconds: float
-    search_seconds: float
-    complete: bool
-    model: PromelaModel
-    violation: SpinViolation | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.violation is None and not self.model.initial_failures
-
-    @property
-    def translation_bug(self) -> bool:
-        return self.violation is not None and not self.violation.reproduced
-
-    def to_json(self) -> dict[str, Any]:
-        violation = self.violation
-        return {
-            "engine": "spin",
-            "domains": self.domains.name,
-            "storage": self.storage,
-            "exact_counts": self.storage != "bitstate",
-            "complete": self.complete,
-            "states": self.states,
-            "transitions": self.transitions,
-            "depth": self.depth,
-            "state_vector_bytes": self.state_vector,
-            "memory_mb": self.memory_mb,
-            "seconds": {
-                "translate": round(self.translate_seconds, 3),
-                "compile": round(self.compile_seconds, 3),
-                "search": round(self.search_seconds, 3),
-            },
-            "model_digest": self.model.digest,
-            "calls_per_state": len(self.model.calls),
-            "checked": self.model.checked,
-            "unchecked": self.model.unchecked,
-            "initial_failures": self.model.initial_failures,
-            "ok": self.ok,
-            "violation": None if violation is None else violation.to_json(),
-            "notes": self.notes,
-        }
-
-    def lines(self) -> list[str]:
-        counts = "lower bounds: bitstate" if self.storage == "bitstate" else "exact"
-        lines = [
-            f"engine: SPIN (the declaration translated to Promela, {len(self.model.calls)} "
-            f"calls per state; model {self.model.digest[:19]})",
-            f"states: {self.states:,}  transitions: {self.transitions:,}  depth: {self.depth}"
-            f"  ({counts})",
-            f"time: translate {self.translate_seconds:.1f} s, compile {self.compile_seconds:.1f} s,"
-            f" search {self.search_seconds:.2f} s; memory {self.memory_mb:,.0f} MB"
-            f" (state vector {self.state_vector} bytes)",
-            f"properties asserted after every call: {len(self.model.checked)}",
-        ]
-        for name, why in sorted(self.model.unchecked.items()):
-            lines.append(f"  not checked by SPIN: {name} ({why})")
-        lines.extend(self.notes)
-        for name in self.model.initial_failures:
-            lines.append(f"FAILED {name}: the initial state breaks it")
-        if self.violation is not None:
-            v = self.violation
-            if v.reproduced:
-                lines.append(f"FAILED {v.property} after {len(v.calls)} calls (SPIN's trail,")
-                lines.append("  replayed on the generated controller):")
-                assert v.finding is not None
-                lines.extend("  " + line for line in v.finding.program().splitlines())
-            else:
-                lines.append(
-                    f"TRANSLATION BUG: SPIN reports {v.property} after {len(v.calls)} calls,"
-                )
-                lines.append(f"  but the generated controller does not break it: {v.detail}")
-        elif not self.model.initial_failures:
-            lines.append("every property held on every transition explored")
-            if not self.complete:
-                lines.append(
-                    "INCOMPLETE: the search may have missed states (see above); the "
-                    "verdict covers only the states explored"
-                )
-        return lines
 
 
 def require_spin() -> None:
@@ -164,7 +70,7 @@ def explore_spin(
     storage: str | None = None,
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
-) -> SpinResult:
+) -> SearchResult:
     """Translate, compile and run SPIN on ``subject`` over ``domains``. ``storage``
     None: exact, falling back to collapse then bitstate when ``memory_mb`` (pan's
     limit) is exceeded. Without ``workdir`` the model, pan and its output live in a
@@ -172,7 +78,9 @@ def explore_spin(
     require_spin()
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    model = translate(policy, domains, subject.model, subject.model_class, progress=say)
+    model = translate(
+        policy, domains, subject.model, subject.model_class, progress=say, contract=subject.contract
+    )
     translated = time.perf_counter() - started
     if workdir is not None:
         Path(workdir).mkdir(parents=True, exist_ok=True)
@@ -195,7 +103,7 @@ def _run_pan(
     storage: str | None,
     translated: float,
     say: Callable[[str], None],
-) -> SpinResult:
+) -> SearchResult:
     (directory / "model.pml").write_text(model.text)
     _run(["spin", "-a", "model.pml"], directory, "spin -a")
     tried = [storage] if storage is not None else list(STORAGES)
@@ -209,33 +117,35 @@ def _run_pan(
             )
             continue
         summary = _summary(output)
-        result = SpinResult(
-            domains=domains,
-            storage=mode,
-            states=summary["states"],
-            transitions=summary["transitions"],
-            depth=summary["depth"],
-            state_vector=summary["vector"],
-            memory_mb=summary["memory"],
-            translate_seconds=translated,
-            compile_seconds=compiled,
-            search_seconds=summary["seconds"],
-            complete=mode != "bitstate"
-            and "Search not completed" not in output
-            and "max search depth too small" not in output,
-            model=model,
-            notes=notes,
-        )
         if out_of_memory:
             notes.append(f"pan ran out of memory ({memory_mb} MB): the search is incomplete")
         if "max search depth too small" in output:
             notes.append(f"a run is deeper than pan's depth limit ({MAX_DEPTH:,} calls)")
         if mode == "bitstate":
             notes.append("bitstate storage: a hash collision may have hidden states")
+        complete = (
+            mode != "bitstate"
+            and "Search not completed" not in output
+            and "max search depth too small" not in output
+        )
+        result = _result(policy, domains, subject, model, mode, summary, complete, notes)
+        result.details["seconds"] = {
+            "translate": round(translated, 3),
+            "compile": round(compiled, 3),
+            "search": round(summary["seconds"], 3),
+        }
+        result.notes.insert(
+            1,
+            f"  translate {translated:.1f} s, compile {compiled:.1f} s, search "
+            f"{summary['seconds']:.2f} s; memory {summary['memory']:,.0f} MB (state vector "
+            f"{summary['vector']} bytes)",
+        )
         violated_property = _violated(output)
         if violated_property is not None:
             result.complete = False
-            result.violation = replay_trail(policy, subject, model, directory, violated_property)
+            result.stopped_by = "violation"
+            violation = replay_trail(policy, subject, model, directory, violated_property)
+            violation.report_in(result, "SPIN's model")
         elif summary["errors"]:
             raise RuntimeError(
                 f"pan reported {summary['errors']} error(s) that are not "
@@ -243,6 +153,61 @@ def _run_pan(
             )
         return result
     raise AssertionError("unreachable: the last storage is always reported")
+
+
+def _result(
+    policy: Policy,
+    domains: Domains,
+    subject: Subject,
+    model: PromelaModel,
+    storage: str,
+    summary: dict[str, Any],
+    complete: bool,
+    notes: list[str],
+) -> SearchResult:
+    """pan's figures as the one result every engine answers."""
+    space = InputSpace(policy, domains)
+    counts = "lower bounds: bitstate" if storage == "bitstate" else "exact"
+    return SearchResult(
+        engine="spin",
+        policy=policy,
+        implementation=subject.implementation_path,
+        domains=space.describe(),
+        domain_lines=space.lines(),
+        symmetry=False,
+        states=summary["states"],
+        transitions=summary["transitions"],
+        depth=summary["depth"],
+        seconds=summary["seconds"],
+        complete=complete,
+        stopped_by=None if complete else "incomplete",
+        findings=[
+            initial_failure(policy, name, subject, "spin") for name in model.initial_failures
+        ],
+        properties_checked=len(model.checked),
+        coverage_measured=False,
+        details={
+            "storage": storage,
+            "exact_counts": storage != "bitstate",
+            "state_vector_bytes": summary["vector"],
+            "memory_mb": summary["memory"],
+            "model_digest": model.digest,
+            "calls_per_state": len(model.calls),
+            "checked": model.checked,
+            "unchecked": model.unchecked,
+        },
+        notes=[
+            f"engine: SPIN (the declaration translated to Promela, {len(model.calls)} calls "
+            f"per state; model {model.digest[:19]}; counts {counts})",
+            f"properties asserted after every call: {len(model.checked)}",
+            *(
+                f"  not checked by SPIN: {name} ({why})"
+                for name, why in sorted(model.unchecked.items())
+            ),
+            *notes,
+        ],
+        artifact=model.text,
+    )
 
 
 def _compile_and_search(
@@ -348,9 +313,37 @@ def _violated(output: str) -> str | None:
     return match.group(1)
 
 
+class SpinEngine:
+    """SPIN as an engine (``--engine spin``): the declaration, bodies, policy and
+    properties translated to Promela and searched by pan."""
+
+    name = "spin"
+    supports = frozenset({"memory_mb", "storage"})
+
+    def search(
+        self,
+        subject: Subject,
+        policy: Policy,
+        domains: Domains | Sequence[Domains] | None,
+        options: SearchOptions,
+    ) -> SearchResult:
+        if not isinstance(domains, Domains):
+            raise ValueError(
+                f"--engine {self.name} needs one domain of fixed calls (--spin-domains)"
+            )
+        return explore_spin(
+            policy,
+            domains,
+            subject,
+            memory_mb=options.memory_mb,
+            storage=options.storage,
+            progress=options.progress,
+        )
+
+
 def replay_trail(
     policy: Policy, subject: Subject, model: PromelaModel, directory: Path, flag: str
-) -> SpinViolation:
+) -> ModelViolation:
     """SPIN's trail as calls, run on the generated controller: a violation only when
     the property SPIN names fails there too."""
     completed = subprocess.run(
@@ -360,7 +353,7 @@ def replay_trail(
     names = {f"p_{name.replace('-', '_')}": name for name in model.checked}
     prop = names.get(flag, flag)
     if flag == "int_range":
-        return SpinViolation(
+        return ModelViolation(
             prop, calls, False, None, "a counter left the model's short range (a translation limit)"
         )
     return replay_calls(

@@ -14,7 +14,8 @@ Modules: ``graph`` (the renderer-independent model and the overlays), ``guard_po
 (which policy fields each guard reads), ``overlays`` (reading coverage, counterexample
 and older-machine inputs), ``dot`` (DOT source, and SVG/PNG through Graphviz: the
 only module that runs ``dot``), ``overview`` (the overview's DOT), ``mermaid``
-(``stateDiagram-v2`` and a strict reader of it), ``readme`` (the README's embedded block).
+(``stateDiagram-v2`` and a strict reader of it), ``readme`` (the block the docs'
+machine page embeds).
 
 Python use (``replan verify`` and tests)::
 
@@ -67,5 +68,5 @@ def render(diagram: Diagram, output_format: str, view: str = "full") -> bytes:
 
 
 def readme_mermaid() -> str:
-    """The Mermaid block the README embeds: the default machine, no overlay."""
+    """The Mermaid block the docs' machine page embeds: the default machine, no overlay."""
     return mermaid.to_mermaid(machine_diagram())

@@ -305,13 +305,6 @@ def _extract_old(machine: type[StateMachine], where: str) -> tuple[MachineModel,
         raise OverlayError(f"{where}:{DECLARATION_PATH}: {error}") from None
 
 
-def repository_root() -> Path:
-    """The checkout this package lives in (its README, for ``replan diagram``)."""
-    import replan.spec
-
-    return Path(str(replan.spec.__file__)).resolve().parent.parent
-
-
 def repository_for(policy_file: str | Path | None = None) -> Path:
     """The git repository a revision given to ``--against``/``--diff`` names: the one
     holding ``policy_file`` when given, else the current directory's. Not this
@@ -335,5 +328,4 @@ __all__ = [
     "load_old",
     "load_trace",
     "repository_for",
-    "repository_root",
 ]

@@ -1,21 +1,26 @@
-"""The README's embedded diagram: the Mermaid source of the default machine between
-``<!-- diagram:start -->`` and ``<!-- diagram:end -->``, kept equal to a fresh render.
+"""The documentation's embedded diagram: the Mermaid source of the default machine
+between ``<!-- diagram:start -->`` and ``<!-- diagram:end -->`` in the machine page
+(``PAGE``), kept equal to a fresh render.
 
-GitHub and GitLab draw a ```` ```mermaid ```` block natively, so the README shows the
-machine that runs; ``replan diagram --check-readme`` fails when it is stale and
-``--update-readme`` rewrites only the text between the markers.
+The docs site (MkDocs Material), GitHub and GitLab all draw a ```` ```mermaid ````
+block, so the page shows the machine that runs; ``replan diagram --check-readme``
+fails when it is stale and ``--update-readme`` rewrites only the text between the
+markers. Any Markdown file with the markers can be checked (``--readme FILE``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+#: The page that embeds the default machine, relative to the checkout's root.
+PAGE = Path("docs") / "contract" / "machine.md"
+
 START = "<!-- diagram:start -->"
 END = "<!-- diagram:end -->"
 
 
 class ReadmeError(ValueError):
-    """The README cannot be checked or updated (no markers, unreadable)."""
+    """The page cannot be checked or updated (no markers, unreadable)."""
 
 
 def block(mermaid: str) -> str:
@@ -41,7 +46,7 @@ def _split(path: Path) -> tuple[str, str, str]:
 
 
 def is_fresh(path: Path, mermaid: str) -> bool:
-    """Whether the README's block equals ``mermaid`` (ignoring blank lines around it)."""
+    """Whether the page's block equals ``mermaid`` (ignoring blank lines around it)."""
     _, inner, _ = _split(path)
     return inner.strip() == block(mermaid).strip()
 

@@ -1,0 +1,114 @@
+"""The abstraction coverage is measured in: a run's state up to what the contract
+cannot tell apart.
+
+Owns ``abstract_state`` (and the positions of the state tuple's fields it reads):
+plan ids renamed by kind, sources by first appearance, versions by rank, the plan
+revision dropped. A campaign's visited states and the explorer's reachable set are
+both mapped through it, so the two can be compared state for state
+(``verification.core.visited``, ``verification.engines.explore.coverage``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replan.controller.fields import COUNTER, STATE_FIELDS
+from replan.controller.fields import position as field_position
+from replan.controller.run import RunState
+
+#: The state tuple's leading scalar fields (``controller/fields.py``); its containers follow.
+SCALAR_NAMES = tuple(f.attribute for f in STATE_FIELDS if f.kind.scalar)
+SCALARS = len(SCALAR_NAMES)
+#: Where the state tuple holds each field the abstraction reads.
+P_DECLARED = field_position("_declared_state")
+P_EVIDENCE_REVISION = field_position("_evidence_revision")
+P_PLAN_REVISION = field_position("_plan_revision")
+P_PENDING = field_position("_pending")
+P_LATEST = field_position("_latest_version")
+P_KNOWN = field_position("_known")
+P_CONTENTS = field_position("_contents")
+P_ACCEPTED = field_position("_accepted")
+P_COMPLETED = field_position("_completed")
+
+
+def evidence_of(state: RunState) -> list[tuple[str, int, str]]:
+    """(key, latest version, state) of every key with a record."""
+    known = dict(state[P_KNOWN])
+    return [(key, version, str(known.get(key, "Unknown"))) for key, version in state[P_LATEST]]
+
+
+#: The counters coverage keeps as they are (every one but the plan revision).
+_ABSTRACT_COUNTERS = tuple(
+    index
+    for index, f in enumerate(STATE_FIELDS)
+    if f.kind is COUNTER and f.attribute != "_plan_revision"
+)
+
+
+def abstract_state(state: RunState) -> tuple[Any, ...]:
+    """The abstraction coverage is measured in: a state up to what the contract cannot
+    tell apart, so that a campaign's states (any ids, sources, version numbers) land
+    on the explorer's. Plan ids are renamed by kind (accepted, completed, pending) and
+    sources by first appearance (the contract only compares them for equality);
+    versions become their rank among the key's recorded versions (it only compares
+    them by order); the plan revision is dropped (only its order against a proposed
+    revision matters, and a campaign's revisions step by other amounts). Counters,
+    evidence revision, evidence states, the pending plan's step, resource and cited
+    evidence revision are kept as they are."""
+    pending = state[P_PENDING]
+    return abstract_with(state, abstract_parts(state, None if pending is None else pending[0]))
+
+
+def abstract_with(state: RunState, parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``abstract_state`` from the state's scalars and its abstracted parts."""
+    pending = state[P_PENDING]
+    pending_name, evidence, contents, accepted, completed = parts
+    return (
+        str(state[P_DECLARED]),
+        *(state[p] for p in _ABSTRACT_COUNTERS),
+        None if pending is None else (pending_name, pending[2], pending[3], pending[4]),
+        evidence,
+        contents,
+        accepted,
+        completed,
+    )
+
+
+def abstract_parts(state: RunState, pending_id: Any) -> tuple[Any, ...]:
+    """What ``abstract_state`` makes of a state's parts (evidence, contents, accepted
+    and completed ids) and the pending plan's id: the same for every state that
+    shares them, so ``coverage`` computes it once per distinct combination."""
+    accepted, completed = set(state[P_ACCEPTED]), set(state[P_COMPLETED])
+    evidence = evidence_of(state)
+    ids = sorted(
+        {*accepted, *completed, *(() if pending_id is None else (pending_id,))},
+        key=lambda plan_id: (
+            plan_id not in accepted,
+            plan_id not in completed,
+            plan_id != pending_id,
+            str(plan_id),
+        ),
+    )
+    id_names = {plan_id: f"id{number}" for number, plan_id in enumerate(ids, start=1)}
+    versions: dict[str, list[int]] = {}
+    for (key, version), _ in state[P_CONTENTS]:
+        versions.setdefault(key, []).append(version)
+    for key, version, _ in evidence:
+        versions.setdefault(key, []).append(version)
+    rank = {
+        (key, version): number
+        for key, seen in versions.items()
+        for number, version in enumerate(sorted(set(seen)), start=1)
+    }
+    sources: dict[str, str] = {}
+    contents = []
+    for (key, version), (value, source) in sorted(state[P_CONTENTS], key=lambda item: item[0]):
+        name = sources.setdefault(source, f"s{len(sources) + 1}")
+        contents.append((key, rank[(key, version)], str(value), name))
+    return (
+        None if pending_id is None else id_names[pending_id],
+        tuple((key, rank[(key, version)], value) for key, version, value in evidence),
+        tuple(contents),
+        tuple(sorted(id_names[x] for x in accepted)),
+        tuple(sorted(id_names[x] for x in completed)),
+    )

@@ -1,0 +1,56 @@
+"""How big the explorer's search will be, said before it starts, and how many shards
+``--workers auto`` gives it."""
+
+from __future__ import annotations
+
+import json
+
+from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.verification.runtime.checkout import COMMITTED_EVIDENCE
+from replan.verification.runtime.forking import usable_cores
+
+
+def explorer_estimate(policy: Policy) -> str | None:
+    """One line before an exploration larger than the default policy's: which bounds
+    are larger, and the default's state count from the committed evidence (so the
+    user knows what the minutes ahead are for). None when no bound is larger."""
+    bounds = {
+        "keys": (len(policy.keys), len(DEFAULT_POLICY.keys)),
+        "max_steps": (policy.max_steps, DEFAULT_POLICY.max_steps),
+        "max_proposals": (policy.max_proposals, DEFAULT_POLICY.max_proposals),
+    }
+    larger = [
+        f"{name} {mine} (default {theirs})"
+        for name, (mine, theirs) in bounds.items()
+        if mine > theirs
+    ]
+    if not larger:
+        return None
+    states = default_explored_states()
+    known = "" if states is None else f"; the default policy explores {states:,} states"
+    return (
+        f"explorer: bounds larger than the default policy's: {', '.join(larger)}{known}; "
+        "each extra key or step multiplies the states, so expect minutes and more memory "
+        "(progress follows)"
+    )
+
+
+def auto_workers(estimate: str | None) -> int:
+    """``--workers auto``: two shards for a search larger than the default policy's
+    (``estimate`` is not None) when this process may use two cores, else one. Two, not
+    every core: two is what ``replan bench --explore`` measures paying on this kind
+    of machine; ask for more with ``--workers N``."""
+    if estimate is None:
+        return 1
+    return min(2, usable_cores())
+
+
+def default_explored_states() -> int | None:
+    """The default policy's explored states, from the committed evidence/verify.json
+    (None in an installation without it)."""
+    try:
+        document = json.loads((COMMITTED_EVIDENCE / "verify.json").read_text())
+        check = next(c for c in document["checks"] if c["name"] == "explorer")
+        return int(check["details"]["states"])
+    except (OSError, ValueError, KeyError, StopIteration, TypeError):
+        return None
