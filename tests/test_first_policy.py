@@ -31,6 +31,7 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
     assert report["ok"] is True and report["failed"] == []
     assert [check["name"] for check in report["checks"]] == [
         *("policy", "drift", "proofs", "explorer", "campaign", "diagram", "workflow"),
+        "boundary",
     ]
     # the workflow baseline defaulted to the completing step's requires
     assert report["policy"]["workflow"]["ready_when_passed"] == ["schema", "tests"]

@@ -140,7 +140,9 @@ def test_fail_fast_stops_at_the_first_failing_check_and_says_what_did_not_run(
     assert code == 1
     names = [check["name"] for check in document["checks"]]  # type: ignore[attr-defined]
     assert names == ["policy", "drift", "proofs"]
-    assert document["not_run"] == ["explorer", "campaign", "diagram", "workflow", "episode"]
+    assert document["not_run"] == [
+        *("explorer", "campaign", "diagram", "workflow", "boundary", "episode")
+    ]
     assert document["gaps"] == []
     report = (evidence / "verify-report.md").read_text(encoding="utf-8")
     assert "| explorer | not run (`--fail-fast`) |" in report

@@ -15,7 +15,10 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
                     operation, coverage against the explorer
   6. diagram        the machine drawn from the declaration (SVG + Mermaid)
   7. workflow       the running controller commits exactly when decide() says so
-  8. episode        (default policy) the reference episode through the agent SDK
+  8. boundary       the effect boundary (guard, executor, journal, run log) keeps its
+                    seven rules with crashes: the boundary model's explorer, then the
+                    real components in lockstep (`replan boundary` alone)
+  9. episode        (default policy) the reference episode through the agent SDK
 
   replan verify                                   the default policy -> out/verify/default/
   replan verify --policy my.toml                  your policy -> out/verify/my/
@@ -33,12 +36,14 @@ exactly changed?" One command runs every check, in order, and stops at nothing:
   replan verify --mutant step-not-counted         every engine on a deliberately
                                                   broken controller: exit 1, naming
                                                   the rule it breaks
+  replan verify --mutant tool-time-not-charged    the same for a broken effect boundary
+                                                  (`replan boundary --list-subjects`)
   replan verify -x                                stop at the first check that fails
                                                   (--fail-fast; the rest: not run)
 
 Profiles set the campaign's budget: ci (the default here: 200 examples x 60 steps),
-default (600 x 80), thorough (3000 x 100). The campaign seed is
-fixed (--seed), so a verify run is reproducible apart from timings.
+default (600 x 80), thorough (3000 x 100), and the boundary check's bounds. The seed
+is fixed (--seed), so a verify run is reproducible apart from timings.
 
 Writes to -o DIR (default out/verify/<policy name>/, "default" for the
 default policy; out/ is in .gitignore): verify-report.md (the reviewer's page),
@@ -151,7 +156,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mutant",
         metavar="NAME",
-        help="verify a deliberately broken controller of verification/subjects/mutants.py "
+        help="verify a deliberately broken controller of verification/subjects/mutants.py, "
+        "or the project with a seeded boundary bug of verification/boundary/subjects.py, "
         "instead of the project (its evidence goes to out/verify/mutant-NAME/)",
     )
     add_json_option(parser)
@@ -230,8 +236,13 @@ def _write_sarif(report: VerifyReport, args: argparse.Namespace, subject: Subjec
 def _subject(name: str | None) -> Subject:
     if name is None:
         return PROJECT
+    from replan.verification.boundary.subjects import MUTANTS as BOUNDARY_MUTANTS
+    from replan.verification.boundary.subjects import verify_subject
     from replan.verification.subjects.mutants import MUTANTS
 
+    if name in BOUNDARY_MUTANTS:
+        return verify_subject(name)
     if name not in MUTANTS:
-        raise CliError(f"--mutant {name!r}: no such mutant (known: {', '.join(MUTANTS)})")
+        known = ", ".join([*MUTANTS, *BOUNDARY_MUTANTS])
+        raise CliError(f"--mutant {name!r}: no such mutant (known: {known})")
     return MUTANTS[name]

@@ -86,7 +86,8 @@ class BoundaryResult:
             "every rule holds" if self.ok else f"{', '.join(self.violated)} broken: {self.message}"
         )
         return (
-            f"{f.get('rules', len(PROPERTIES))} rules; model: {f.get('states', 0)} worlds, "
+            f"{f.get('rules', len(PROPERTIES))} rules; model: {f.get('states', 0)} worlds"
+            f"{' (the profile limit)' if f.get('explorer_truncated') else ''}, "
             f"{f.get('situations', 0)} crash situations; real: {f.get('sequences', 0)} "
             f"sequences, {f.get('operations', 0)} operations, {f.get('crashes', 0)} crashes, "
             f"{f.get('restores', 0)} restores ({f.get('tampered', 0)} from tampered files): "

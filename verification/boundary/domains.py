@@ -10,9 +10,11 @@ counterexample is a list of them).
 
 The boundary is checked under ``boundary_policy(policy)``: the policy, with its first
 step that does not complete the run needing approval when no step does (so the
-approval path is exercised whatever the policy), and with token, cost and time budgets
-no run of the domains reaches when it sets none (so every charge is counted, and a charge
-missing or made twice shows in the run's state).
+approval path is exercised whatever the policy), with the tool argument ``resource``
+holding the resource of each step that names none when the policy allows several
+resources (the guard needs one there, and refuses the policy without it), and with
+token, cost and time budgets no run of the domains reaches when it sets none (so every
+charge is counted, and a charge missing or made twice shows in the run's state).
 
 Leaves to ``verification.boundary.model`` what each operation does.
 """
@@ -68,6 +70,9 @@ TAMPERING = KINDS
 CHANNELS = ("model", "host", "executor")
 
 
+#: The tool argument that holds a step's resource where the policy allows several and
+#: the step names no argument of its own.
+RESOURCE_ARGUMENT = "resource"
 #: The budgets set where a policy sets none: far beyond what a run of the domains
 #: uses, so they stop nothing, but every charge is counted and compared.
 UNREACHED_BUDGET = 10**9
@@ -79,6 +84,14 @@ def boundary_policy(policy: Policy) -> Policy:
         chosen = next((s for s in policy.steps if not s.completes_run), policy.steps[0])
         steps = tuple(
             dataclasses.replace(s, needs_approval=True) if s is chosen else s for s in policy.steps
+        )
+        policy = dataclasses.replace(policy, steps=steps)
+    if len(policy.resources) > 1:
+        steps = tuple(
+            s
+            if s.resource_argument is not None
+            else dataclasses.replace(s, resource_argument=RESOURCE_ARGUMENT)
+            for s in policy.steps
         )
         policy = dataclasses.replace(policy, steps=steps)
     if policy.max_tokens == 0:

@@ -23,10 +23,12 @@ import linecache
 import sys
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from replan.verification.core.subject import DEFAULT_IMPLEMENTATION, PROJECT, Subject
 
 #: The boundary's modules, in import order (a later one may import an earlier one),
 #: with their files relative to the repository.
@@ -255,6 +257,29 @@ def subject_named(name: str) -> BoundarySubject:
     return mutant(name)
 
 
+def _project_controller() -> type[Any]:
+    from replan.controller import Controller
+
+    return Controller
+
+
+def verify_subject(name: str) -> Subject:
+    """What ``replan verify --mutant NAME`` checks for the seeded bug ``name``: the
+    project's controller as it is, with this broken boundary (``KeyError`` naming the
+    known kinds)."""
+    if name not in _SEEDED:
+        raise KeyError(f"no seeded boundary bug {name!r} (known: {', '.join(_SEEDED)})")
+    description = f"the project with a broken boundary: {_SEEDED[name][0]}"
+    return replace(
+        PROJECT,
+        name=f"boundary-{name}",
+        description=description,
+        build_controller=_project_controller,
+        importable=DEFAULT_IMPLEMENTATION,
+        boundary=name,
+    )
+
+
 __all__ = [
     "FILES",
     "MODULES",
@@ -267,4 +292,5 @@ __all__ = [
     "mutant",
     "source_of",
     "subject_named",
+    "verify_subject",
 ]

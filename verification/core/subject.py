@@ -59,6 +59,10 @@ class Subject:
     importable: str | None = None
     #: the properties every engine checks on this subject
     contract: Contract = field(default_factory=_contract)
+    #: the effect boundary verify's boundary check drives: "real" (the shipped guard,
+    #: executor, journal and run log) or a seeded bug kind of
+    #: ``verification/boundary/subjects.py``
+    boundary: str = "real"
 
     @property
     def checker(self) -> Checker:

@@ -36,6 +36,9 @@ class VerifyOptions:
     policy_file: str | None = None
     #: stop at the first check that does not pass; the rest are listed as not run
     fail_fast: bool = False
+    #: run the boundary check (``replan bench --tool boundary`` turns it off to measure
+    #: what it adds; the command line always runs it)
+    boundary: bool = True
 
 
 def default_report_dir(policy: str | None, mutant: str | None = None) -> Path:

@@ -4,9 +4,11 @@ written. The one library call behind ``replan verify``, ``replan evidence``,
 
 The order is the reader's: the policy file, drift, the proofs (fast, and a broken
 proof explains the rest), the explorer, the campaign (which measures itself against
-the explorer), the diagram, the fixed workflow, the reference episode (default policy
-only), then what was asked for beyond: mutation adequacy and the comparison with an
-older version. Nothing stops the run but ``fail_fast``: every check runs and reports.
+the explorer), the diagram, the fixed workflow, the effect boundary (the guard, the
+executor, the journal and the run log between the controller's answers and the
+world), the reference episode (default policy only), then what was asked for beyond:
+mutation adequacy and the comparison with an older version. Nothing stops the run but
+``fail_fast``: every check runs and reports.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from replan.controller.policy import DEFAULT_POLICY, Policy
 from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.pipeline.checks.against import check_against
+from replan.verification.pipeline.checks.boundary import check_boundary
 from replan.verification.pipeline.checks.campaign import check_campaign
 from replan.verification.pipeline.checks.diagram import check_diagram
 from replan.verification.pipeline.checks.drift import check_drift
@@ -48,6 +51,8 @@ def planned_checks(session: VerifySession) -> list[tuple[str, Check]]:
         ("diagram", lambda: check_diagram(session)),
         ("workflow", lambda: check_workflow(session)),
     ]
+    if options.boundary:
+        steps.append(("boundary", lambda: check_boundary(session)))
     if session.policy == DEFAULT_POLICY:
         steps.append(("episode", lambda: check_episode(session)))
     if options.mutate:

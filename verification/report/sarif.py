@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from replan.verification.boundary.properties import PROPERTIES as BOUNDARY_RULES
 from replan.verification.report.diagram.readme import PAGE
 from replan.verification.report.locations import (
     Location,
@@ -47,6 +48,7 @@ from replan.verification.report.locations import (
     text_location,
 )
 from replan.verification.report.records import CheckResult, VerifyReport
+from replan.verification.runtime.checkout import checkout_root
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -294,6 +296,8 @@ def _rules(report: VerifyReport) -> list[dict[str, Any]]:
         )
     for name, text in PROOF_RULES.items():
         rules.append(_rule(name, text, "error", "proof"))
+    for name, text in BOUNDARY_RULES.items():
+        rules.append(_rule(name, text, "error", "boundary"))
     known = {rule["id"] for rule in rules}
     for name in _broken(report):
         if name not in known:  # a property this version does not name: still a rule
@@ -370,7 +374,9 @@ def _meaning(name: str) -> str:
     from replan.spec.properties import CONTRACT
 
     prop = CONTRACT.get(name)
-    return prop.meaning if prop is not None else PROOF_RULES.get(name, "")
+    if prop is not None:
+        return prop.meaning
+    return PROOF_RULES.get(name) or BOUNDARY_RULES.get(name, "")
 
 
 def _proof_entry(check: CheckResult, name: str) -> dict[str, Any]:
@@ -445,6 +451,9 @@ def _property_places(
         import replan.controller.policy_schema as _policy_schema_module
 
         found = assignment_location(_policy_schema_module, "DEFAULTS", "the loader's defaults")
+        return [found] if found is not None else []
+    if name in BOUNDARY_RULES:  # the rule as CONTRACT.md states it
+        found = text_location(checkout_root() / "CONTRACT.md", f"- `{name}`:", "the rule")
         return [found] if found is not None else []
     places: list[Location] = []
     for label in dict.fromkeys(transitions):
