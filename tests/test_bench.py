@@ -81,11 +81,12 @@ def test_quick_run_writes_json_with_all_three_implementations(
         "durable",
         "explore",
         "scale",
+        "boundary",
     }
-    for opt_in in ("explore", "scale"):  # --explore, --scale
+    for opt_in in ("explore", "scale", "boundary"):  # --explore, --scale, --tool boundary
         assert document["tools"][opt_in]["status"] == "skipped"
     for name, figures in document["tools"].items():
-        if name not in ("explore", "scale"):
+        if name not in ("explore", "scale", "boundary"):
             assert figures["status"] in {"measured", "absent"}, (name, figures)
     executor = document["tools"]["executor"]
     if executor["status"] == "measured":
@@ -363,3 +364,30 @@ def test_a_child_started_from_a_large_bench_reports_its_own_peak_rss() -> None:
     assert 50 * 10**6 < peak < 150 * 10**6, peak
     assert len(held) == 250
     assert _peak_rss_of([sys.executable, "-c", "raise SystemExit(3)"])[0] == 3
+
+
+def test_the_boundary_figures_are_with_against_without_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`replan bench --tool boundary` runs verify with and without the boundary check,
+    interleaved, and reports both medians, their difference and ratio against the
+    limit (the runs are faked here: the real ones take minutes)."""
+    from replan.verification.bench import boundary
+
+    order: list[bool] = []
+
+    def one(with_boundary: bool, scratch: Path) -> tuple[float, float | None, bool]:
+        order.append(with_boundary)
+        return (40.0, 12.0, True) if with_boundary else (30.0, None, True)
+
+    monkeypatch.setattr(boundary, "_one", one)
+    figures = boundary.boundary_figures(False, lambda _text: None)
+    assert order == [True, False] * 3
+    assert figures["with_median_s"] == 40.0 and figures["without_median_s"] == 30.0
+    assert figures["added_s"] == 10.0 and figures["ratio"] == 1.33
+    assert figures["check_median_s"] == 12.0 and figures["within_limit"] is True
+    assert "goal <= 15 s: met" in "\n".join(boundary.boundary_lines(figures))
+    monkeypatch.setattr(
+        boundary, "_one", lambda b, s: (50.0, 20.0, True) if b else (30.0, None, True)
+    )
+    assert boundary.boundary_figures(True, lambda _text: None)["within_limit"] is False

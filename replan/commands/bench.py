@@ -19,6 +19,9 @@ those tools are installed.
   replan bench --samples 11 --episodes 5000 -o /tmp/bench.json
   replan bench --json                   the JSON document on stdout, no table
   replan bench --tool middleware        the controllers and one tool's figures only
+  replan bench --tool boundary          the controllers, then `replan verify --profile ci`
+                                        with and without the boundary check, interleaved
+                                        (what the check adds; about 4 minutes)
   replan bench --explore                the controllers, then the explorer against SPIN,
                                         1 against 2 workers, and the first policy through
                                         verify (about 15 minutes; never in a plain run)
@@ -93,7 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="measure only this tool's figures (repeatable): explorer, campaign, prove, "
-        "executor, middleware, durable",
+        "executor, middleware, durable; and, only when named, explore, scale and boundary "
+        "(what the boundary check adds to `replan verify --profile ci`: 3 runs with it and "
+        "3 without, interleaved, about 4 minutes)",
     )
     parser.add_argument(
         "--durable",

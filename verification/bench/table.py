@@ -129,6 +129,7 @@ def render_table(document: dict[str, Any]) -> str:
             "memory",
             "spin",
             "first_policy",
+            "runs_s",
             *DURABLE_PARTS,
         )
         shown = {k: v for k, v in figures.items() if k not in hidden}
@@ -159,6 +160,10 @@ def render_table(document: dict[str, Any]) -> str:
             from replan.verification.bench.scale import scale_lines
 
             lines += [f"    {line}" for line in scale_lines(figures)]
+        if name == "boundary" and figures["status"] == "measured":
+            from replan.verification.bench.boundary import boundary_lines
+
+            lines += [f"    {line}" for line in boundary_lines(figures)]
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)

@@ -343,6 +343,13 @@ def _scale_bench(settings: Settings, module: Any) -> dict[str, Any]:
     return figures
 
 
+def _boundary_bench(settings: Settings, module: Any) -> dict[str, Any]:
+    """What the boundary check adds to ``replan verify --profile ci`` on the default
+    policy (``verification.bench.boundary``; ``replan bench --tool boundary``)."""
+    figures: dict[str, Any] = module.boundary_figures(settings.quick, module.stderr_progress)
+    return figures
+
+
 TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "explorer": ("replan.verification.engines.explore.engine", _explorer),
     "campaign": ("replan.verification.engines.campaign.run", _campaign),
@@ -352,11 +359,12 @@ TOOLS: dict[str, tuple[str, ToolFigure]] = {
     "durable": ("replan.verification.bench.durable", _durable),
     "explore": ("replan.verification.bench.explore", _explore_bench),
     "scale": ("replan.verification.bench.scale", _scale_bench),
+    "boundary": ("replan.verification.bench.boundary", _boundary_bench),
 }
 
 
 #: Tools measured only when named (``--tool NAME``): they take many minutes.
-OPT_IN = frozenset({"explore", "scale"})
+OPT_IN = frozenset({"explore", "scale", "boundary"})
 
 
 def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, Any]:
