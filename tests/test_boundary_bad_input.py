@@ -1,7 +1,9 @@
 """Bad input to the boundary's new pieces is a one-line error or a refusal, never a
 traceback, and changes nothing: a tampered journal, a log of another declaration, a
 witness that is not one, an approval for an unknown call or of malformed shape,
-arguments RFC 8785 cannot carry. And a crash between the controller's Executed and
+arguments RFC 8785 cannot carry; on the command line, `replan conform` on a log of
+another declaration or with an edited entry, `replan boundary --replay` on a file that
+is no counterexample. And a crash between the controller's Executed and
 the intent leaves the call in doubt, never reported Stopped."""
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import asyncio
 import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,3 +185,63 @@ def test_a_completed_call_whose_intent_was_never_written_is_in_doubt_not_stopped
     assert guard.calls[-1].outcome == "InDoubt" and ran == []
     assert "holds no record" in guard.calls[-1].result
     assert controller.proposals == 1  # the retry used no proposal slot
+
+
+def _replan(*arguments: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replan", *map(str, arguments)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _foreign_log(path: Path) -> None:
+    """A run log whose header (and witness) name another declaration digest."""
+    with SqliteRunLog(path) as log:
+        LoggedController(log=log).cancel()
+    with sqlite3.connect(path) as connection:
+        (text,) = connection.execute("SELECT header FROM replan_run_header").fetchone()
+        header = json.loads(text) | {"declaration_digest": "sha256:" + "0" * 64}
+        other = json.dumps(header, sort_keys=True, separators=(",", ":"))
+        connection.execute("UPDATE replan_run_header SET header = ?", (other,))
+    witness = path.with_name(path.name + ".head")
+    document = json.loads(witness.read_text()) | {
+        "header": hashlib.sha256(other.encode()).hexdigest()
+    }
+    witness.write_text(json.dumps(document))
+
+
+def _edited_entry(path: Path) -> None:
+    """A run log whose one entry names a call no declaration has."""
+    with SqliteRunLog(path) as log:
+        LoggedController(log=log).cancel()
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE replan_run_log SET op = 'cancel!' WHERE position = 1")
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [(_foreign_log, "written under declaration"), (_edited_entry, "position 1")],
+)
+def test_replan_conform_refuses_a_foreign_or_edited_log_in_one_line(
+    tmp_path: Path, make: object, says: str
+) -> None:
+    path = tmp_path / "run.log"
+    make(path)  # type: ignore[operator]
+    before = files(tmp_path)
+    done = _replan("conform", path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
+    assert files(tmp_path) == before
+
+
+def test_replan_boundary_replays_no_file_that_is_not_a_counterexample(tmp_path: Path) -> None:
+    for document in ("not json", json.dumps({"tool": "replan campaign"}), json.dumps([])):
+        path = tmp_path / "counterexample.json"
+        path.write_text(document)
+        before = files(tmp_path)
+        done = _replan("boundary", "--replay", path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert files(tmp_path) == before
