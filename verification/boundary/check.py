@@ -55,7 +55,7 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "ci": Profile(depth=3, max_states=350, walks=8, walk_length=14),
+    "ci": Profile(depth=3, max_states=200, walks=8, walk_length=14),
     "default": Profile(depth=3, max_states=1500, walks=40, walk_length=20),
     "thorough": Profile(depth=4, max_states=6000, walks=200, walk_length=30),
 }
