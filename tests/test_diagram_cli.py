@@ -23,7 +23,7 @@ from replan.verification.report.diagram.readme import PAGE as PAGE_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = extract(Replanning)
-MERMAID_CHECK = ROOT / "verification" / "diagram" / "mermaid_check"
+MERMAID_CHECK = ROOT / "verification" / "report" / "diagram" / "mermaid_check"
 
 
 def replan_without_dot(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:

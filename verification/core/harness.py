@@ -24,7 +24,14 @@ from replan.controller._generated import Controller
 from replan.controller.durable.log import canonical, decode_argument
 from replan.controller.fields import RunState
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
-from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.records import (
+    Approval,
+    EvidenceState,
+    ExecuteResult,
+    Observation,
+    Plan,
+    Usage,
+)
 from replan.controller.run import Run, state_of_snapshot
 from replan.spec.checker import Checker
 from replan.spec.declaration import Replanning
@@ -151,11 +158,16 @@ def same_outcome(left: Any, right: Any) -> bool:
 # ---- encoding arguments and results as JSON --------------------------------------
 
 
+#: The records an operation takes, encoded as ``{"$type": name, **fields}``.
+RECORDS = (Observation, Plan, Approval, Usage)
+RECORD_NAMED: dict[str, type[Any]] = {record.__name__: record for record in RECORDS}
+
+
 def encode_value(value: Any) -> Any:
     """Records become plain objects of their fields; anything else that is not JSON
     is kept as ``{"$raw": ...}`` (JSON values) or ``{"$repr": ...}`` (not replayable
     exactly, replayed as an opaque object: it is malformed either way)."""
-    if isinstance(value, Observation | Plan):
+    if isinstance(value, RECORDS):
         fields = {
             name: _encode_field(item) for name, item in zip(value._fields, value, strict=True)
         }
@@ -199,9 +211,8 @@ def decode_value(value: Any) -> Any:
             return Opaque(value["$repr"])
         if "$error" in value:
             return value["$error"]
-        kind = value.get("$type")
-        if kind in ("Observation", "Plan"):
-            record = Observation if kind == "Observation" else Plan
+        record = RECORD_NAMED.get(str(value.get("$type")))
+        if record is not None:
             fields = [_decode_field(name, value.get(name)) for name in record._fields]
             return record(*fields)
     return value
