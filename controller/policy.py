@@ -23,7 +23,7 @@ from typing import Any
 
 from replan.controller.policy_schema import DEFAULTS as DEFAULTS
 from replan.controller.policy_schema import DOCUMENT, check_structure, defaults_of
-from replan.controller.records import PolicyError
+from replan.controller.records import LARGEST_INT, PolicyError
 
 
 @dataclass(frozen=True)
@@ -73,8 +73,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
-            per_step = DEFAULTS["proposals_per_step"]
-            object.__setattr__(self, "max_proposals", int(per_step) * self.max_steps)
+            object.__setattr__(self, "max_proposals", default_max_proposals(self.max_steps))
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
@@ -117,6 +116,17 @@ def _listing(names: Sequence[str], shown: int = 10) -> str:
     return head if len(names) <= shown else f"{head}, ... ({len(names)} in all)"
 
 
+def default_max_proposals(
+    max_steps: object, per_step: int = int(DEFAULTS["proposals_per_step"])
+) -> object:
+    """``max_proposals`` when the policy leaves it out: ``per_step * max_steps``, at
+    most ``LARGEST_INT`` (every limit is within it). A ``max_steps`` that is no integer
+    is returned as it is, for the structural check to name."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int):
+        return max_steps
+    return min(per_step * max_steps, LARGEST_INT)
+
+
 _STEP_DEFAULTS = defaults_of(DOCUMENT.table("steps"))
 #: The budget limits ``charge`` counts against (0: no limit).
 BUDGETS = ("max_tokens", "max_cost", "max_wall_ms")
@@ -131,7 +141,9 @@ def _parse(
     document = check_structure(document)
     limits = document.get("limits", {})
     max_steps = limits.get("max_steps", defaults["max_steps"])
-    max_proposals = limits.get("max_proposals", defaults["proposals_per_step"] * max_steps)
+    max_proposals = limits.get(
+        "max_proposals", default_max_proposals(max_steps, int(defaults["proposals_per_step"]))
+    )
     no_progress_limit = limits.get("no_progress_limit", defaults["no_progress_limit"])
     count_duplicates = limits.get(
         "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from replan.controller.records import PolicyError
+from replan.controller.records import LARGEST_INT, PolicyError
 
 #: The value a ``[limits]`` field takes when the file leaves it out (CONTRACT.md
 #: "Vocabulary"); ``max_proposals`` defaults to ``proposals_per_step * max_steps``.
@@ -33,8 +33,10 @@ DEFAULTS: Mapping[str, int | bool] = MappingProxyType(
     }
 )
 
-#: What a field holds: an integer >= 1 (never a boolean), ``true``/``false``, a
-#: non-empty string, or a list of unique non-empty strings.
+#: What a field holds: an integer in 1..``LARGEST_INT`` (never a boolean),
+#: ``true``/``false``, a non-empty string, or a list of unique non-empty strings. A
+#: limit is bounded like every number a run holds: the run compares its counts with
+#: it, and its snapshot and the reports write it as JSON, exactly.
 Kind = Literal["positive", "boolean", "name", "names"]
 
 
@@ -108,7 +110,7 @@ DOCUMENT = Document(
                     "positive",
                     "Proposals a run considers, valid or not; once they are used, propose "
                     f"stops the run with PlanLimit. Default: {DEFAULTS['proposals_per_step']} "
-                    "* max_steps.",
+                    f"* max_steps (at most {LARGEST_INT}, as every limit).",
                 ),
                 Field(
                     "no_progress_limit",
@@ -274,21 +276,32 @@ def _fail(path: str, problem: str) -> PolicyError:
     return PolicyError(f"{path}: {problem}")
 
 
+def _shown(value: object) -> str:
+    """A value for a message, bounded: a long string is cut, and an integer too long to
+    read (Python refuses to print one past 4,300 digits) is named by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _positive(value: object, path: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, f"expected a positive integer, got {value!r}")
+        raise _fail(path, f"expected a positive integer, got {_shown(value)}")
     if value < 1:
-        raise _fail(path, f"must be at least 1, got {value}")
+        raise _fail(path, f"must be at least 1, got {_shown(value)}")
+    if value > LARGEST_INT:
+        raise _fail(path, f"must be at most {LARGEST_INT} (2**53 - 1), got {_shown(value)}")
 
 
 def _boolean(value: object, path: str) -> None:
     if not isinstance(value, bool):
-        raise _fail(path, f"expected true or false, got {value!r}")
+        raise _fail(path, f"expected true or false, got {_shown(value)}")
 
 
 def _name(value: object, path: str) -> None:
     if not isinstance(value, str) or not value:
-        raise _fail(path, f"expected a non-empty string, got {value!r}")
+        raise _fail(path, f"expected a non-empty string, got {_shown(value)}")
 
 
 def _names(value: object, path: str, *, what: str, allow_empty: bool) -> None:
@@ -298,7 +311,7 @@ def _names(value: object, path: str, *, what: str, allow_empty: bool) -> None:
     for index, item in enumerate(value):
         _name(item, f"{path}[{index}]")
         if item in seen:
-            raise _fail(f"{path}[{index}]", f"{item!r} is listed twice")
+            raise _fail(f"{path}[{index}]", f"{_shown(item)} is listed twice")
         seen.add(item)
     if not seen and not allow_empty:
         raise _fail(path, f"at least one {what[:-1]} is required")
@@ -323,7 +336,7 @@ def _json(default: int | bool | tuple[str, ...]) -> int | bool | list[str]:
 def _value_schema(field: Field) -> dict[str, Any]:
     name = {"type": "string", "minLength": 1}
     if field.kind == "positive":
-        schema: dict[str, Any] = {"type": "integer", "minimum": 1}
+        schema: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": LARGEST_INT}
     elif field.kind == "boolean":
         schema = {"type": "boolean"}
     elif field.kind == "name":

@@ -30,6 +30,7 @@ import replan.controller.records as _records_module
 from replan.controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
 from replan.controller.fields import state_of_snapshot as state_of_snapshot
 from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import LARGEST_INT as LARGEST_INT  # the checks' bound
 from replan.controller.records import (
     RECORD_KINDS,
     Approval,
@@ -70,13 +71,17 @@ def shown(value: object) -> str:
 def well_formed_plan(plan: object) -> bool:
     """A ``Plan`` whose fields have exactly the contract's types: a subclass (a bool
     for an int, a str subclass with its own ``__eq__``) is malformed, so nothing a
-    model sends can compare equal to what it is not."""
+    model sends can compare equal to what it is not. Its revisions are within
+    ``LARGEST_INT`` either way: a run stores the revision it accepts, and its snapshot,
+    trace and log must write it as JSON, exactly."""
     return (
         type(plan) is Plan
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
+        and -LARGEST_INT <= plan.revision <= LARGEST_INT
         and type(plan.evidence_revision) is int
+        and -LARGEST_INT <= plan.evidence_revision <= LARGEST_INT
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -173,8 +178,10 @@ class Run:
                 f"observation.key: {shown(key)} is not a declared evidence key "
                 f"(declared: {', '.join(self.policy.keys) or 'none'})"
             )
-        if type(version) is not int or version < 1:
-            raise InvalidInput(f"observation.version: expected an int >= 1, got {shown(version)}")
+        if type(version) is not int or not 1 <= version <= LARGEST_INT:
+            raise InvalidInput(
+                f"observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}"
+            )
         if type(state) is not EvidenceState:
             raise InvalidInput(f"observation.state: expected an EvidenceState, got {shown(state)}")
         if type(source) is not str or source == "":
@@ -202,12 +209,18 @@ class Run:
         if type(usage) is not Usage:
             raise InvalidInput(f"usage: expected a Usage, got {type(usage).__name__}")
         tokens, cost, elapsed_ms = usage
-        if type(tokens) is not int or tokens < 0:
-            raise InvalidInput(f"usage.tokens: expected an int >= 0, got {shown(tokens)}")
-        if type(cost) is not int or cost < 0:
-            raise InvalidInput(f"usage.cost: expected an int >= 0, got {shown(cost)}")
-        if type(elapsed_ms) is not int or elapsed_ms < 0:
-            raise InvalidInput(f"usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}")
+        if type(tokens) is not int or not 0 <= tokens <= LARGEST_INT:
+            raise InvalidInput(
+                f"usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}"
+            )
+        if type(cost) is not int or not 0 <= cost <= LARGEST_INT:
+            raise InvalidInput(
+                f"usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}"
+            )
+        if type(elapsed_ms) is not int or not 0 <= elapsed_ms <= LARGEST_INT:
+            raise InvalidInput(
+                f"usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}"
+            )
 
     # ---- guards: observe ----------------------------------------------------------
 

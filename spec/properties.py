@@ -25,6 +25,7 @@ from typing import Any
 
 from replan.controller.policy import Policy
 from replan.controller.records import (
+    LARGEST_INT,
     Approval,
     EvidenceState,
     ExecuteResult,
@@ -71,14 +72,15 @@ def latest(run: Run, key: str) -> int:
 
 
 def well_formed_observation(obs: Any, run: Run) -> bool:
-    """observe rule 1: an Observation of a declared key, an int version >= 1 (exactly
-    an int: a bool or an int subclass is not), an EvidenceState, a non-empty source."""
+    """observe rule 1: an Observation of a declared key, an int version in
+    1..LARGEST_INT (exactly an int: a bool or an int subclass is not), an
+    EvidenceState, a non-empty source."""
     return (
         type(obs) is Observation
         and type(obs.key) is str
         and obs.key in run.policy.key_set
         and type(obs.version) is int
-        and obs.version >= 1
+        and 1 <= obs.version <= LARGEST_INT
         and type(obs.state) is EvidenceState
         and type(obs.source) is str
         and obs.source != ""
@@ -121,13 +123,15 @@ def counted_no_progress(before: Run, after: Run) -> bool:
 
 def well_formed_plan(plan: Any) -> bool:
     """propose rule 4: a Plan with a non-empty str id, int revisions (exactly: a bool
-    is not an int) and str step and resource."""
+    is not an int) of magnitude at most LARGEST_INT, and str step and resource."""
     return (
         type(plan) is Plan
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
+        and -LARGEST_INT <= plan.revision <= LARGEST_INT
         and type(plan.evidence_revision) is int
+        and -LARGEST_INT <= plan.evidence_revision <= LARGEST_INT
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -621,15 +625,16 @@ def approval_is_for_the_exact_plan(
 
 
 def well_formed_usage(usage: Any) -> bool:
-    """A Usage of ints >= 0 (exactly: a bool or an int subclass is not one)."""
+    """A Usage of ints in 0..LARGEST_INT (exactly: a bool or an int subclass is not
+    one)."""
     return (
         type(usage) is Usage
         and type(usage.tokens) is int
-        and usage.tokens >= 0
+        and 0 <= usage.tokens <= LARGEST_INT
         and type(usage.cost) is int
-        and usage.cost >= 0
+        and 0 <= usage.cost <= LARGEST_INT
         and type(usage.elapsed_ms) is int
-        and usage.elapsed_ms >= 0
+        and 0 <= usage.elapsed_ms <= LARGEST_INT
     )
 
 
