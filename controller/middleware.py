@@ -532,9 +532,9 @@ class ReplanMiddleware(FunctionMiddleware):
             pending = self.run.pending
             step = self.steps[pending.step] if pending is not None else None
             waiting = [
-                f"{key} is {self.run.state(key)}"
+                f"{key} is {self.run.evidence_state(key)}"
                 for key in (step.requires if step is not None else ())
-                if self.run.state(key) is not EvidenceState.PASSED
+                if self.run.evidence_state(key) is not EvidenceState.PASSED
             ]
             return (str(answer), ", ".join(waiting) or "a prerequisite is not Passed")
         if answer is ExecuteResult.STALE_PLAN:

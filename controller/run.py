@@ -2,7 +2,8 @@
 
 Owns: the run's fields (CONTRACT.md "State of one run"), the input validation that
 happens before any transition is chosen, the bodies of the named guards and actions,
-the read-only public view (properties, ``state(key)``, ``snapshot()``, ``trace``).
+the read-only public view (properties, ``evidence_state(key)``, ``snapshot()``,
+``trace``).
 
 Leaves to others: *which* transition fires for which state and event. That dispatch
 is declared in ``spec/declaration.py`` and is either generated
@@ -22,6 +23,7 @@ plain statements ending in at most one ``return`` is copied too; one with an ear
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -519,9 +521,20 @@ class Run:
         reason of a final state)."""
         return str(self._declared_state)
 
-    def state(self, key: str) -> EvidenceState:
+    def evidence_state(self, key: str) -> EvidenceState:
         """What is known about ``key`` (never observed reads as Unknown)."""
         return self._known.get(key, UNKNOWN)
+
+    def state(self, key: str) -> EvidenceState:
+        """Deprecated: ``evidence_state(key)``. The name read as the machine's state,
+        which is ``declared_state``; kept for one release, and it says so."""
+        warnings.warn(
+            "Run.state(key) is deprecated: use evidence_state(key) (the machine's own "
+            "state is declared_state)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.evidence_state(key)
 
     def snapshot(self) -> dict[str, Any]:
         """The whole observable state except the trace: JSON-ready, canonical (equal

@@ -101,13 +101,14 @@ def meaningful(run: Run, obs: Any) -> bool:
     return (
         new_observation(run, obs)
         and latest(run, obs.key) <= obs.version
-        and obs.state != run.state(obs.key)
+        and obs.state != run.evidence_state(obs.key)
     )
 
 
 def other_keys_unchanged(before: Run, after: Run, key: str) -> bool:
     return all(
-        after.state(k) == before.state(k) and latest(after, k) == latest(before, k)
+        after.evidence_state(k) == before.evidence_state(k)
+        and latest(after, k) == latest(before, k)
         for k in before.policy.keys
         if k != key
     )
@@ -177,7 +178,7 @@ def prerequisites_passed(run: Run) -> bool:
     """Every key the pending plan's step requires is Passed."""
     pending = run.pending
     assert pending is not None
-    return all(run.state(k) == PASSED for k in run.policy.requirements[pending.step])
+    return all(run.evidence_state(k) == PASSED for k in run.policy.requirements[pending.step])
 
 
 # ==== observe(obs): host-only ===========================================================
@@ -263,7 +264,7 @@ def observe_change_is_progress(before: Run, obs: Any, answer: Any, after: Run) -
         return True
     return (
         answer is True
-        and after.state(obs.key) == obs.state
+        and after.evidence_state(obs.key) == obs.state
         and latest(after, obs.key) == obs.version
         and other_keys_unchanged(before, after, obs.key)
         and after.evidence_revision == before.evidence_revision + 1
@@ -290,13 +291,13 @@ def observe_renumbered_is_no_progress(before: Run, obs: Any, answer: Any, after:
     if not (
         new_observation(before, obs)
         and latest(before, obs.key) <= obs.version
-        and obs.state == before.state(obs.key)
+        and obs.state == before.evidence_state(obs.key)
     ):
         return True
     return (
         answer is False
         and latest(after, obs.key) == obs.version
-        and after.state(obs.key) == obs.state
+        and after.evidence_state(obs.key) == obs.state
         and other_keys_unchanged(before, after, obs.key)
         and counted_no_progress(before, after)
         and unchanged(before, after, "evidence", "contents", "no_progress", "declared_state")
@@ -827,7 +828,8 @@ def initial_state(run: Run, policy: Any) -> bool:
         and run._elapsed_ms == 0
         and active(run)
         and all(
-            latest(run, k) == 0 and run.state(k) == EvidenceState.UNKNOWN for k in run.policy.keys
+            latest(run, k) == 0 and run.evidence_state(k) == EvidenceState.UNKNOWN
+            for k in run.policy.keys
         )
         and run._contents == {}
         and run._accepted == set()
@@ -879,9 +881,9 @@ def rejection_atomic(event: str, before: Run, answer: Any, after: Run) -> bool:
     if event == "execute" and answer is not ExecuteResult.EXECUTED:
         return unchanged(before, after, "declared_state")
     if event == "observe" and answer is False:
-        return all(after.state(k) == before.state(k) for k in before.policy.keys) and unchanged(
-            before, after, "no_progress", "contents", "evidence", "declared_state"
-        )
+        return all(
+            after.evidence_state(k) == before.evidence_state(k) for k in before.policy.keys
+        ) and unchanged(before, after, "no_progress", "contents", "evidence", "declared_state")
     return True
 
 
@@ -976,7 +978,7 @@ def no_progress_below_limit(run: Run) -> bool:
 @auxiliary_invariant("passed-tracks-known")
 def passed_tracks_known(run: Run) -> bool:
     """A key is in the passed set exactly when its latest state is Passed."""
-    return all((k in run._passed) == (run.state(k) == PASSED) for k in run.policy.keys)
+    return all((k in run._passed) == (run.evidence_state(k) == PASSED) for k in run.policy.keys)
 
 
 @auxiliary_invariant("pending-matches-state")
@@ -1005,7 +1007,7 @@ def waiting_plan_is_runnable(run: Run) -> bool:
         run.pending is not None
         and run.pending.step in run.policy.approval_steps
         and run.steps < run.policy.max_steps
-        and all(run.state(k) == PASSED for k in run.policy.requirements[run.pending.step])
+        and all(run.evidence_state(k) == PASSED for k in run.policy.requirements[run.pending.step])
     )
 
 

@@ -242,7 +242,7 @@ def test_snapshot_is_a_copy(implementation: type) -> None:
     snapshot["accepted"].append("forged")
     snapshot["evidence"]["parser"]["state"] = "Failed"
     assert run.snapshot()["accepted"] == ["p1"]
-    assert run.state("parser") is PASSED
+    assert run.evidence_state("parser") is PASSED
 
 
 def test_snapshot_reports_the_public_view(implementation: type) -> None:

@@ -24,7 +24,7 @@ from mkdocs.exceptions import PluginError
 MARKER = re.compile(r"^<!-- policy: ([a-z-]+) -->$", re.MULTILINE)
 
 KINDS = {
-    "positive": "integer from 1 to 9007199254740991 (2<sup>53</sup> − 1)",
+    "positive": "integer from 1 to 9007199254740991 (2<sup>53</sup> &minus; 1)",
     "boolean": "`true` / `false`",
     "name": "non-empty string",
     "names": "list of unique non-empty strings",

@@ -430,7 +430,7 @@ class _Bound:
 @dataclass(frozen=True, eq=False)
 class StateRef:
     """A run a property reads besides ``self``: the state before or after a call.
-    Its fields, read-only members (``run.steps``) and pure methods (``run.state(k)``)
+    Its fields, read-only members (``run.steps``) and pure methods (``run.evidence_state(k)``)
     read ``state``; nothing writes it."""
 
     state: State
