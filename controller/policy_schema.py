@@ -13,6 +13,8 @@ and the schema repeats that list, so it says what it leaves out. Stdlib only.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -34,10 +36,55 @@ DEFAULTS: Mapping[str, int | bool] = MappingProxyType(
 )
 
 #: What a field holds: an integer in 1..``LARGEST_INT`` (never a boolean),
-#: ``true``/``false``, a non-empty string, or a list of unique non-empty strings. A
-#: limit is bounded like every number a run holds: the run compares its counts with
-#: it, and its snapshot and the reports write it as JSON, exactly.
+#: ``true``/``false``, a name, or a list of unique names. A limit is bounded like every
+#: number a run holds: the run compares its counts with it, and its snapshot and the
+#: reports write it as JSON, exactly.
 Kind = Literal["positive", "boolean", "name", "names"]
+
+#: A name (an evidence key, a step, a resource, a currency, a tool argument) is one
+#: line of visible text of at most ``NAME_LENGTH`` characters: none of these ranges of
+#: code points (control characters; the soft hyphen, zero-width and other invisible
+#: format characters; line and paragraph separators; bidirectional controls). Why:
+#: names go into every report (Markdown, Mermaid, DOT, HTML, SARIF, JUnit, the
+#: terminal), where a line break starts a statement of the format and an invisible or
+#: reordering character shows a reviewer other text than the one that runs. Markup
+#: characters (``<``, ``|``, ``#``, a backtick) are allowed: each report escapes them.
+NOT_IN_NAMES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x00AD, 0x00AD),
+    (0x061C, 0x061C),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+)
+NAME_LENGTH = 200
+
+
+def _character_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    """The ranges as a regular expression's character class, written with ``\\u``
+    escapes that Python's ``re`` and ECMAScript (JSON Schema's ``pattern``) both read."""
+    parts = [
+        f"\\u{low:04x}" if low == high else f"\\u{low:04x}-\\u{high:04x}" for low, high in ranges
+    ]
+    return "[" + "".join(parts) + "]"
+
+
+#: A character no name may hold, as JSON Schema states it (``not`` of a ``pattern``,
+#: which both dialects search for anywhere in the string).
+NAME_FORBIDDEN_PATTERN = _character_class(NOT_IN_NAMES)
+#: The same, and a lone surrogate (which JSON Schema's UTF-16 ``pattern`` cannot tell
+#: from half of a pair, so the loader checks it): what the loader searches for.
+_UNSHOWABLE = re.compile(_character_class((*NOT_IN_NAMES, (0xD800, 0xDFFF))))
+
+
+def unshowable(text: str) -> re.Match[str] | None:
+    """The first character of ``text`` no name may hold (None: a showable name). The
+    reports escape such a character wherever it comes from."""
+    return _UNSHOWABLE.search(text)
 
 
 @dataclass(frozen=True)
@@ -247,6 +294,11 @@ DOCUMENT = Document(
 #: value with another, nor tell the TOML float ``3.0`` from the integer ``3``.
 LOADER_CHECKS: tuple[tuple[str, str], ...] = (
     ("steps[*].name", "unique among the steps"),
+    (
+        "evidence.keys[*]",
+        "like every name, no lone surrogate code point (JSON Schema's pattern reads "
+        "UTF-16, where one cannot be told from half of a pair)",
+    ),
     ("steps[*].requires[*]", "a key declared in evidence.keys"),
     (
         "workflow.ready_when_passed",
@@ -299,9 +351,31 @@ def _boolean(value: object, path: str) -> None:
         raise _fail(path, f"expected true or false, got {_shown(value)}")
 
 
+_CONTROL_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}
+
+
+def _character_name(character: str) -> str:
+    if character in _CONTROL_NAMES:
+        return _CONTROL_NAMES[character]
+    if 0xD800 <= ord(character) <= 0xDFFF:
+        return "a lone surrogate"
+    return unicodedata.name(character, "a control character")
+
+
 def _name(value: object, path: str) -> None:
     if not isinstance(value, str) or not value:
         raise _fail(path, f"expected a non-empty string, got {_shown(value)}")
+    if len(value) > NAME_LENGTH:
+        raise _fail(path, f"a name is at most {NAME_LENGTH} characters, got {len(value)}")
+    found = unshowable(value)
+    if found is not None:
+        character = found.group()
+        raise _fail(
+            path,
+            f"a name is one line of visible text: U+{ord(character):04X} "
+            f"({_character_name(character)}) at "
+            f"position {found.start()} of {_shown(value)} is not allowed",
+        )
 
 
 def _names(value: object, path: str, *, what: str, allow_empty: bool) -> None:
@@ -334,7 +408,12 @@ def _json(default: int | bool | tuple[str, ...]) -> int | bool | list[str]:
 
 
 def _value_schema(field: Field) -> dict[str, Any]:
-    name = {"type": "string", "minLength": 1}
+    name = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": NAME_LENGTH,
+        "not": {"pattern": NAME_FORBIDDEN_PATTERN},
+    }
     if field.kind == "positive":
         schema: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": LARGEST_INT}
     elif field.kind == "boolean":

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 
 from replan.verification.report.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.report.text import visible
 
 INSTALL_HINT = (
     "Graphviz `dot` is not on PATH: install it (Debian/Ubuntu: `apt-get install graphviz`; "
@@ -50,11 +51,15 @@ class GraphvizFailed(RuntimeError):
 
 
 def _escape(text: str) -> str:
-    return html.escape(text, quote=True)
+    """Text of an HTML-like label: markup escaped, and every control, line-break,
+    invisible or bidirectional character written visibly (``report.text.visible``),
+    since a name of the policy reaches the labels."""
+    return html.escape(visible(text), quote=True)
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT quoted string (a tooltip): one visible line, ``"`` and ``\\`` escaped."""
+    return '"' + visible(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _edge_colour(edge: Edge) -> str:
