@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from replan.controller import input_limits
 from replan.controller.policy_schema import DEFAULTS as DEFAULTS
 from replan.controller.policy_schema import DOCUMENT, check_structure, defaults_of
 from replan.controller.records import LARGEST_INT, PolicyError
@@ -320,19 +321,25 @@ def policy_to_toml(policy: Policy) -> str:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a TOML policy file; every problem is a one-line PolicyError
-    that starts with the file name and the path inside it."""
+    that starts with the file name and the path inside it. The file is held to
+    ``controller.input_limits``: at most ``POLICY_BYTES``, nested at most
+    ``MAX_DEPTH`` deep, no dotted key of more than ``MAX_KEY_PARTS`` parts."""
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = input_limits.read_text(source, input_limits.POLICY_BYTES, "a policy file")
     except FileNotFoundError:
         raise PolicyError(f"{source}: no such policy file") from None
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:  # a directory, a loop, a long name
         reason = getattr(error, "strerror", None) or error.__class__.__name__
         raise PolicyError(f"{source}: cannot read policy file ({reason})") from None
     except ValueError as error:  # a NUL byte in the path
         raise PolicyError(f"{source!r}: not a usable path ({error})") from None
     try:
-        document = tomllib.loads(text)
+        document = input_limits.loads_toml(text, str(source))
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"{source}: invalid TOML: {error}") from None
     except ValueError as error:  # an integer literal past Python's digit limit

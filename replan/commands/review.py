@@ -45,7 +45,6 @@ a failed check (the page is still written: it shows the failure), 2 on bad input
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -58,6 +57,7 @@ from replan.common import (
     policy_from_args,
     print_json,
 )
+from replan.controller import input_limits
 from replan.controller.policy import Policy, policy_to_dict
 from replan.verification.runtime.files import write_atomically
 
@@ -124,7 +124,11 @@ def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
             "(or name its directory with --evidence DIR)"
         )
     try:
-        report = VerifyReport.from_json(json.loads(path.read_text(encoding="utf-8")), str(evidence))
+        report = VerifyReport.from_json(
+            input_limits.load_json(path, what="a verify report"), str(evidence)
+        )
+    except input_limits.InputLimitError as error:
+        raise CliError(str(error)) from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise CliError(f"{path}: {error}") from None
     if policy_to_dict(report.policy) != policy_to_dict(policy):

@@ -16,13 +16,12 @@ checked against this model). A trace names no policy: ``--policy`` gives it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replan.controller import Controller
+from replan.controller import Controller, input_limits
 from replan.controller._generated import DECLARATION_DIGEST
 from replan.controller.durable.log import (
     Entry,
@@ -94,10 +93,10 @@ def check(entries: list[Entry], policy: Policy) -> Divergence | None:
         try:
             parameter_type = Controller.events[entry.op][1]
             argument = decode_argument(parameter_type, entry.argument)
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, RecursionError) as error:
             raise ConformError(
-                f"position {entry.position}: {entry.op}({entry.argument}) is not a call of "
-                f"this declaration's events ({type(error).__name__}: {error})"
+                f"position {entry.position}: {entry.op}({entry.argument[:80]}) is not a call "
+                f"of this declaration's events ({type(error).__name__}: {str(error)[:120]})"
             ) from None
         call = observe_call(policy, reference, Operation(entry.op, argument))
         model = _answer(call.result)
@@ -198,8 +197,14 @@ def load(
     try:
         with path.open("rb") as handle:
             head = handle.read(16)
+        size = path.stat().st_size
     except OSError as error:
         raise ConformError(f"{path}: cannot read ({error.strerror})") from None
+    if head.startswith(b"SQLite format 3") and size > input_limits.RUN_LOG_BYTES:
+        raise ConformError(
+            f"{path}: more than {input_limits.RUN_LOG_BYTES // 2**20} MiB, the most a run log "
+            "may hold to be checked"
+        )
     if head.startswith(b"SQLite format 3") and _is_durable_store(path):
         return _load_store(path, run_id)
     if head.startswith(b"SQLite format 3"):
@@ -212,11 +217,17 @@ def load(
             entries = log.entries()
         except (RunLogError, sqlite3.Error) as error:
             raise ConformError(f"{path}: {error}") from None
+        except RecursionError:  # an entry nested past what Python reads
+            raise ConformError(f"{path}: nested more than {input_limits.MAX_DEPTH} deep") from None
         finally:
             log.close()
         return _checked("run log", header, entries, path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = input_limits.load_json(path, what="a trace")
+    except input_limits.InputLimitError as error:
+        raise ConformError(str(error)) from None
+    except OSError as error:
+        raise ConformError(f"{path}: cannot read ({error.strerror or error})") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ConformError(f"{path}: neither a run log nor JSON ({error})") from None
     records = document.get("calls") if isinstance(document, dict) else document

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from replan.controller import input_limits
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from replan.controller.records import Observation, Plan
 from replan.spec.model import MachineModel
@@ -240,9 +241,11 @@ def load_playback(path: str | Path, model: MachineModel) -> Playback:
     records]}``, as ``replan trace`` writes, under the default policy)."""
     source = Path(path)
     try:
-        document = json.loads(source.read_text(encoding="utf-8"))
+        document = input_limits.load_json(source, what="a recording")
     except FileNotFoundError:
         raise PlaybackError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise PlaybackError(str(error)) from None
     except (OSError, ValueError) as error:
         raise PlaybackError(f"{source}: not a JSON recording ({error})") from None
     if isinstance(document, dict) and isinstance(document.get("calls"), list):

@@ -36,6 +36,7 @@ from typing import Any
 
 from statemachine import StateMachine
 
+from replan.controller import input_limits
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy, policy_from_dict
 from replan.controller.records import PolicyError, StopReason
 from replan.controller.run import Run
@@ -116,9 +117,11 @@ def _absorbed_label(label: str) -> bool:
 
 def _read_json(source: Path) -> Any:
     try:
-        return json.loads(source.read_text(encoding="utf-8"))
+        return input_limits.load_json(source)
     except FileNotFoundError:
         raise OverlayError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise OverlayError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise OverlayError(f"{source}: cannot read ({error.__class__.__name__})") from None
     except json.JSONDecodeError as error:
@@ -212,10 +215,18 @@ def load_old(
     policy_text = _git(repository, "show", f"{revision}:{policy_path}")
     policy = DEFAULT_POLICY
     if policy_text is not None:
+        where = f"{old}:{policy_path}"
         try:
-            policy = policy_from_dict(tomllib.loads(policy_text))
+            if len(policy_text.encode()) > input_limits.POLICY_BYTES:
+                raise input_limits.InputLimitError(
+                    f"{where}: more than {input_limits.POLICY_BYTES // 2**20} MiB, the most "
+                    "a policy file may hold"
+                )
+            policy = policy_from_dict(input_limits.loads_toml(policy_text, where))
+        except input_limits.InputLimitError as error:
+            raise OverlayError(str(error)) from None
         except (tomllib.TOMLDecodeError, PolicyError) as error:
-            raise OverlayError(f"{old}:{policy_path}: {error}") from None
+            raise OverlayError(f"{where}: {error}") from None
         used.append(policy_path)
     elif policy_file:
         raise OverlayError(f"{old}: {policy_path} does not exist at that revision of {repository}")
