@@ -71,6 +71,8 @@ class Policy:
     approval_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     key_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    #: ``policy_digest(self)``, computed once: every trace record names it.
+    digest: str = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
@@ -88,6 +90,7 @@ class Policy:
         )
         object.__setattr__(self, "key_set", frozenset(self.keys))
         object.__setattr__(self, "resource_set", frozenset(self.resources))
+        object.__setattr__(self, "digest", policy_digest(self))
 
     def __reduce__(self) -> tuple[type[Policy], tuple[Any, ...]]:
         """Pickled by its fields alone (the derived lookups are rebuilt, and a

@@ -556,7 +556,11 @@ class Run:
 
     @property
     def trace(self) -> list[dict[str, Any]]:
-        """One JSON-ready record per call, rejections and raised errors included."""
+        """One JSON-ready record per call, rejections and raised errors included; each
+        names the digest of the policy the run is under (``policy``), so a trace
+        written to a file is checked (``replan conform``) and played (``replan
+        review --trace``) under the rules it ran under, never another policy's."""
+        digest = self.policy.digest
         records = []
         for sequence, (op, argument, result, revision, declared, fired) in enumerate(
             self._trace, start=1
@@ -571,6 +575,7 @@ class Run:
                     "evidence_revision": revision,
                     "stop_reason": str(declared) if isinstance(declared, StopReason) else None,
                     "transition": _transition_name(self.transitions, op, declared, fired, result),
+                    "policy": digest,
                 }
             )
         return records

@@ -133,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
         output_format = SUFFIXES.get(suffix, "mermaid")
     model = extract(Replanning)
     try:
-        trace = load_trace(args.trace, model) if args.trace else None
+        given = policy_from_args(args) if args.policy else None
+        trace = load_trace(args.trace, model, given) if args.trace else None
         policy = (
             trace.policy if trace is not None and args.policy is None else policy_from_args(args)
         )

@@ -139,7 +139,7 @@ def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
     return report
 
 
-def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[Any]:
+def _recordings(args: argparse.Namespace, evidence: Path, model: Any, policy: Policy) -> list[Any]:
     """The reference episode, the evidence directory's counterexamples, the --trace
     files, each played back. A file of the evidence directory that holds no steps (a
     proof's counterexample to induction is one symbolic step, not a run) is skipped
@@ -154,7 +154,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
     playbacks = []
     for path in found:
         try:
-            playback = load_playback(path, model)
+            playback = load_playback(path, model, policy)
         except PlaybackError as error:
             print(f"replan review: note: skipped {error}", file=sys.stderr)
             continue
@@ -164,7 +164,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
         playbacks.append(playback)
     for name in args.trace:
         try:
-            playbacks.append(load_playback(name, model))
+            playbacks.append(load_playback(name, model, policy))
         except PlaybackError as error:
             raise CliError(f"--trace {error}") from None
     for playback in playbacks:
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     evidence = _evidence_dir(args)
     model = extract(Replanning)
     report = _report(args, evidence, policy)
-    playbacks = _recordings(args, evidence, model)
+    playbacks = _recordings(args, evidence, model, policy)
     old, against = (None, None)
     if args.against:
         old, against = _against(args, report, policy, model)

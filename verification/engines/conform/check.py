@@ -11,7 +11,11 @@ breaks, is the divergence: its position, the call, both answers.
 A run log holds only the calls that changed the run, which is enough: a call that
 changed nothing changes nothing when left out. It names its policy and the
 declaration it ran under; a log of another declaration is refused (it cannot be
-checked against this model). A trace names no policy: ``--policy`` gives it.
+checked against this model). Each trace record names the digest of the policy it ran
+under (``policy_of_trace``): the trace is checked under that policy (the default, the
+one an episode record holds, or the one ``--policy`` gives, which must be that one),
+and refused in one line when the policy it names is not at hand: checked under
+another policy, a valid run would diverge.
 """
 
 from __future__ import annotations
@@ -233,12 +237,73 @@ def load(
     records = document.get("calls") if isinstance(document, dict) else document
     if not isinstance(records, list):
         raise ConformError(f"{path}: JSON without a trace (a list of records, or 'calls')")
-    if policy is None and isinstance(document, dict) and isinstance(document.get("policy"), dict):
+    try:
+        used = policy_of_trace(document, records, policy)
+    except TracePolicyError as error:
+        raise ConformError(f"{path}: {error}") from None
+    return "trace", _trace_entries(records), used
+
+
+class TracePolicyError(ValueError):
+    """The policy a trace ran under is not at hand, or is not the one given."""
+
+
+def _digest(digest: str) -> str:
+    return digest[: len("sha256:") + 12]
+
+
+def policy_of_trace(
+    document: Any,
+    records: list[Any],
+    given: Policy | None,
+    known: tuple[Policy, ...] = (DEFAULT_POLICY,),
+    fallback: Policy | None = None,
+) -> Policy:
+    """The policy the trace ``records`` (of ``document``: a list, or an episode record
+    with ``calls``) ran under: the normal form an episode record holds, else the
+    policy whose digest its records name, taken from ``given`` (the one the user
+    named: it must be that one) or ``known`` (the default, say). A trace that names
+    no policy is checked under ``given``, else ``fallback``. ``TracePolicyError``
+    (one line, without the file's name) when none of them is the one it ran under."""
+    digests = sorted(
+        {r["policy"] for r in records if isinstance(r, dict) and isinstance(r.get("policy"), str)}
+    )
+    if len(digests) > 1:
+        named = ", ".join(_digest(d) for d in digests[:3])
+        raise TracePolicyError(f"its records name {len(digests)} policies ({named}): one run's")
+    digest = digests[0] if digests else None
+    stored = None
+    if isinstance(document, dict) and isinstance(document.get("policy"), dict):
         try:
-            policy = policy_from_dict(document["policy"])
+            stored = policy_from_dict(document["policy"])
         except PolicyError as error:
-            raise ConformError(f"{path}: its policy: {error}") from None
-    return "trace", _trace_entries(records), policy or DEFAULT_POLICY
+            raise TracePolicyError(f"its policy: {error}") from None
+        digest = digest or stored.digest
+        if stored.digest != digest:
+            raise TracePolicyError(
+                f"its policy ({_digest(stored.digest)}) is not the one its records name "
+                f"({_digest(digest)})"
+            )
+    if given is not None:
+        if digest is not None and given.digest != digest:
+            raise TracePolicyError(
+                f"it ran under policy {_digest(digest)}, and --policy names another "
+                f"({_digest(given.digest)}): give the policy it ran under"
+            )
+        return given
+    if stored is not None:
+        return stored
+    if digest is None:
+        if fallback is not None:
+            return fallback
+        raise TracePolicyError("it names no policy: give the one it ran under with --policy FILE")
+    for candidate in known:
+        if candidate.digest == digest:
+            return candidate
+    raise TracePolicyError(
+        f"it ran under policy {_digest(digest)}, not the default: give that policy with "
+        "--policy FILE"
+    )
 
 
 def conform(path: Path, policy: Policy | None = None, run_id: str | None = None) -> Conformance:

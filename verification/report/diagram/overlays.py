@@ -41,8 +41,7 @@ from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy, policy
 from replan.controller.records import PolicyError, StopReason
 from replan.controller.run import Run
 from replan.spec.model import DeclarationError, MachineModel, extract
-from replan.verification.core.harness import CounterexampleError, load_counterexample
-from replan.verification.engines.conform.playback import play
+from replan.verification.engines.conform.playback import PlaybackError, load_playback
 from replan.verification.report.diagram.graph import TraceStep
 
 DECLARATION_PATH = "spec/declaration.py"
@@ -143,24 +142,18 @@ class TracePath:
     differing: list[int]
 
 
-def load_trace(path: str | Path, model: MachineModel) -> TracePath:
-    """Replay a counterexample (the shared JSON format) on the generated controller
-    and read which declared transition each step fired from its trace
-    (``verification.engines.conform.playback``: the player of ``replan review`` reads
-    it the same way)."""
+def load_trace(path: str | Path, model: MachineModel, policy: Policy | None = None) -> TracePath:
+    """Replay a recording (a counterexample in the shared JSON format, an episode
+    record or a run's own trace) on the generated controller and read which declared
+    transition each step fired from its trace (``verification.engines.conform.
+    playback``: the player of ``replan review`` reads it the same way). A trace plays
+    under the policy its records name; ``policy`` is one it may name (``--policy``)."""
     try:
-        policy, property_name, operations, recorded = load_counterexample(path)
-    except CounterexampleError as error:
+        played = load_playback(path, model, policy)
+    except PlaybackError as error:
         raise OverlayError(str(error)) from None
-    played = play(
-        policy,
-        operations,
-        [None if result is None else {"result": result} for result in recorded],
-        model,
-        encoded_results=True,
-    )
-    steps = [TraceStep(s.number, s.op, s.transition, s.state_before, s.note) for s in played]
-    return TracePath(policy, property_name, steps, [s.number for s in played if s.differs])
+    steps = [TraceStep(s.number, s.op, s.transition, s.state_before, s.note) for s in played.steps]
+    return TracePath(played.policy, played.property_name, steps, played.differing)
 
 
 # ---- the older machine of a diff ------------------------------------------------------------
