@@ -54,12 +54,13 @@ from replan.common import (
     CliError,
     add_json_option,
     add_policy_option,
+    check_writable,
     policy_from_args,
     print_json,
 )
 from replan.controller import input_limits
 from replan.controller.policy import Policy, policy_to_dict
-from replan.verification.runtime.files import write_atomically
+from replan.verification.runtime.files import announce, write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     from replan.verification.report.review import build_review, to_html
 
     policy = policy_from_args(args)
+    check_writable(args.output, "-o")  # before any work: a page that cannot be, is not
     evidence = _evidence_dir(args)
     model = extract(Replanning)
     report = _report(args, evidence, policy)
@@ -265,5 +267,5 @@ def run(args: argparse.Namespace) -> int:
         if not review.graphviz:
             print("note: Graphviz is not installed: the page shows the Mermaid source instead")
         views = ", ".join(review.views) or "none (Mermaid source)"
-        print(f"wrote {target} ({len(page):,} bytes; views: {views})")
+        announce(f"wrote {target} ({len(page):,} bytes; views: {views})")
     return 0 if report.ok else 1

@@ -47,6 +47,7 @@ from replan.common import (
     print_json,
     write_json,
 )
+from replan.verification.runtime.files import announce
 
 #: out/ is in .gitignore; the committed evidence/replan-trace.json is `replan evidence`'s.
 DEFAULT_OUTPUT = OUT / "trace" / "replan-trace.json"
@@ -224,5 +225,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"FAILED: {line}")
         written = [str(path) for path in (output, workflow_output, otel_output) if path is not None]
         if written:
-            print(f"wrote {', '.join(written)}")
+            announce(f"wrote {', '.join(written)}")
     return 0 if holds else 1
