@@ -25,7 +25,7 @@ from replan.controller.records import (
     StopReason,
     Usage,
 )
-from replan.controller.run import LARGEST_INT, PASSED, Run, shown
+from replan.controller.run import LARGEST_INT, PASSED, Run, in_bounds, shown
 from replan.controller.surface import hide_bodies
 
 #: Enumeration members the methods read, bound once (read through its class, a
@@ -340,7 +340,7 @@ class Controller(Run):
             key, version, state, source = obs
             if type(key) is not str or key not in policy.key_set:
                 raise InvalidInput(f"observation.key: {shown(key)} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
-            if type(version) is not int or not 1 <= version <= LARGEST_INT:
+            if type(version) is not int or version < 1 or (not in_bounds(version)):
                 raise InvalidInput(f'observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}')
             if type(state) is not EvidenceState:
                 raise InvalidInput(f'observation.state: expected an EvidenceState, got {shown(state)}')
@@ -447,7 +447,7 @@ class Controller(Run):
                     # action: refuse_plan
                     result = False
                     self._declared_state = PLAN_LIMIT
-                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and (-LARGEST_INT <= plan.revision <= LARGEST_INT) and (type(plan.evidence_revision) is int) and (-LARGEST_INT <= plan.evidence_revision <= LARGEST_INT) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
+                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and in_bounds(plan.revision) and (type(plan.evidence_revision) is int) and in_bounds(plan.evidence_revision) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
                     # 10, 34, 63, 89: idle|pending|awaiting_approval|approved --propose[plan_malformed]--> (stays)
                     fired = 10 if current == 'idle' else 34 if current == 'pending' else 63 if current == 'awaiting_approval' else 89
                     # action: reject_plan
@@ -693,11 +693,11 @@ class Controller(Run):
             if type(usage) is not Usage:
                 raise InvalidInput(f'usage: expected a Usage, got {type(usage).__name__}')
             tokens, cost, elapsed_ms = usage
-            if type(tokens) is not int or not 0 <= tokens <= LARGEST_INT:
+            if type(tokens) is not int or tokens < 0 or (not in_bounds(tokens)):
                 raise InvalidInput(f'usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}')
-            if type(cost) is not int or not 0 <= cost <= LARGEST_INT:
+            if type(cost) is not int or cost < 0 or (not in_bounds(cost)):
                 raise InvalidInput(f'usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}')
-            if type(elapsed_ms) is not int or not 0 <= elapsed_ms <= LARGEST_INT:
+            if type(elapsed_ms) is not int or elapsed_ms < 0 or (not in_bounds(elapsed_ms)):
                 raise InvalidInput(f'usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}')
             current = self._declared_state
             if current in ('idle', 'pending', 'awaiting_approval', 'approved'):

@@ -44,7 +44,8 @@ Kind = Literal["positive", "boolean", "name", "names"]
 #: A name (an evidence key, a step, a resource, a currency, a tool argument) is one
 #: line of visible text of at most ``NAME_LENGTH`` characters: none of these ranges of
 #: code points (control characters; the soft hyphen, zero-width and other invisible
-#: format characters; line and paragraph separators; bidirectional controls). Why:
+#: format characters; line and paragraph separators; bidirectional controls; the
+#: noncharacters U+FFFE and U+FFFF, which XML cannot hold). Why:
 #: names go into every report (Markdown, Mermaid, DOT, HTML, SARIF, JUnit, the
 #: terminal), where a line break starts a statement of the format and an invisible or
 #: reordering character shows a reviewer other text than the one that runs. Markup
@@ -60,6 +61,7 @@ NOT_IN_NAMES: tuple[tuple[int, int], ...] = (
     (0x2060, 0x206F),
     (0xFEFF, 0xFEFF),
     (0xFFF9, 0xFFFB),
+    (0xFFFE, 0xFFFF),
 )
 NAME_LENGTH = 200
 

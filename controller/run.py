@@ -46,6 +46,7 @@ from replan.controller.records import (
     Usage,
     plan_digest,
 )
+from replan.controller.records import in_bounds as in_bounds
 
 PASSED = EvidenceState.PASSED
 UNKNOWN = EvidenceState.UNKNOWN
@@ -81,9 +82,9 @@ def well_formed_plan(plan: object) -> bool:
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
-        and -LARGEST_INT <= plan.revision <= LARGEST_INT
+        and in_bounds(plan.revision)
         and type(plan.evidence_revision) is int
-        and -LARGEST_INT <= plan.evidence_revision <= LARGEST_INT
+        and in_bounds(plan.evidence_revision)
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -180,7 +181,7 @@ class Run:
                 f"observation.key: {shown(key)} is not a declared evidence key "
                 f"(declared: {', '.join(self.policy.keys) or 'none'})"
             )
-        if type(version) is not int or not 1 <= version <= LARGEST_INT:
+        if type(version) is not int or version < 1 or not in_bounds(obs.version):
             raise InvalidInput(
                 f"observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}"
             )
@@ -211,15 +212,15 @@ class Run:
         if type(usage) is not Usage:
             raise InvalidInput(f"usage: expected a Usage, got {type(usage).__name__}")
         tokens, cost, elapsed_ms = usage
-        if type(tokens) is not int or not 0 <= tokens <= LARGEST_INT:
+        if type(tokens) is not int or tokens < 0 or not in_bounds(usage.tokens):
             raise InvalidInput(
                 f"usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}"
             )
-        if type(cost) is not int or not 0 <= cost <= LARGEST_INT:
+        if type(cost) is not int or cost < 0 or not in_bounds(usage.cost):
             raise InvalidInput(
                 f"usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}"
             )
-        if type(elapsed_ms) is not int or not 0 <= elapsed_ms <= LARGEST_INT:
+        if type(elapsed_ms) is not int or elapsed_ms < 0 or not in_bounds(usage.elapsed_ms):
             raise InvalidInput(
                 f"usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}"
             )

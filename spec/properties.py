@@ -25,7 +25,6 @@ from typing import Any
 
 from replan.controller.policy import Policy
 from replan.controller.records import (
-    LARGEST_INT,
     Approval,
     EvidenceState,
     ExecuteResult,
@@ -35,6 +34,7 @@ from replan.controller.records import (
     Plan,
     StopReason,
     Usage,
+    in_bounds,
     plan_digest,
 )
 from replan.controller.run import Run
@@ -80,7 +80,8 @@ def well_formed_observation(obs: Any, run: Run) -> bool:
         and type(obs.key) is str
         and obs.key in run.policy.key_set
         and type(obs.version) is int
-        and 1 <= obs.version <= LARGEST_INT
+        and obs.version >= 1
+        and in_bounds(obs.version)
         and type(obs.state) is EvidenceState
         and type(obs.source) is str
         and obs.source != ""
@@ -130,9 +131,9 @@ def well_formed_plan(plan: Any) -> bool:
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
-        and -LARGEST_INT <= plan.revision <= LARGEST_INT
+        and in_bounds(plan.revision)
         and type(plan.evidence_revision) is int
-        and -LARGEST_INT <= plan.evidence_revision <= LARGEST_INT
+        and in_bounds(plan.evidence_revision)
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -631,11 +632,14 @@ def well_formed_usage(usage: Any) -> bool:
     return (
         type(usage) is Usage
         and type(usage.tokens) is int
-        and 0 <= usage.tokens <= LARGEST_INT
+        and usage.tokens >= 0
+        and in_bounds(usage.tokens)
         and type(usage.cost) is int
-        and 0 <= usage.cost <= LARGEST_INT
+        and usage.cost >= 0
+        and in_bounds(usage.cost)
         and type(usage.elapsed_ms) is int
-        and 0 <= usage.elapsed_ms <= LARGEST_INT
+        and usage.elapsed_ms >= 0
+        and in_bounds(usage.elapsed_ms)
     )
 
 

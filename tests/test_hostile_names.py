@@ -227,10 +227,26 @@ names = (
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, Any]]:
+    """Every output for the placeholder name: in a policy (True) or only quoted by the
+    report's text (False, the default policy)."""
+    return {
+        True: _outputs(
+            policy_from_dict(policy_named(PLACEHOLDER)),
+            PLACEHOLDER,
+            tmp_path_factory.mktemp("reference"),
+        ),
+        False: _outputs(None, PLACEHOLDER, tmp_path_factory.mktemp("reference")),
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(name=names)
 def test_a_hostile_name_is_refused_in_one_line_or_shown_as_text_by_every_output(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    references: dict[bool, dict[str, Any]],
 ) -> None:
     tmp_path = tmp_path_factory.mktemp("names")
     try:
@@ -241,11 +257,7 @@ def test_a_hostile_name_is_refused_in_one_line_or_shown_as_text_by_every_output(
         policy = None
     # Whatever the loader says, a report shows it when a check's text quotes it.
     outputs = _outputs(policy, name, tmp_path)
-    reference = _outputs(
-        None if policy is None else policy_from_dict(policy_named(PLACEHOLDER)),
-        PLACEHOLDER,
-        tmp_path,
-    )
+    reference = references[policy is not None]
     shown = visible(name)
     # Markdown: the same blocks, tables and inline markup; the name as text.
     assert _markdown_structure(outputs["markdown"]) == _markdown_structure(reference["markdown"])

@@ -97,6 +97,7 @@ def _loader_checks(policy_schema: Any) -> str:
 _CONTROLS = {
     0x0000: "control characters (C0): line feed, carriage return and tab among them",
     0x007F: "delete and the C1 control characters",
+    0xFFFE: "the noncharacters U+FFFE and U+FFFF (XML cannot hold them)",
 }
 
 

@@ -132,6 +132,5 @@ def sarif(text: str) -> str:
 def xml(text: str, *, lines: bool = True) -> str:
     """``text`` as XML 1.0 character data (an element's text, or with ``lines=False``
     an attribute: one line), which ElementTree then escapes: every character XML
-    cannot hold written visibly, U+FFFE and U+FFFF (outside XML 1.0) included."""
-    shown = visible_lines(text) if lines else visible(text)
-    return shown.replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+    cannot hold (controls, U+FFFE and U+FFFF, lone surrogates) written visibly."""
+    return visible_lines(text) if lines else visible(text)
