@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from replan.controller.records import EvidenceState, Plan, StopReason
 
@@ -38,12 +38,181 @@ PASSED = EvidenceState.PASSED
 _STOP_REASONS: dict[str, StopReason] = {reason.value: reason for reason in StopReason}
 
 
+# ---- the kinds: how one kind of value is held, exported and written ---------------------
+
+
+class Kind:
+    """How a field of one kind is held in the state tuple (``export``/``restore``, and
+    ``export_source``, the same as the generated controller's Python), and in a
+    snapshot (``to_json``/``part_from_json``). ``abstraction`` names the shape z3 gives
+    it (``verification/translate/symbolic.py``); None: not modelled."""
+
+    name: ClassVar[str]
+    abstraction: ClassVar[str | None]
+    #: one value, rewritten by assignment (a container is changed in place)
+    scalar: ClassVar[bool] = False
+
+    def export(self, value: Any) -> Any:
+        return value
+
+    def export_source(self, value: str) -> str:
+        return value
+
+    def restore(self, part: Any) -> Any:
+        return part
+
+    def to_json(self, value: Any) -> Any:
+        return value
+
+    def part_from_json(self, value: Any) -> Any:
+        return value
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Mode(Kind):
+    """A state's value or a ``StopReason`` [an enumeration]."""
+
+    name, abstraction, scalar = "mode", "mode", True
+
+    def restore(self, part: Any) -> Any:
+        return _STOP_REASONS.get(part, part)
+
+    def to_json(self, value: Any) -> Any:
+        return str(value)
+
+    def part_from_json(self, value: Any) -> Any:
+        return str(value)
+
+
+class Counter(Kind):
+    """An int [Int]."""
+
+    name, abstraction, scalar = "counter", "int", True
+
+
+class OptionalPlan(Kind):
+    """A ``Plan`` or None [an optional record]."""
+
+    name, abstraction, scalar = "plan?", "plan?", True
+
+    def restore(self, part: Any) -> Any:
+        return None if part is None else Plan(*part)
+
+    def to_json(self, value: Any) -> Any:
+        if value is None:
+            return None
+        return {n: str(v) if isinstance(v, StopReason) else v for n, v in value._asdict().items()}
+
+    def part_from_json(self, value: Any) -> Any:
+        return None if value is None else Plan(*(value[name] for name in Plan._fields))
+
+
+class KeyToVersion(Kind):
+    """Evidence key -> latest version, absent reads 0 [a map over keys]."""
+
+    name, abstraction = "key->version", "key->int"
+
+    def export(self, value: Any) -> Any:
+        return tuple(sorted(value.items()))
+
+    def export_source(self, value: str) -> str:
+        return f"tuple(sorted({value}.items()))"
+
+    def restore(self, part: Any) -> Any:
+        return dict(part)
+
+    def to_json(self, value: Any) -> Any:
+        return dict(sorted(value.items()))
+
+    def part_from_json(self, value: Any) -> Any:
+        return tuple(sorted(value.items()))
+
+
+class KeyToEvidence(Kind):
+    """Key -> ``EvidenceState``, absent reads Unknown; an Unknown entry is the same
+    state as no entry [a map over keys]."""
+
+    name, abstraction = "key->evidence", "key->evidence"
+
+    def export(self, value: Any) -> Any:
+        return tuple(sorted((k, v) for k, v in value.items() if v != UNKNOWN))
+
+    def export_source(self, value: str) -> str:
+        return f"tuple(sorted((k, v) for k, v in {value}.items() if v != UNKNOWN))"
+
+    def restore(self, part: Any) -> Any:
+        return {key: EvidenceState(value) for key, value in part}
+
+    def to_json(self, value: Any) -> Any:
+        return {key: str(state) for key, state in sorted(value.items()) if state != UNKNOWN}
+
+    def part_from_json(self, value: Any) -> Any:
+        return tuple(sorted((k, str(s)) for k, s in value.items() if s != UNKNOWN))
+
+
+class Contents(Kind):
+    """(key, version) -> (state, source) [an array]."""
+
+    name, abstraction = "contents", "contents"
+
+    def export(self, value: Any) -> Any:
+        return tuple(sorted(value.items()))
+
+    def export_source(self, value: str) -> str:
+        return f"tuple(sorted({value}.items()))"
+
+    def restore(self, part: Any) -> Any:
+        return {(k, v): (EvidenceState(state), source) for (k, v), (state, source) in part}
+
+    def to_json(self, value: Any) -> Any:
+        return [[k, v, str(state), source] for (k, v), (state, source) in sorted(value.items())]
+
+    def part_from_json(self, value: Any) -> Any:
+        return tuple(sorted(((k, v), (str(state), source)) for k, v, state, source in value))
+
+
+class NameSet(Kind):
+    """A set of names: plan ids [an array from ids to booleans], or evidence keys
+    [booleans over keys]."""
+
+    def __init__(self, name: str, abstraction: str) -> None:
+        self.name, self.abstraction = name, abstraction  # type: ignore[misc]
+
+    def export(self, value: Any) -> Any:
+        return tuple(sorted(value))
+
+    def export_source(self, value: str) -> str:
+        return f"tuple(sorted({value}))"
+
+    def restore(self, part: Any) -> Any:
+        return set(part)
+
+    def to_json(self, value: Any) -> Any:
+        return sorted(value)
+
+    def part_from_json(self, value: Any) -> Any:
+        return tuple(sorted(value))
+
+
+class Trace(Kind):
+    """The list of trace entries: explains, never decides [not modelled]."""
+
+    name, abstraction = "trace", None
+
+
+MODE, COUNTER, OPTIONAL_PLAN = Mode(), Counter(), OptionalPlan()
+KEY_TO_VERSION, KEY_TO_EVIDENCE, CONTENTS = KeyToVersion(), KeyToEvidence(), Contents()
+ID_SET, KEY_SET, TRACE = NameSet("id set", "id set"), NameSet("key set", "key set"), Trace()
+
+
 @dataclass(frozen=True)
 class Field:
     """One field of the run."""
 
     attribute: str  # on the run, e.g. "_steps"
-    kind: str
+    kind: Kind
     initial: Any  # a container is copied for every run
     #: the observable component it belongs to ("" for a field derived from another
     #: one, or that explains without deciding)
@@ -62,29 +231,30 @@ def _passed(fields: Mapping[str, Any]) -> set[str]:
 
 #: Every field of one run, in the order the state tuple holds them.
 FIELDS: tuple[Field, ...] = (
-    Field("_declared_state", "mode", "idle", "declared_state"),
-    Field("_evidence_revision", "counter", 1, "evidence_revision"),
-    Field("_plan_revision", "counter", 0, "plan_revision"),
-    Field("_steps", "counter", 0, "steps"),
-    Field("_proposals", "counter", 0, "proposals"),
-    Field("_no_progress", "counter", 0, "no_progress"),
-    Field("_tokens", "counter", 0, "tokens"),
-    Field("_cost", "counter", 0, "cost"),
-    Field("_elapsed_ms", "counter", 0, "elapsed_ms"),
-    Field("_pending", "plan?", None, "pending"),
-    Field("_latest_version", "key->version", {}, "evidence"),
-    Field("_known", "key->evidence", {}, "evidence"),
-    Field("_contents", "contents", {}, "contents"),
-    Field("_accepted", "id set", set(), "accepted"),
-    Field("_completed", "id set", set(), "completed"),
-    Field("_passed", "key set", set(), "", derive=_passed),
-    Field("_trace", "trace", [], ""),
+    Field("_declared_state", MODE, "idle", "declared_state"),
+    Field("_evidence_revision", COUNTER, 1, "evidence_revision"),
+    Field("_plan_revision", COUNTER, 0, "plan_revision"),
+    Field("_steps", COUNTER, 0, "steps"),
+    Field("_proposals", COUNTER, 0, "proposals"),
+    Field("_no_progress", COUNTER, 0, "no_progress"),
+    Field("_tokens", COUNTER, 0, "tokens"),
+    Field("_cost", COUNTER, 0, "cost"),
+    Field("_elapsed_ms", COUNTER, 0, "elapsed_ms"),
+    Field("_pending", OPTIONAL_PLAN, None, "pending"),
+    Field("_latest_version", KEY_TO_VERSION, {}, "evidence"),
+    Field("_known", KEY_TO_EVIDENCE, {}, "evidence"),
+    Field("_contents", CONTENTS, {}, "contents"),
+    Field("_accepted", ID_SET, set(), "accepted"),
+    Field("_completed", ID_SET, set(), "completed"),
+    Field("_passed", KEY_SET, set(), "", derive=_passed),
+    Field("_trace", TRACE, [], ""),
 )
 
+#: The field the declaration's state is kept in (its snapshot form is the top-level
+#: ``state`` and ``stop_reason``).
+DECLARED_STATE = "_declared_state"
 #: The fields a state is made of (the hashable value, the explorer's identity).
 STATE_FIELDS: tuple[Field, ...] = tuple(f for f in FIELDS if f.component)
-#: Fields that hold one value (rewritten by assignment), then the containers.
-SCALAR_KINDS = frozenset({"mode", "counter", "plan?"})
 #: The observable components and the fields each is stored in.
 COMPONENTS: dict[str, tuple[str, ...]] = {}
 for _field in STATE_FIELDS:
@@ -108,62 +278,23 @@ def position(attribute: str) -> int:
 # ---- a field's value, as a hashable part of the state and back --------------------
 
 
-def _export_part(kind: str, value: Any) -> Any:
-    if kind in SCALAR_KINDS:
-        return value
-    if kind == "key->evidence":  # an Unknown entry is the same state as none
-        return tuple(sorted((k, v) for k, v in value.items() if v != UNKNOWN))
-    if kind in ("key->version", "contents"):
-        return tuple(sorted(value.items()))
-    if kind in ("id set", "key set"):
-        return tuple(sorted(value))
-    raise ValueError(f"no state form for a {kind} field")
-
-
-def _import_part(kind: str, part: Any) -> Any:
-    if kind == "mode":
-        return _STOP_REASONS.get(part, part)
-    if kind == "plan?":
-        return None if part is None else Plan(*part)
-    if kind == "counter":
-        return part
-    if kind == "key->evidence":
-        return {key: EvidenceState(value) for key, value in part}
-    if kind == "key->version":
-        return dict(part)
-    if kind == "contents":
-        return {(k, v): (EvidenceState(state), source) for (k, v), (state, source) in part}
-    if kind in ("id set", "key set"):
-        return set(part)
-    raise ValueError(f"no state form for a {kind} field")
-
-
 def export_expression(field: Field, value: str) -> str:
-    """``_export_part`` of ``field`` as Python source over the expression ``value``:
-    what the generated controller's ``_export_state`` is written from."""
-    kind = field.kind
-    if kind in SCALAR_KINDS:
-        return value
-    if kind == "key->evidence":
-        return f"tuple(sorted((k, v) for k, v in {value}.items() if v != UNKNOWN))"
-    if kind in ("key->version", "contents"):
-        return f"tuple(sorted({value}.items()))"
-    if kind in ("id set", "key set"):
-        return f"tuple(sorted({value}))"
-    raise ValueError(f"no state form for a {kind} field")
+    """``field``'s state part as Python source over the expression ``value``: what the
+    generated controller's ``_export_state`` is written from."""
+    return field.kind.export_source(value)
 
 
 def export_state(run: Any) -> RunState:
     """The run's state as one hashable value: each state field's part, in table order
     (containers as sorted tuples, so equal states give equal values)."""
-    return tuple(_export_part(f.kind, getattr(run, f.attribute)) for f in STATE_FIELDS)
+    return tuple(f.kind.export(getattr(run, f.attribute)) for f in STATE_FIELDS)
 
 
 def import_state(run: Any, state: RunState) -> None:
     """Put ``run`` in ``state`` (a value of ``export_state``, strings standing for their
     enumeration members): fresh containers, derived fields rebuilt, the trace kept."""
     values = {
-        f.attribute: _import_part(f.kind, part) for f, part in zip(STATE_FIELDS, state, strict=True)
+        f.attribute: f.kind.restore(part) for f, part in zip(STATE_FIELDS, state, strict=True)
     }
     for field in FIELDS:
         if field.derive is not None:
@@ -175,75 +306,46 @@ def import_state(run: Any, state: RunState) -> None:
 # ---- the snapshot: the state as JSON, and back ------------------------------------------
 
 
-def _jsonable_plan(plan: Plan | None) -> Any:
-    if plan is None:
-        return None
-    return {name: str(v) if isinstance(v, StopReason) else v for name, v in plan._asdict().items()}
-
-
 def snapshot(run: Any) -> dict[str, Any]:
     """The whole observable state (JSON-ready, canonical: equal for equal states),
-    component by component."""
+    component by component: one field's JSON form, or for a component of several
+    fields an object of their forms by field (the evidence: each key's version and
+    state)."""
     document: dict[str, Any] = {}
     for component, attributes in COMPONENTS.items():
-        values = [getattr(run, a) for a in attributes]
-        kinds = [next(f.kind for f in STATE_FIELDS if f.attribute == a) for a in attributes]
-        if component == "declared_state":
-            declared = values[0]
+        fields = [next(f for f in STATE_FIELDS if f.attribute == a) for a in attributes]
+        if attributes == (DECLARED_STATE,):
+            declared = getattr(run, DECLARED_STATE)
             document["state"] = str(declared)
             document["stop_reason"] = str(declared) if declared in _STOP_REASONS else None
-        elif kinds == ["key->version", "key->evidence"]:
-            latest, known = values
+        elif component == "evidence":
+            latest, known = (getattr(run, f.attribute) for f in fields)
             document[component] = {
                 key: {"version": version, "state": str(known.get(key, UNKNOWN))}
                 for key, version in sorted(latest.items())
             }
         else:
-            document[component] = _json_part(kinds[0], values[0])
+            document[component] = fields[0].kind.to_json(getattr(run, attributes[0]))
     return document
-
-
-def _json_part(kind: str, value: Any) -> Any:
-    if kind == "counter":
-        return value
-    if kind == "plan?":
-        return _jsonable_plan(value)
-    if kind == "contents":
-        return [[k, v, str(state), source] for (k, v), (state, source) in sorted(value.items())]
-    if kind in ("id set", "key set"):
-        return sorted(value)
-    raise ValueError(f"no JSON form for a {kind} field")
 
 
 def state_of_snapshot(document: Mapping[str, Any]) -> RunState:
     """A snapshot as the state tuple ``export_state`` gives for the same run (the two
     hold the same components). A component the snapshot leaves out has its initial
     value, so an implementation that predates a field still reads."""
-    parts = []
-    for field in STATE_FIELDS:
-        parts.append(_part_of_snapshot(field, document))
-    return tuple(parts)
+    return tuple(_part_of_snapshot(field, document) for field in STATE_FIELDS)
 
 
 def _part_of_snapshot(field: Field, document: Mapping[str, Any]) -> Any:
-    component = field.component
-    if component == "declared_state":
+    if field.attribute == DECLARED_STATE:
         return str(document.get("state", field.initial))
+    component = field.component
     if component not in document:
-        return _export_part(field.kind, field.fresh())
+        return field.kind.export(field.fresh())
     value = document[component]
-    if field.kind == "counter":
-        return value
-    if field.kind == "plan?":
-        return None if value is None else Plan(*(value[name] for name in Plan._fields))
-    if field.kind == "key->version":
-        return tuple(sorted((key, entry["version"]) for key, entry in value.items()))
-    if field.kind == "key->evidence":
-        return tuple(
-            sorted((key, str(e["state"])) for key, e in value.items() if e["state"] != UNKNOWN)
-        )
-    if field.kind == "contents":
-        return tuple(sorted(((k, v), (str(state), source)) for k, v, state, source in value))
-    if field.kind in ("id set", "key set"):
-        return tuple(sorted(value))
-    raise ValueError(f"no snapshot form for a {field.kind} field")
+    if component == "evidence":  # the versions and states of the keys, in one object
+        if field.kind is KEY_TO_VERSION:
+            value = {key: entry["version"] for key, entry in value.items()}
+        else:
+            value = {key: entry["state"] for key, entry in value.items()}
+    return field.kind.part_from_json(value)

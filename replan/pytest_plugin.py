@@ -182,7 +182,7 @@ def replan_campaign(
 
     Returns a callable (keyword overrides: ``profile``, ``seed``, ``examples``,
     ``steps``) so the test decides when the campaign runs and can read its result
-    (a ``verification.engines.campaign.machine.CampaignResult``) when it passes. The commit
+    (a ``verification.engines.campaign.run.CampaignResult``) when it passes. The commit
     equivalence runs first: it takes milliseconds, the campaign seconds."""
     chosen = _settings(request)
     out = request.config.getoption("--replan-out")

@@ -28,12 +28,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.fields import COMPONENTS as FIELD_COMPONENTS
+from replan.spec import bodies
 
 #: The observable parts of a run (what ``snapshot()`` shows), and the fields of
 #: ``controller.run.Run`` each one is read from: the field table's
@@ -208,10 +208,9 @@ def policy_property(
 
 def function_tree(function: Callable[..., Any]) -> ast.FunctionDef:
     """A property's (or helper's) definition, parsed (what the translator reads)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef):
-        raise ValueError(f"{function.__name__}: not a plain function")
+    definition = bodies.definition(function)
+    if definition is None:
+        raise ValueError(f"{function.__name__}: not a plain function whose source can be read")
     return definition
 
 

@@ -14,17 +14,21 @@ import pytest
 
 from replan.cli import main
 from replan.controller import Controller, ExecuteResult, StopReason
+from replan.verification.bench import controller
+from replan.verification.bench import measure as measure_module
 from replan.verification.bench import run as bench
-from replan.verification.bench.middleware import DIFFERENCES
-from replan.verification.bench.run import (
+from replan.verification.bench import table as table_module
+from replan.verification.bench import tools as tools_module
+from replan.verification.bench.controller import (
     GENERATED,
     HANDWRITTEN,
     IMPLEMENTATIONS,
     STATEMACHINE,
     VARIANTS,
     WORKLOAD,
-    Settings,
 )
+from replan.verification.bench.measure import Settings
+from replan.verification.bench.middleware import DIFFERENCES
 from replan.verification.subjects.handwritten import HandwrittenController
 
 TINY = Settings(samples=2, episodes=5, warmups=1, reference_episodes=1, allocation_episodes=3)
@@ -33,7 +37,7 @@ NAMES = {"generated", "hand-written", "python-statemachine"}
 
 def run_quiet(settings: Settings, implementations: Any = IMPLEMENTATIONS) -> dict[str, Any]:
     return bench.run_bench(
-        dataclasses.replace(settings, tools=False), bench._quiet, implementations
+        dataclasses.replace(settings, tools=False), measure_module._quiet, implementations
     )
 
 
@@ -155,7 +159,7 @@ def test_samples_are_interleaved_round_by_round() -> None:
     drift on a shared machine hits all series alike."""
     built: list[str] = []
 
-    def logging(implementation: bench.Implementation) -> bench.Implementation:
+    def logging(implementation: controller.Implementation) -> controller.Implementation:
         def make() -> Controller:
             built.append(implementation.name)
             return Controller()
@@ -163,7 +167,9 @@ def test_samples_are_interleaved_round_by_round() -> None:
         return dataclasses.replace(implementation, override=make)
 
     settings = Settings(samples=3, episodes=1, warmups=1, reference_episodes=1)
-    series = bench.measure_time(settings, bench._quiet, [logging(i) for i in IMPLEMENTATIONS])
+    series = measure_module.measure_time(
+        settings, measure_module._quiet, [logging(i) for i in IMPLEMENTATIONS]
+    )
     per_round = len(VARIANTS) * len(IMPLEMENTATIONS)
     rounds = [built[i : i + per_round] for i in range(0, len(built), per_round)]
     assert len(rounds) == settings.warmups + settings.samples
@@ -175,7 +181,7 @@ def test_samples_are_interleaved_round_by_round() -> None:
 
 
 def test_ratios_are_computed_sample_by_sample() -> None:
-    summary = bench._ratio_summary([2.0, 9.0, 4.0], [1.0, 3.0, 1.0])
+    summary = measure_module._ratio_summary([2.0, 9.0, 4.0], [1.0, 3.0, 1.0])
     assert summary["per_sample"] == [2.0, 3.0, 4.0]
     assert summary["median"] == 3.0  # the ratio of the medians would say 4.0
     assert (summary["min"], summary["max"]) == (2.0, 4.0)
@@ -193,8 +199,8 @@ class HoardsMemory(Controller):
 
 def test_memory_pass_counts_what_an_episode_allocates() -> None:
     variant = VARIANTS[0]
-    plain = bench.measure_memory(variant, GENERATED, 5)
-    hoarding = bench.measure_memory(
+    plain = measure_module.measure_memory(variant, GENERATED, 5)
+    hoarding = measure_module.measure_memory(
         variant, dataclasses.replace(GENERATED, override=HoardsMemory), 5
     )
     assert plain["episodes_completed"] == 5
@@ -209,14 +215,14 @@ def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
         raise RuntimeError("no such function")
 
     monkeypatch.setattr(
-        bench,
+        tools_module,
         "TOOLS",
         {
             "missing": ("replan.verification.no_such_tool_module", fails),
             "failing": ("replan.verification.subjects.handwritten", fails),
         },
     )
-    figures = bench.tool_figures(TINY)
+    figures = tools_module.tool_figures(TINY)
     assert figures["missing"] == {
         "status": "absent",
         "module": "replan.verification.no_such_tool_module",
@@ -227,7 +233,7 @@ def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
 
 def test_the_table_shows_every_implementation_ratio_and_goal() -> None:
     document = run_quiet(TINY)
-    table = bench.render_table(document)
+    table = table_module.render_table(document)
     for name in NAMES:
         assert name in table
     assert "python-statemachine/generated" in table and "goal >= 300" in table
@@ -263,14 +269,16 @@ def test_the_explore_figures_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> None
 
         return figure
 
-    tools = {name: (module, measure(name)) for name, (module, _) in bench.TOOLS.items()}
-    monkeypatch.setattr(bench, "TOOLS", tools)
-    assert "explore" in bench.OPT_IN
-    figures = bench.tool_figures(bench.QUICK)
+    tools = {name: (module, measure(name)) for name, (module, _) in tools_module.TOOLS.items()}
+    monkeypatch.setattr(tools_module, "TOOLS", tools)
+    assert "explore" in tools_module.OPT_IN
+    figures = tools_module.tool_figures(measure_module.QUICK)
     assert figures["explore"]["status"] == "skipped"
-    assert "explore" not in measured and set(measured) == set(tools) - bench.OPT_IN
+    assert "explore" not in measured and set(measured) == set(tools) - tools_module.OPT_IN
     measured.clear()
-    named = bench.tool_figures(dataclasses.replace(bench.QUICK, only_tools=("explore",)))
+    named = tools_module.tool_figures(
+        dataclasses.replace(measure_module.QUICK, only_tools=("explore",))
+    )
     assert measured == ["explore"] and named["explore"]["status"] == "measured"
 
 

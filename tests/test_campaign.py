@@ -14,7 +14,7 @@ from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
 from replan.controller.records import Plan
 from replan.spec.properties import CONTRACT
 from replan.verification.core.coverage import dead_transitions, declared_model, targets_for
-from replan.verification.engines.campaign.machine import CampaignResult, run_campaign
+from replan.verification.engines.campaign.run import CampaignResult, run_campaign
 
 THREE_PREREQUISITES_TWO_STEPS = policy_from_dict(
     {
@@ -237,7 +237,7 @@ def test_examples_seeded_from_a_witness_check_the_prefix_too() -> None:
     run under the same properties, and a broken controller's failure there becomes the
     campaign's finding."""
     from replan.verification.core.harness import Operation
-    from replan.verification.engines.campaign.machine import seed_missed
+    from replan.verification.engines.campaign.run import seed_missed
     from replan.verification.subjects.mutants import mutant_implementation
 
     implementation = mutant_implementation("step-not-counted")
@@ -284,7 +284,7 @@ def test_the_same_seed_gives_the_same_campaign_whatever_else_is_imported() -> No
     program = (
         "{extra}\n"
         "from replan.controller.policy import DEFAULT_POLICY\n"
-        "from replan.verification.engines.campaign.machine import run_campaign\n"
+        "from replan.verification.engines.campaign.run import run_campaign\n"
         "r = run_campaign(DEFAULT_POLICY, 'ci', seed=11, examples=40, steps=30,"
         " out_dir=None, database=None)\n"
         "print(r.examples, r.operations, sorted(r.coverage.transitions.items()))\n"

@@ -12,12 +12,13 @@ from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.core import visited as visited_module
 from replan.verification.core.domains import smoke_domains
 from replan.verification.core.visited import Visited, canonical_snapshot, fingerprint
-from replan.verification.engines.campaign.machine import PROFILES, run_campaign
+from replan.verification.engines.campaign.machine import PROFILES
 from replan.verification.engines.campaign.memory import (
     EXAMPLES_PER_ENGINE,
     engine_budgets,
     engine_seed,
 )
+from replan.verification.engines.campaign.run import run_campaign
 from replan.verification.engines.explore.coverage import coverage
 from replan.verification.engines.explore.engine import explore
 

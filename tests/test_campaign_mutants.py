@@ -16,7 +16,7 @@ import pytest
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.core.harness import load_counterexample
-from replan.verification.engines.campaign.machine import run_campaign
+from replan.verification.engines.campaign.run import run_campaign
 from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
 #: The shortest counterexample for each mutant the campaign catches under the default

@@ -383,7 +383,7 @@ def test_abstract_state_forgets_only_what_the_contract_cannot_tell_apart() -> No
 def test_campaign_comparison_gives_coverage_and_the_shortest_equivalent_trace(tmp_path) -> None:
     """Item 5: a campaign failure gets the explorer's shortest run breaking the same
     property, saved beside it; the coverage figure comes with it."""
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
     mutant = mutant_controller("stale-plan-check-removed")
     campaign = run_campaign(

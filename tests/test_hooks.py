@@ -125,9 +125,11 @@ def _copy_of_the_sources(target: Path) -> Path:
         ),
         (
             "replan-imports",
-            lambda root: (root / "controller" / "records.py")
-            .open("a")
-            .write("\nimport replan.verification.runtime.files  # an import up the layers\n"),
+            lambda root: (
+                (root / "controller" / "records.py")
+                .open("a")
+                .write("\nimport replan.verification.runtime.files  # an import up the layers\n")
+            ),
             "replan.controller.records -> replan.verification.runtime.files",
         ),
     ],

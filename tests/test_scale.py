@@ -25,7 +25,7 @@ from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.core.domains import spin_domains
 from replan.verification.engines.campaign.database import DatabaseError, check_database
-from replan.verification.engines.campaign.machine import run_campaign
+from replan.verification.engines.campaign.run import run_campaign
 from replan.verification.engines.campaign.workers import run_workers, share_seed, split
 from replan.verification.engines.explore.engine import explore
 from replan.verification.subjects.mutants import mutant_implementation
@@ -301,10 +301,14 @@ def test_ray_shards_find_the_same_states_as_one_process(ray_local: str) -> None:
     assert shards.traps == explorer["traps"] == 0
     spin = explore(DEFAULT_POLICY, spin_domains(1, 1), workers=2, ray=True)
     assert (spin.states, spin.transitions) == (63_903, 3_003_441)  # SPIN: 63,903 states
-    from replan.verification.subjects.mutants import mutant_controller
+    from replan.verification.core.search import SearchOptions
+    from replan.verification.engines import engine
+    from replan.verification.subjects.mutants import MUTANTS
 
-    # a broken controller travels by name (verification.subjects.mutants), never copied by value
-    broken = mutant_controller("older-overwrites-newer")
-    [one] = explore(DEFAULT_POLICY, None, broken).findings
-    [two] = explore(DEFAULT_POLICY, None, broken, workers=2, ray=True).findings
+    # a broken controller travels by the name its subject gives it, never copied by value
+    broken = MUTANTS["older-overwrites-newer"]
+    explorer = engine("python")
+    [one] = explorer.search(broken, DEFAULT_POLICY, None, SearchOptions()).findings
+    sharded = SearchOptions(workers=2, ray=True)
+    [two] = explorer.search(broken, DEFAULT_POLICY, None, sharded).findings
     assert (one.property, one.operations) == (two.property, two.operations)

@@ -274,7 +274,7 @@ def test_what_no_engine_exercised_is_a_gap() -> None:
     """A campaign too short to reach the no-progress limit from the pending state,
     beside the explorer that does: verify's gaps name the transitions."""
     from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
     from replan.verification.engines.explore.engine import explore
 
     pipeline = VerifySession(DEFAULT_POLICY, Path("unused"))

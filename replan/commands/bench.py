@@ -123,7 +123,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.bench.run import QUICK, TOOLS, Settings, render_table, run_bench
+    from replan.verification.bench.measure import QUICK, Settings
+    from replan.verification.bench.run import run_bench
+    from replan.verification.bench.table import render_table
+    from replan.verification.bench.tools import TOOLS
 
     unknown = sorted(set(args.tool) - set(TOOLS))
     if unknown:

@@ -80,12 +80,10 @@ from replan.verification.engines.campaign.machine import (
     DEFAULT_OUT_DIR,
     DIVERGENCE,
     PROFILES,
-    CampaignResult,
     Progress,
-    hypothesis_home,
     program,
-    run_campaign,
 )
+from replan.verification.engines.campaign.run import CampaignResult, hypothesis_home, run_campaign
 from replan.verification.runtime.files import write_atomically
 from replan.verification.subjects import mutants
 from replan.verification.subjects.mutants import MUTANTS, mutant_implementation

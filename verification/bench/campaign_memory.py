@@ -12,7 +12,7 @@ def campaign_growth(per_engine: int | None, examples: int, seed: int) -> dict[st
     import resource
 
     from replan.controller.policy import DEFAULT_POLICY
-    from replan.verification.engines.campaign import machine as campaign
+    from replan.verification.engines.campaign import run as campaign
 
     def high_water() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

@@ -84,9 +84,9 @@ def _spin_engine_figure(domains: Any) -> dict[str, Any]:
     return {
         "states": result.states,
         "transitions": result.transitions,
-        "seconds": result.search_seconds,
-        "translate_seconds": round(result.translate_seconds, 2),
-        "compile_seconds": round(result.compile_seconds, 2),
+        "seconds": result.details["seconds"]["search"],
+        "translate_seconds": round(result.details["seconds"]["translate"], 2),
+        "compile_seconds": round(result.details["seconds"]["compile"], 2),
         "held": result.ok and result.complete,
     }
 
@@ -269,7 +269,7 @@ def campaign_throughput(
     same examples and steps, interleaved ``rounds`` times: operations per second,
     medians, and their ratio (``examples``: fewer than the profile's, for a smoke run)."""
     from replan.verification.bench.bare_lockstep import bare_lockstep_rate
-    from replan.verification.engines.campaign.machine import run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
     campaign: list[float] = []
     bare: list[float] = []

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from replan.controller.fields import SCALAR_KINDS, STATE_FIELDS
+from replan.controller.fields import COUNTER, STATE_FIELDS
 from replan.controller.fields import position as field_position
 from replan.controller.run import RunState
 
 #: The state tuple's leading scalar fields (``controller/fields.py``); its containers follow.
-SCALAR_NAMES = tuple(f.attribute for f in STATE_FIELDS if f.kind in SCALAR_KINDS)
+SCALAR_NAMES = tuple(f.attribute for f in STATE_FIELDS if f.kind.scalar)
 SCALARS = len(SCALAR_NAMES)
 #: Where the state tuple holds each field the abstraction reads.
 P_DECLARED = field_position("_declared_state")
@@ -41,7 +41,7 @@ def evidence_of(state: RunState) -> list[tuple[str, int, str]]:
 _ABSTRACT_COUNTERS = tuple(
     index
     for index, f in enumerate(STATE_FIELDS)
-    if f.kind == "counter" and f.attribute != "_plan_revision"
+    if f.kind is COUNTER and f.attribute != "_plan_revision"
 )
 
 

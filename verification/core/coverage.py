@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -114,6 +114,11 @@ class Coverage:
             self.execute_results[str(result)] += 1
         if stopped_now is not None:
             self.stop_reasons[stopped_now] += 1
+
+    def not_live(self, why: Mapping[str, str]) -> None:
+        """Take these transitions out of the targets: shown (by z3) unable to fire
+        under the policy, whatever a guard-by-guard reading says; each with why."""
+        self.targets = replace(self.targets, dead={**self.targets.dead, **why})
 
     @property
     def missed_transitions(self) -> list[str]:

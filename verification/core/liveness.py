@@ -23,18 +23,17 @@ judged (``verification/subjects/mutants.py``).
 from __future__ import annotations
 
 import ast
-import inspect
 import itertools
 import re
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from replan.controller.fields import FIELDS
+from replan.controller.fields import FIELDS, OPTIONAL_PLAN
 from replan.controller.policy import Policy
 from replan.controller.records import Plan
+from replan.spec import bodies
 from replan.spec.model import parse_guard
 
 LABEL = re.compile(r"^(?P<source>\S+) --(?P<event>\w+)(?:\[(?P<cond>.*)\])?--> (?P<target>\S+)$")
@@ -83,19 +82,12 @@ def _reads_only_policy(function: Any, *fields: str) -> bool:
     """Whether a guard is ``return <expression over self.policy only>`` (no calls, no
     parameters, no other field but ``fields``, read as ``self.<field>.<attribute>``):
     under a given policy it is a constant, or a function of those fields."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
+    definition = bodies.definition(function)
+    if definition is None or len(definition.args.args) != 1:
         return False
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef) or len(definition.args.args) != 1:
+    expression = bodies.returned_expression(definition)
+    if expression is None:
         return False
-    body = list(definition.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return False
-    expression = body[0].value
     parents = {child: node for node in ast.walk(expression) for child in ast.iter_child_nodes(node)}
     for node in ast.walk(expression):
         if isinstance(node, ast.Call | ast.Lambda | ast.NamedExpr):
@@ -116,7 +108,7 @@ def step_guards(model_class: type, policy: Policy, names: Iterable[str]) -> dict
     that read nothing but the policy and the pending plan's fields (``needs_approval``,
     ``completes_run``): under a policy they are functions of the pending step."""
     instance = model_class(policy)
-    pending = next(f for f in FIELDS if f.kind == "plan?").attribute
+    pending = next(f for f in FIELDS if f.kind is OPTIONAL_PLAN).attribute
     found: dict[str, list[bool]] = {}
     for name in sorted(names):
         function = getattr(model_class, name, None)
@@ -254,9 +246,8 @@ def stop_reasons_entered(
 
 def returned_members(function: Any, enumeration: type[Enum]) -> set[str]:
     """The members of ``enumeration`` a function's ``return`` statements name."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError):
+    tree = bodies.definition(function)
+    if tree is None:
         return {str(member) for member in enumeration}  # unknown: every one
     found: set[str] = set()
     for node in ast.walk(tree):

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import Policy, workflow_disagreements
-from replan.verification.engines.campaign.machine import CampaignResult, program, run_campaign
+from replan.verification.engines.campaign.machine import program
+from replan.verification.engines.campaign.run import CampaignResult, run_campaign
 from replan.verification.subjects.fixed_workflow import fixed_workflow_table
 
 #: The property a disagreement with the fixed workflow breaks (CONTRACT.md, and the

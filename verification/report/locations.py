@@ -12,7 +12,6 @@ sarif.py`` falls back to the policy file's first line).
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 import sys
 from collections.abc import Iterable
@@ -20,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from replan.spec import bodies
 
 #: A path into a policy document: ("limits", "max_steps"), ("steps", 2, "requires").
 TomlPath = tuple[str | int, ...]
@@ -327,11 +328,10 @@ def declaration(machine_class: type) -> Declaration | None:
 
 @cache
 def _declaration(machine_class: type) -> Declaration:
-    path = Path(inspect.getsourcefile(machine_class) or "")
-    lines, first = inspect.getsourcelines(machine_class)
-    tree = ast.parse("".join(lines).expandtabs())
-    body = tree.body[0]
-    assert isinstance(body, ast.ClassDef)
+    found = bodies.class_tree(machine_class)
+    assert found is not None, f"{machine_class.__qualname__}: its source cannot be read"
+    source_file, first, body = found
+    path = Path(source_file)
     offset = first - 1
     stay = "STAY"
     rows: list[DeclaredRow] = []
@@ -375,23 +375,19 @@ def function_location(owner: Any, name: str, what: str = "") -> Location | None:
     """The ``def`` line of ``owner.name`` (a guard or an action of a run class)."""
     member = getattr(owner, name, None)
     function = getattr(member, "__func__", member)
-    try:
-        path = inspect.getsourcefile(function)  # type: ignore[arg-type]
-        _, line = inspect.getsourcelines(function)  # type: ignore[arg-type]
-    except (OSError, TypeError):
+    found = bodies.location(function) if callable(function) else None
+    if found is None:
         return None
-    if path is None:
-        return None
+    path, line = found
     return Location(Path(path), max(line, 1), what or name)
 
 
 def assignment_location(module: Any, name: str, what: str = "") -> Location | None:
     """The line where ``module`` assigns ``name`` at its top level."""
-    try:
-        path = Path(inspect.getsourcefile(module) or "")
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, TypeError, SyntaxError, UnicodeDecodeError):
+    found = bodies.module_tree(module)
+    if found is None:
         return None
+    path, tree = Path(found[0]), found[1]
     for statement in tree.body:
         targets: list[ast.expr] = []
         if isinstance(statement, ast.Assign):

@@ -252,7 +252,7 @@ class Judge:
         return sorted({name for f in result.findings for name in [f.property]})
 
     def campaign(self, mutant: Mutant, controller: type[Run]) -> list[str]:
-        from replan.verification.engines.campaign.machine import run_campaign
+        from replan.verification.engines.campaign.run import run_campaign
 
         result = run_campaign(
             self.policy,
@@ -354,7 +354,8 @@ def reads(model: MachineModel, event: str, model_class: type = Run) -> frozenset
     import ast
     import inspect
     import sys
-    import textwrap
+
+    from replan.spec import bodies
 
     module = vars(sys.modules[model_class.__module__])
     interface = model.interface[event]
@@ -368,11 +369,12 @@ def reads(model: MachineModel, event: str, model_class: type = Run) -> frozenset
         if name in seen:
             continue
         seen.add(name)
-        found = inspect.getattr_static(model_class, name, None) or module.get(name)
-        found = getattr(found, "fget", None) or getattr(found, "__func__", None) or found
-        if not inspect.isfunction(found):
+        found = bodies.plain_function(
+            inspect.getattr_static(model_class, name, None) or module.get(name)
+        )
+        tree = None if found is None else bodies.definition(found)
+        if tree is None:
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(found)))
         for node in ast.walk(tree):
             mentioned = (
                 node.id

@@ -73,9 +73,9 @@ def _edited_controller(name: str, edit: Callable[[str], str]) -> type[Run]:
 
 
 def _priority_swapped_controller() -> type[Run]:
-    from replan.spec.generator import _Generator
+    from replan.spec.generator import Generator
 
-    source = _Generator(_swapped("steps_exhausted", "not prerequisites_passed"), Run).render()
+    source = Generator(_swapped("steps_exhausted", "not prerequisites_passed"), Run).render()
     return _edited_controller("generator-priority-swapped", lambda _: source + "\n")
 
 

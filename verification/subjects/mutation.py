@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import replan.controller.run as _run_module
-from replan.controller.fields import FIELDS
+from replan.controller.fields import COUNTER, FIELDS
 from replan.controller.policy import DEFAULTS
 from replan.controller.run import Run
+from replan.spec import bodies
 from replan.spec.model import MachineModel, TransitionInfo, parse_guard
 
 OPERATORS = (
@@ -264,7 +265,11 @@ _COUNTER = [0]
 
 
 def _source_of(function: Callable[..., Any]) -> str:
-    return textwrap.dedent(inspect.getsource(function))
+    """A body's source (``spec.bodies``): every body a mutant rewrites can be read."""
+    text = bodies.source(function)
+    if text is None:
+        raise ValueError(f"{function.__qualname__}: its source cannot be read")
+    return text
 
 
 def build_body_mutant(
@@ -470,7 +475,7 @@ def policy_mutants(model: MachineModel) -> Iterator[Mutant]:
 def field_mutants(model: MachineModel) -> Iterator[Mutant]:
     """A run that starts with one counter off by one (``controller/fields.py``)."""
     for declared in FIELDS:
-        if declared.kind != "counter":
+        if declared.kind is not COUNTER:
             continue
         for changed in (declared.initial + 1, declared.initial - 1):
             source = (
@@ -487,8 +492,8 @@ def field_mutants(model: MachineModel) -> Iterator[Mutant]:
                 description=f"{declared.attribute} starts at {changed!r}, not {declared.initial!r}",
                 diff=_diff(
                     "controller/fields.py",
-                    f'Field("{declared.attribute}", "counter", {declared.initial!r}, ...)\n',
-                    f'Field("{declared.attribute}", "counter", {changed!r}, ...)\n',
+                    f'Field("{declared.attribute}", COUNTER, {declared.initial!r}, ...)\n',
+                    f'Field("{declared.attribute}", COUNTER, {changed!r}, ...)\n',
                 ),
                 model=model,
                 methods={"__init__": source},

@@ -30,9 +30,9 @@ from replan.verification.translate.symbolic import (
 
 
 def property_frame(translator: Translator, state: State, where: str) -> Any:
-    from replan.verification.translate.symbolic import _Frame
+    from replan.verification.translate.symbolic import Frame
 
-    return _Frame(dict(state), {}, (), where, frozenset())
+    return Frame(dict(state), {}, (), where, frozenset())
 
 
 def state_term(translator: Translator, prop: Property, state: State) -> z3.BoolRef:

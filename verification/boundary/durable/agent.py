@@ -25,12 +25,12 @@ import sqlalchemy as sa
 from agent_framework import Agent, FunctionTool
 from dbos import DBOS
 
-import replan.verification.boundary.durable.crash as harness
 from replan.controller.agent import FunctionInvokingChatClient
 from replan.controller.durable.agent import DurableGuard
 from replan.controller.durable.dbos import DurableRun, effect_step
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.records import EvidenceState, Observation
+from replan.verification.boundary.durable.world import EFFECTS, GRANT, HARNESS, WORKER
 from replan.verification.subjects.scripted import (
     FunctionCallRequest,
     FunctionResult,
@@ -68,7 +68,7 @@ FORGETFUL = False
 
 _ASKS = sa.Table(
     "harness_asks",
-    harness._HARNESS,
+    HARNESS,
     sa.Column("run_id", sa.String, primary_key=True),
     sa.Column("question", sa.String, primary_key=True),
 )
@@ -94,8 +94,8 @@ def _script(replies: Sequence[Reply], run_id: str, request: int) -> Any:
 
 def _asked_before(run_id: str, question: str) -> bool:
     """Whether the model was asked ``question`` before (remembered in the database)."""
-    assert harness._STORE is not None
-    with harness._STORE.engine.begin() as connection:
+    assert WORKER.store is not None
+    with WORKER.store.engine.begin() as connection:
         found = connection.scalar(
             sa.select(sa.func.count())
             .select_from(_ASKS)
@@ -110,7 +110,7 @@ def _tool(step: str, run_id: str) -> FunctionTool:
     def run() -> str:
         connection, operation = effect_step()
         connection.execute(
-            harness._EFFECTS.insert().values(run_id=run_id, digest=operation.digest(), step=step)
+            EFFECTS.insert().values(run_id=run_id, digest=operation.digest(), step=step)
         )
         return FINDINGS.get(step, "imported 3 rows")
 
@@ -139,14 +139,14 @@ def owner_answer() -> Observation:
 @DBOS.workflow(max_recovery_attempts=10_000)
 async def agent_run(run_id: str) -> dict[str, Any]:
     """The durable guarded agent (see the module docstring)."""
-    assert harness._STORE is not None
+    assert WORKER.store is not None
     run = DurableRun(
-        harness._STORE,
+        WORKER.store,
         run_id,
         DEFAULT_POLICY,
-        harness.GRANT,
+        GRANT,
         snapshot_every=4,
-        boundary=harness._BOUNDARY,
+        boundary=WORKER.boundary,
     )
     guard = DurableGuard(run, observe_result=_observe, clock=_ticking_clock())
     tools = [_tool(step.name, run_id) for step in DEFAULT_POLICY.steps]

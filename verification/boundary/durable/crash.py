@@ -60,29 +60,14 @@ from replan.controller.durable.dbos import (
     TransactionalEffect,
     configure,
 )
-from replan.controller.executor import AsyncEffect, Execution, Executor, Grant, Operation
+from replan.controller.executor import AsyncEffect, Execution, Executor, Operation
 from replan.controller.journal import JSONValue
 from replan.controller.policy import DEFAULT_POLICY
 from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
-
-GRANT = Grant(resources=["input-A"], steps=[step.name for step in DEFAULT_POLICY.steps])
-
-_HARNESS = sa.MetaData()
-_EFFECTS = sa.Table(
-    "harness_effects",
-    _HARNESS,
-    sa.Column("sequence", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.String, nullable=False, index=True),
-    sa.Column("digest", sa.String, nullable=False),
-    sa.Column("step", sa.String, nullable=False),
-)
+from replan.verification.boundary.durable.world import EFFECTS, GRANT, HARNESS, WORKER
 
 #: What each inspection finds (the world the effects see).
 FINDINGS = {"inspect-parser": ("parser", "Passed"), "inspect-access": ("access", "Failed")}
-
-# Set in a worker before the run starts (a forked child: one run per process).
-_STORE: Store | None = None
-_BOUNDARY: Callable[[str], None] | None = None
 
 
 def effects_of(run_id: str) -> TransactionalEffect:
@@ -90,7 +75,7 @@ def effects_of(run_id: str) -> TransactionalEffect:
 
     def effect(connection: sa.Connection, operation: Operation) -> JSONValue:
         connection.execute(
-            _EFFECTS.insert().values(run_id=run_id, digest=operation.digest(), step=operation.step)
+            EFFECTS.insert().values(run_id=run_id, digest=operation.digest(), step=operation.step)
         )
         return _finding(operation)
 
@@ -125,8 +110,10 @@ def owner_answer() -> Observation:
 @DBOS.workflow(max_recovery_attempts=10_000)
 def import_run(run_id: str) -> dict[str, Any]:
     """The durable run (see the module docstring)."""
-    assert _STORE is not None
-    run = DurableRun(_STORE, run_id, DEFAULT_POLICY, GRANT, snapshot_every=4, boundary=_BOUNDARY)
+    assert WORKER.store is not None
+    run = DurableRun(
+        WORKER.store, run_id, DEFAULT_POLICY, GRANT, snapshot_every=4, boundary=WORKER.boundary
+    )
     controller = run.controller
     effect = effects_of(run_id)
     answers: list[str] = []
@@ -221,7 +208,6 @@ def _worker(
     workload: str,
 ) -> None:
     """A child process: launch DBOS, start or recover the run, wait for its end."""
-    global _STORE, _BOUNDARY
     crossed = 0
     boundaries: list[str] = []
 
@@ -245,9 +231,9 @@ def _worker(
             from replan.controller.middleware import ReplanMiddleware
 
             DurableGuard._round_trip = ReplanMiddleware._round_trip  # type: ignore[method-assign]
-    _STORE = Store(url)
-    _HARNESS.create_all(_STORE.engine)
-    _BOUNDARY = boundary
+    WORKER.store = Store(url)
+    HARNESS.create_all(WORKER.store.engine)
+    WORKER.boundary = boundary
     configure(url, "replan-crash")
     _poll_recovery_often()
     DBOS.launch()
@@ -403,7 +389,7 @@ def state_of(url: str, run_id: str) -> dict[str, Any]:
             effects = sorted(
                 [row.digest, row.step]
                 for row in connection.execute(
-                    sa.select(_EFFECTS.c.digest, _EFFECTS.c.step).where(_EFFECTS.c.run_id == run_id)
+                    sa.select(EFFECTS.c.digest, EFFECTS.c.step).where(EFFECTS.c.run_id == run_id)
                 )
             )
         journal = [

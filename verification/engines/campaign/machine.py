@@ -37,19 +37,13 @@ one run from its start, so it replays on a fresh controller.
 
 from __future__ import annotations
 
-import json
-import random
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -57,39 +51,27 @@ from hypothesis.stateful import (
     multiple,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
-from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.policy import DEFAULT_POLICY, Policy
 from replan.controller.records import EvidenceState, Observation, Plan
 from replan.spec import inputs
 from replan.spec.contract import Contract
 from replan.spec.reference import ReferenceController
 from replan.verification.core.coverage import Coverage, declared_model, targets_for
-from replan.verification.core.domains import HAND_WRITTEN, PARAMETER_TYPES
+from replan.verification.core.domains import PARAMETER_TYPES
 from replan.verification.core.harness import (
-    Finding,
     Implementation,
     Operation,
     appended_since,
     apply,
-    pytest_source,
     result_text,
-    run_sequence,
     run_view,
     same_outcome,
     trace_length,
 )
-from replan.verification.core.subject import DEFAULT_IMPLEMENTATION, resolve_implementation
 from replan.verification.core.visited import Visited
-from replan.verification.engines.campaign.database import example_database
-from replan.verification.engines.campaign.memory import (
-    EXAMPLES_PER_ENGINE,
-    engine_budgets,
-    engine_seed,
-)
 from replan.verification.runtime import interrupt
-from replan.verification.runtime.files import write_atomically
 
 Factory = Callable[[Policy], Implementation]
 
@@ -106,8 +88,12 @@ ABSORBED_CALLS = 3
 DIVERGENCE = "divergence"
 
 SOURCES = ("ci", "owner")
-#: Events whose parameter type no rule below spells out (drawn by ``derived_event``).
-DERIVED_EVENTS = tuple(e for e, kind in PARAMETER_TYPES.items() if kind not in HAND_WRITTEN)
+#: The events the rules below spell out, each with arguments chosen near the state.
+RULED_EVENTS = frozenset({"observe", "propose", "execute", "cancel"})
+#: Every other declared event: each gets a rule of its own in every machine
+#: (``build_machine``), its argument drawn from what ``spec.inputs`` says it can be in
+#: the state, so a new event is sampled as often as a ruled one, with no edit here.
+DERIVED_EVENTS = tuple(e for e in PARAMETER_TYPES if e not in RULED_EVENTS)
 STATES = (EvidenceState.PASSED, EvidenceState.FAILED, EvidenceState.UNKNOWN)
 #: size -> the strategy of an index into that many options (``CampaignMachine._index``)
 _INDEXES: dict[int, st.SearchStrategy[int]] = {}
@@ -199,6 +185,10 @@ class Recorder:
     failures: int = 0  # failing runs seen (the first, then each one while shrinking)
     first_failure_at: int | None = None  # the example in which the first was seen
     visited: Visited = field(default_factory=Visited)
+    #: declared state id -> history kind -> the shortest operations of a run that
+    #: entered it with that kind of history (what the campaign revisits a rare state
+    #: from: ``run.revisit_missed``)
+    entered: dict[str, dict[tuple[Any, ...], tuple[Operation, ...]]] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     _last_report: float = 0.0
 
@@ -254,8 +244,10 @@ class CampaignMachine(RuleBasedStateMachine):
     disallowed_resource: ClassVar[str] = "resource-not-allowed"
     commit_first: ClassVar[tuple[str, ...]] = ()  # step names, run-completing first
 
-    #: the events ``derived_event`` draws (``moving_events``)
-    derived_events: ClassVar[tuple[str, ...]] = ()
+    #: declared state id -> event -> the live transitions it can fire there
+    leaving: ClassVar[dict[str, dict[str, tuple[str, ...]]]] = {}
+    #: a snapshot's ``state`` (a state's value) -> the declared state's id
+    state_ids: ClassVar[dict[str, str]] = {}
     #: operations every example starts with (an explorer witness: ``seed_missed``)
     prefix: ClassVar[tuple[Operation, ...]] = ()
     #: (reference factory, policy, its instance) reset for every run (``_fresh_twin``)
@@ -267,6 +259,8 @@ class CampaignMachine(RuleBasedStateMachine):
         super().__init__()
         self.recorder.example_started()
         self._fresh = 0
+        #: (declared state, event) pairs ``untried`` has drawn in this example
+        self.tried: set[tuple[str, str]] = set()
         self._new_run()
         for operation in self.prefix:
             self._do(operation.op, operation.argument)
@@ -365,6 +359,7 @@ class CampaignMachine(RuleBasedStateMachine):
             op, self.view, argument, result, view, appended_since(self.subject, mark)
         ) + self.contract.checker.state(view)
         self.view = view
+        self._remember_entry(after)
         if broken:
             self._fail(
                 broken[0], f"{operation} -> {result_text(result)} breaks {', '.join(broken)}"
@@ -378,6 +373,23 @@ class CampaignMachine(RuleBasedStateMachine):
                 self._tally()
                 self._new_run()
         return result
+
+    def _remember_entry(self, after: dict[str, Any]) -> None:
+        """Keep the shortest run into this declared state for each kind of history it
+        can have (how many plans were accepted and completed, whether the proposal
+        slots or the no-progress budget are nearly spent): a revisit of a rare state
+        then starts from each, and reaches what needs that history there."""
+        policy = self.policy
+        kind = (
+            min(len(after["accepted"]), 2),
+            min(len(after["completed"]), 1),
+            after["proposals"] >= policy.max_proposals - 1,
+            after["no_progress"] >= policy.no_progress_limit - 1,
+        )
+        kinds = self.recorder.entered.setdefault(self._declared_state_of(after), {})
+        known = kinds.get(kind)
+        if known is None or len(self.operations) < len(known):
+            kinds[kind] = tuple(self.operations)
 
     def _lockstep(self, operation: Operation, result: Any, after: dict[str, Any]) -> None:
         expected = apply(self.twin, operation)
@@ -706,6 +718,36 @@ class CampaignMachine(RuleBasedStateMachine):
         self._do("execute", self._pick(data, self.last["completed"]))
 
     @rule(data=st.data())
+    def untried(self, data: st.DataObject) -> None:
+        """The events with a live declared transition leaving the run's declared
+        state that this example has not tried there yet, one after the other while
+        the run stays in that state (one live event when every one has), each
+        argument drawn from what ``spec.inputs`` says it can be here, the common valid
+        one half the time. Derived from the declaration alone: a deep state (an
+        approved plan) is tried with every event once an example reaches it, however
+        rarely the rules lead there. (Per example, so that replaying an example draws
+        the same operations.)"""
+        here = self._declared_state()
+        leaving = list(self.leaving.get(here, {})) or list(PARAMETER_TYPES)
+        fresh = [event for event in leaving if (here, event) not in self.tried]
+        for event in fresh if fresh else [self._pick(data, leaving)]:
+            if self._declared_state() != here:
+                break
+            self.tried.add((here, event))
+            candidates = inputs.arguments(PARAMETER_TYPES[event], self.view)
+            first = self._pick(data, (True, False))
+            self._do(event, candidates[0] if first else self._pick(data, candidates))
+
+    def _declared_state(self) -> str:
+        """The run's declared state's id."""
+        return self._declared_state_of(self.last)
+
+    def _declared_state_of(self, snapshot: dict[str, Any]) -> str:
+        """A snapshot's declared state's id (it names a final one by its value)."""
+        value = str(snapshot["state"])
+        return self.state_ids.get(value, value)
+
+    @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         """The host cancels the run (rarely: a cancel ends the run, and deep states
         need long runs; a skipped cancel is no operation)."""
@@ -717,29 +759,41 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text).strip("_")
 
 
-def _derived_event(self: CampaignMachine, data: st.DataObject) -> None:
-    """An event no rule of ``CampaignMachine`` spells out, its argument drawn from what
-    ``spec.inputs`` says it can be in this state: a new event is sampled without a rule
-    of its own. (Added to a machine only for the events that can move a run to another
-    state under its policy: ``moving_events``.)"""
-    event = self._pick(data, self.derived_events)
-    self._do(event, self._pick(data, inputs.arguments(PARAMETER_TYPES[event], self.view)))
+def _event_rule(event: str) -> Callable[[CampaignMachine, st.DataObject], None]:
+    """The rule of an event no rule of ``CampaignMachine`` spells out: its argument
+    drawn among what ``spec.inputs`` says it can be in this state (the common valid
+    one first), every state alike: the self-loops where it is refused included."""
+
+    def draw(self: CampaignMachine, data: st.DataObject) -> None:
+        candidates = inputs.arguments(PARAMETER_TYPES[event], self.view)
+        # the common valid argument half the time: an approval of the plan awaiting
+        # it moves the run on, and only then are the next state's transitions reached
+        first = self._pick(data, (True, False))
+        self._do(event, candidates[0] if first else self._pick(data, candidates))
+
+    draw.__name__ = draw.__qualname__ = f"event_{event}"
+    return draw
 
 
-def moving_events(policy: Policy, events: Sequence[str]) -> tuple[str, ...]:
-    """Those of ``events`` with a transition that can fire under ``policy`` and leaves
-    its state (an approval under a policy with approval steps). An event that can only
-    be refused where it stays (an approval under a policy without any) adds nothing a
-    rule must reach: the explorer's witnesses cover its refusals (``seed_missed``)."""
+def _live_leaving(
+    policy: Policy,
+) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, str]]:
+    """Per declared state, per event, the live transitions leaving it under
+    ``policy``; and each state's value mapped to its id (``CampaignMachine.untried``)."""
+    model = declared_model()
     live = set(targets_for(policy).live_transitions)
-    return tuple(
-        event
-        for event in events
-        if any(
-            t.event == event and t.source != t.target and t.label in live
-            for t in declared_model().transitions
-        )
-    )
+    leaving: dict[str, dict[str, tuple[str, ...]]] = {}
+    for transition in model.transitions:
+        if transition.label in live:
+            events = leaving.setdefault(transition.source, {})
+            events[transition.event] = (*events.get(transition.event, ()), transition.label)
+    return leaving, {str(state.value): state.id for state in model.states}
+
+
+def _project_contract() -> Contract:
+    from replan.spec.properties import CONTRACT
+
+    return CONTRACT
 
 
 def build_machine(
@@ -750,7 +804,7 @@ def build_machine(
     identity: str,
     reference: Factory | None = ReferenceController,
     prefix: Sequence[Operation] = (),
-    contract: Contract,
+    contract: Contract | None = None,
 ) -> type[CampaignMachine]:
     """A machine class for this policy and implementation. ``identity`` names the
     pair in the example database, so a failure saved for one implementation or
@@ -762,7 +816,7 @@ def build_machine(
         "implementation": staticmethod(implementation),
         "reference": None if reference is None else staticmethod(reference),
         "recorder": recorder,
-        "contract": contract,
+        "contract": contract if contract is not None else _project_contract(),
         "unknown_key": _other(keys, (), "unknown-key"),
         "unknown_step": _other(steps, (), "unknown-step"),
         "disallowed_resource": _other(policy.resources, (), "resource-not-allowed"),
@@ -773,385 +827,7 @@ def build_machine(
         # function_digest(machine) hashes this in: the example database's key.
         "_hypothesis_internal_add_digest": identity.encode(),
     }
-    derived = moving_events(policy, DERIVED_EVENTS)
-    if derived:
-        attributes["derived_events"] = derived
-        attributes["derived_event"] = rule(data=st.data())(_derived_event)
+    for event in DERIVED_EVENTS:
+        attributes[f"event_{event}"] = rule(data=st.data())(_event_rule(event))
+    attributes["leaving"], attributes["state_ids"] = _live_leaving(policy)
     return type(f"Campaign_{_slug(identity)[:40]}", (CampaignMachine,), attributes)
-
-
-# ---- running a campaign ---------------------------------------------------------------
-
-
-@dataclass
-class CampaignResult:
-    """What a campaign did and found. ``visited`` (its distinct states and (state,
-    declared transition) pairs, see ``verification.core.visited``) is what the explorer
-    compares against."""
-
-    policy: Policy
-    profile: str
-    seed: int
-    implementation: str
-    examples: int
-    runs: int
-    operations: int
-    seconds: float
-    coverage: Coverage
-    finding: Finding | None = None
-    replayed: bool = True  # the finding reproduced when replayed by the harness
-    saved: list[Path] = field(default_factory=list)
-    visited: Visited = field(default_factory=Visited)
-    budget: tuple[int, int] = (0, 0)  # (examples, steps per example)
-    #: the example (1-based, in the order Hypothesis ran them) that first failed: 1
-    #: when the example database handed back a failure found before
-    found_at_example: int | None = None
-
-    #: transitions whose explorer witness seeded extra examples (``seed_missed``)
-    seeded: list[str] = field(default_factory=list)
-    #: the names of the properties checked after every operation
-    properties: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.finding is None
-
-    def absorb(self, other: CampaignResult) -> None:
-        """Count ``other``'s examples as this campaign's own (same policy)."""
-        self.examples += other.examples
-        self.runs += other.runs
-        self.operations += other.operations
-        self.seconds += other.seconds
-        self.properties_checked += other.properties_checked
-        self.properties = self.properties or other.properties
-        for mine, theirs in (
-            (self.coverage.transitions, other.coverage.transitions),
-            (self.coverage.execute_results, other.coverage.execute_results),
-            (self.coverage.stop_reasons, other.coverage.stop_reasons),
-            (self.coverage.absorbed, other.coverage.absorbed),
-        ):
-            mine.update(theirs)
-        self.coverage.refused += other.coverage.refused
-        self.visited.merge(other.visited)
-        if self.finding is None and other.finding is not None:
-            self.finding, self.saved, self.replayed = other.finding, other.saved, other.replayed
-
-    @property
-    def operations_per_second(self) -> float:
-        return round(self.operations / self.seconds, 1) if self.seconds > 0 else 0.0
-
-    properties_checked: int = 0
-
-    @property
-    def invariants_checked(self) -> int:
-        """Operations checked against the properties (every one of them, each
-        against every property of its event and every state invariant)."""
-        return self.properties_checked
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "passed": self.passed,
-            "profile": self.profile,
-            "seed": self.seed,
-            "implementation": self.implementation,
-            "budget": {"examples": self.budget[0], "steps_per_example": self.budget[1]},
-            "examples": self.examples,
-            "runs": self.runs,
-            "operations": self.operations,
-            "seconds": round(self.seconds, 2),
-            "operations_per_second": self.operations_per_second,
-            "properties": list(self.properties),
-            "operations_checked": self.invariants_checked,
-            "distinct_states_visited": len(self.visited),
-            "distinct_state_transitions_visited": self.visited.transition_count,
-            "coverage": self.coverage.to_json(),
-            "seeded_from_explorer": self.seeded,
-            "policy": policy_to_dict(self.policy),
-            "finding": None,
-        }
-        if self.finding is not None:
-            document["finding"] = {
-                **self.finding.to_json(),
-                "reproduced_by_replay": self.replayed,
-                "found_at_example": self.found_at_example,
-                "saved": [str(path) for path in self.saved],
-            }
-        return document
-
-    def summary_lines(self) -> list[str]:
-        lines = [
-            f"campaign: {'PASSED' if self.passed else 'FAILED'} - {self.implementation} "
-            f"against the reference model, profile {self.profile}, seed {self.seed}",
-            f"examples: {self.examples} (budget {self.budget[0]} x {self.budget[1]} steps; "
-            f"{self.runs} runs), operations: {self.operations}, "
-            f"{self.seconds:.1f} s, {self.operations_per_second:.0f} operations/s",
-            f"operations checked: {self.invariants_checked} (the {len(self.properties)} "
-            "properties of the contract after every operation, plus lockstep with the "
-            "reference model)",
-        ]
-        if self.seeded:
-            lines.append(
-                f"seeded: {len(self.seeded)} transitions the rules missed, "
-                f"{SEEDED_EXAMPLES} examples each from the explorer's witness"
-            )
-        if len(self.visited):
-            lines.append(f"distinct states visited: {len(self.visited)}")
-        lines += self.coverage.lines()
-        return lines
-
-
-#: Examples run from each explorer witness of a transition the campaign missed.
-SEEDED_EXAMPLES = 3
-
-
-def seed_missed(
-    result: CampaignResult,
-    reached: Sequence[str],
-    witness: Callable[[str], Sequence[Operation] | None],
-    **campaign: Any,
-) -> list[str]:
-    """Close the campaign's gaps against the explorer. Random rules reach a rare
-    state (one entered by a single argument of a single event, say) too seldom to
-    fire all of its transitions, and the explorer has a shortest run to each. For
-    every transition of ``reached`` that ``result`` never fired, run a few campaign
-    examples that start with the explorer's ``witness`` of it and continue with the
-    rules: the same lockstep and properties check every operation, the prefix
-    included. Their counts are merged into ``result``; the first failure becomes its
-    finding. Returns the labels seeded (``campaign``: ``run_campaign``'s options)."""
-    seeded: list[str] = []
-    for label in reached:
-        if result.coverage.transitions[label] or not result.passed:
-            continue
-        prefix = witness(label)
-        if prefix is None:
-            continue
-        extra = run_campaign(result.policy, examples=SEEDED_EXAMPLES, prefix=prefix, **campaign)
-        result.absorb(extra)
-        seeded.append(label)
-    result.seeded = seeded
-    return seeded
-
-
-@contextmanager
-def hypothesis_home(directory: str | Path) -> Iterator[None]:
-    """Hypothesis' own directory (its example database when none is named, and its
-    ``constants`` cache, which it writes even without a database) in ``directory``
-    rather than ``.hypothesis/`` wherever the process runs; restored afterwards."""
-    from hypothesis import configuration
-
-    previous = getattr(configuration, "__hypothesis_home_directory", None)
-    configuration.set_hypothesis_home_dir(directory)
-    try:
-        yield
-    finally:
-        configuration.set_hypothesis_home_dir(previous)
-
-
-def _settings(examples: int, steps: int, database: str | Path | None) -> settings:
-    """One engine's Hypothesis settings: its share of the examples, the campaign's steps."""
-    return settings(
-        max_examples=examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=example_database(database),
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-        derandomize=False,
-    )
-
-
-def _run_engine(machine: type[RuleBasedStateMachine], chosen: settings) -> PropertyFailure | None:
-    """Run one Hypothesis engine; the failure it shrank and replayed, if any."""
-    try:
-        with _seed_alone():
-            run_state_machine_as_test(machine, settings=chosen)
-    except PropertyFailure as caught:  # Hypothesis replayed its minimal example
-        return caught
-    return None
-
-
-_SEED_ALONE = threading.Lock()
-#: (engines running under ``_seed_alone``, the function it replaced)
-_seed_alone_state: list[Any] = [0, None]
-
-
-@contextmanager
-def _seed_alone() -> Iterator[None]:
-    """The engine's draws depend on its seed alone, not on which modules this process
-    happened to import. Why: Hypothesis mixes into its draws the literals of every
-    *local* module loaded (for an editable install or a checkout, every replan module
-    imported so far), so the same seed gave other examples in ``replan verify``, in
-    ``replan campaign`` and in a worker process that imported less (a Ray task of
-    ``verification.engines.campaign.workers``, whose share must be the same share when it runs
-    again). Here the local pool is empty; Hypothesis's global constants stay. (A
-    module-level function of ``hypothesis.internal.conjecture.providers``, of the
-    version pyproject.toml pins; ``tests/test_campaign.py`` checks the independence.)"""
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants
-
-    with _SEED_ALONE:  # engines in several threads: the first in installs, the last out restores
-        if _seed_alone_state[0] == 0:
-            empty = Constants()
-            _seed_alone_state[1] = providers._get_local_constants
-            providers._get_local_constants = lambda: empty
-            providers.CONSTANTS_CACHE.cache.clear()
-        _seed_alone_state[0] += 1
-    try:
-        yield
-    finally:
-        with _SEED_ALONE:
-            _seed_alone_state[0] -= 1
-            if _seed_alone_state[0] == 0:
-                providers._get_local_constants = _seed_alone_state[1]
-                providers.CONSTANTS_CACHE.cache.clear()
-
-
-def run_campaign(
-    policy: Policy | None = None,
-    profile: str = "ci",
-    *,
-    seed: int | None = None,
-    examples: int | None = None,
-    steps: int | None = None,
-    implementation: str | type[Any] | None = None,
-    reference: Factory | None = ReferenceController,
-    out_dir: str | Path | None = DEFAULT_OUT_DIR,
-    database: str | Path | None = DEFAULT_DATABASE,
-    progress: Callable[[Progress], None] | None = None,
-    collect_visited: bool = True,
-    prefix: Sequence[Operation] = (),
-    examples_per_engine: int | None = EXAMPLES_PER_ENGINE,
-    contract: Contract | None = None,
-) -> CampaignResult:
-    """Run the campaign: ``implementation`` ("module:Class", a class, or None for the
-    generated controller) against ``reference`` under ``policy`` with the profile's
-    budget (``examples``/``steps`` override it). Deterministic for a ``seed``
-    (a random one is chosen and reported when None). On a failure, the shrunk
-    counterexample is replayed through the harness and, when ``out_dir`` is given,
-    saved there as JSON and as a pytest file. Every example starts with ``prefix``.
-    The budget runs as consecutive Hypothesis engines of at most
-    ``examples_per_engine`` examples (``verification.engines.campaign.memory``: memory stays
-    bounded; None: one engine). ``contract``: the properties checked after every
-    operation (default: ``spec.properties.CONTRACT``)."""
-    policy = policy or DEFAULT_POLICY
-    if contract is None:
-        from replan.spec.properties import CONTRACT
-
-        contract = CONTRACT
-    if profile not in PROFILES:
-        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    budget = PROFILES[profile]
-    examples = budget.examples if examples is None else examples
-    steps = budget.steps if steps is None else steps
-    if examples < 1 or steps < 1:
-        raise ValueError("examples and steps must be at least 1")
-    if seed is None:
-        seed = random.SystemRandom().randrange(1_000_000)
-    if implementation is None:
-        implementation = DEFAULT_IMPLEMENTATION
-    if isinstance(implementation, str):
-        path, implementation_class = implementation, resolve_implementation(implementation)
-    else:
-        implementation_class = implementation
-        path = f"{implementation.__module__}:{implementation.__qualname__}"
-
-    recorder = Recorder(
-        Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
-    )
-    identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
-    failure: PropertyFailure | None = None
-    for number, share in enumerate(engine_budgets(examples, examples_per_engine)):
-        machine = build_machine(
-            policy,
-            implementation_class,
-            recorder,
-            identity=identity,
-            reference=reference,
-            prefix=prefix,
-            contract=contract,
-        )
-        failure = _run_engine(
-            hypothesis_seed(engine_seed(seed, number))(machine),
-            _settings(share, steps, database),
-        )
-        if failure is not None:
-            break
-    seconds = time.perf_counter() - recorder.started
-
-    result = CampaignResult(
-        policy=policy,
-        profile=profile,
-        seed=seed,
-        implementation=path,
-        examples=recorder.examples,
-        runs=recorder.runs,
-        operations=recorder.operations,
-        seconds=seconds,
-        coverage=recorder.coverage,
-        visited=recorder.visited,
-        budget=(examples, steps),
-        found_at_example=recorder.first_failure_at,
-        properties_checked=recorder.properties_checked,
-        properties=contract.names,
-    )
-    if failure is not None:
-        _record_failure(result, failure, implementation_class, reference, out_dir, contract)
-    return result
-
-
-def _record_failure(
-    result: CampaignResult,
-    failure: PropertyFailure,
-    implementation: Factory,
-    reference: Factory | None,
-    out_dir: str | Path | None,
-    contract: Contract,
-) -> None:
-    """Confirm the shrunk failure through the harness (the same code ``replan replay``
-    runs), then keep it as a Finding and, with ``out_dir``, as JSON and pytest."""
-    report = run_sequence(
-        result.policy, failure.operations, implementation, reference, checker=contract.checker
-    )
-    result.replayed = report.failure is not None
-    if report.failure is not None:
-        failed_at = report.failed_at if report.failed_at is not None else len(report.results) - 1
-        operations = list(failure.operations[: failed_at + 1])
-        results, property_name, detail = report.results, report.failure, report.detail
-    else:  # kept as found; the report says it did not reproduce
-        operations, results = failure.operations, failure.results
-        property_name, detail = failure.property, failure.detail
-    result.finding = Finding(
-        property=property_name,
-        policy=result.policy,
-        operations=operations,
-        results=results,
-        message=detail,
-        source="campaign",
-        extra={"implementation": result.implementation, "seed": result.seed},
-    )
-    if out_dir is not None:
-        save_finding(result, out_dir)
-
-
-def save_finding(result: CampaignResult, out_dir: str | Path) -> None:
-    """Keep ``result``'s finding in ``out_dir`` as counterexample JSON and a pytest file
-    (``replan replay FILE`` runs either)."""
-    finding = result.finding
-    assert finding is not None
-    directory = Path(out_dir)
-    stem = f"{_slug(result.implementation.rpartition(':')[2]).lower()}_{_slug(finding.property)}"
-    json_path = finding.save(directory / f"campaign_{stem}.json")
-    test_path = write_atomically(
-        directory / f"test_campaign_{stem}.py",
-        pytest_source(
-            result.policy,
-            finding.property,
-            finding.operations,
-            name=f"campaign_{stem}",
-            implementation=result.implementation,
-        ),
-    )
-    result.saved = [json_path, test_path]

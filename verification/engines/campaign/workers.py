@@ -36,8 +36,8 @@ from typing import Any
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
 from replan.verification.core.subject import DEFAULT_IMPLEMENTATION, resolve_attribute
 from replan.verification.engines.campaign.database import is_shared
-from replan.verification.engines.campaign.machine import (
-    PROFILES,
+from replan.verification.engines.campaign.machine import PROFILES
+from replan.verification.engines.campaign.run import (
     CampaignResult,
     hypothesis_home,
     run_campaign,

@@ -338,7 +338,7 @@ def compare_campaign(
     """Explore ``policy`` (default report domains unless given) on the campaign's
     implementation, keeping the graph and every invariant's shortest counterexample,
     then measure the campaign (``visited`` and
-    ``finding`` of a ``verification.engines.campaign.machine.CampaignResult``) against it."""
+    ``finding`` of a ``verification.engines.campaign.run.CampaignResult``) against it."""
     policy = DEFAULT_POLICY if policy is None else policy
     explored = explore(
         policy,

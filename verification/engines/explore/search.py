@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from replan.controller.fields import SCALAR_KINDS, STATE_FIELDS
+from replan.controller.fields import STATE_FIELDS
 from replan.controller.policy import Policy
 from replan.controller.records import Plan, StopReason
 from replan.controller.run import Run, RunState
@@ -52,7 +52,7 @@ _STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopR
 #: hot loop rewrites them by name), then its containers (interned as small ints).
 _SCALAR_NAMES = SCALAR_NAMES
 _SCALARS = SCALARS
-if any(f.kind not in SCALAR_KINDS for f in STATE_FIELDS[:_SCALARS]):
+if any(not f.kind.scalar for f in STATE_FIELDS[:_SCALARS]):
     raise RuntimeError("controller/fields.py: the scalar fields must come first in FIELDS")
 
 

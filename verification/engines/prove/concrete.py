@@ -31,7 +31,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from replan.controller.fields import STATE_FIELDS, state_of_snapshot
+from replan.controller.fields import DECLARED_STATE, STATE_FIELDS, state_of_snapshot
 from replan.controller.policy import BUDGETS, Policy, policy_from_dict, policy_to_dict
 from replan.controller.records import EvidenceState
 from replan.verification.core.harness import Operation
@@ -122,30 +122,33 @@ class Concretizer:
         known: dict[str, str] = {}
         for field in STATE_FIELDS:
             value = state[field.attribute]
-            if field.kind == "mode":
-                declared = u.mode.name_of(_evaluate(self.model, value))
-                document["state"] = declared
-                stops = {s.value for s in u.model.final_states}
-                document["stop_reason"] = declared if declared in stops else None
-            elif field.kind == "counter":
+            shape = field.kind.abstraction
+            if shape == "mode":
+                name = u.mode.name_of(_evaluate(self.model, value))
+                if field.attribute == DECLARED_STATE:  # the top-level state and stop reason
+                    document["state"] = name
+                    stops = {s.value for s in u.model.final_states}
+                    document["stop_reason"] = name if name in stops else None
+                else:
+                    document[field.component] = name
+            elif shape == "int":
                 document[field.component] = self.integer(value)
-            elif field.kind == "plan?":
-                document[field.component] = (
-                    self.record(value.value)._asdict() if self.boolean(value.some) else None
-                )
-            elif field.kind == "key->version":
+            elif shape == "plan?":
+                plan = self.record(value.value) if self.boolean(value.some) else None
+                document[field.component] = field.kind.to_json(plan)
+            elif shape == "key->int":
                 latest = {
                     k: self.integer(e.value) for k, e in self._entries(value) if self._some(e)
                 }
-            elif field.kind == "key->evidence":
+            elif shape == "key->evidence":
                 known = {
                     k: self.member(e.value, "evidence")
                     for k, e in self._entries(value)
                     if self._some(e)
                 }
-            elif field.kind == "id set":
+            elif shape == "id set":
                 members = {self.name(i, "id") for i in in_play if self._holds(value.array, i)}
-                document[field.component] = sorted(members)
+                document[field.component] = field.kind.to_json(members)
         pairs = set(latest.items()) | {(key, self.integer(version)) for key, version in entries}
         contents = state["_contents"].array
         found = (self._content(contents, key, version) for key, version in sorted(pairs))

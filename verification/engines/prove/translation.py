@@ -35,6 +35,7 @@ from replan.verification.translate.symbolic import (
     SELF,
     Const,
     FMap,
+    Frame,
     FSet,
     Opt,
     StepEncoding,
@@ -42,9 +43,8 @@ from replan.verification.translate.symbolic import (
     TranslationError,
     Translator,
     Universe,
-    _Frame,
-    _same,
     encode_event,
+    same_value,
 )
 
 
@@ -60,7 +60,7 @@ def encode_generated(
     parameter = u.model.interface[event].parameter
     state = {**pre, "_trace": TraceLog(z3.IntVal(0), None)}
     paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
-    frame = _Frame(state, {}, (), f"generated {event}", frozenset(), paths)
+    frame = Frame(state, {}, (), f"generated {event}", frozenset(), paths)
     arguments: list[Any] = [SELF] if parameter is None else [SELF, argument]
     nodes: list[Any] = [None] if parameter is None else [None, ast.Name(parameter, ast.Load())]
     post, answer = translator.run_function(
@@ -197,7 +197,7 @@ def _sameness(
             pairs = [(a.members[k], b.members[k]) for k in a.members]
         else:
             pairs = [(a, b)]
-        parts.extend(_same(x, y) for x, y in pairs if not _identical(x, y))
+        parts.extend(same_value(x, y) for x, y in pairs if not _identical(x, y))
     return parts
 
 

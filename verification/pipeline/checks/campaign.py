@@ -22,11 +22,7 @@ def explorer_witness(session: VerifySession, label: str) -> Any:
 
 
 def check_campaign(session: VerifySession) -> CheckResult:
-    from replan.verification.engines.campaign.machine import (
-        hypothesis_home,
-        run_campaign,
-        seed_missed,
-    )
+    from replan.verification.engines.campaign.run import hypothesis_home, run_campaign, seed_missed
 
     options: dict[str, Any] = dict(
         seed=session.options.seed,

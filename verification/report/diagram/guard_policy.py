@@ -12,12 +12,11 @@ is picked up without touching this module.
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 from collections.abc import Mapping
 from functools import cache
 
 from replan.controller.policy import Policy
+from replan.spec import bodies
 
 
 @cache
@@ -36,13 +35,9 @@ def _collect(model_class: type, name: str, found: dict[str, bool], seen: set[str
         return
     seen.add(name)
     method = getattr(model_class, name, None)
-    if not callable(method):
+    tree = bodies.definition(method) if callable(method) else None
+    if tree is None:
         return
-    try:
-        source = textwrap.dedent(inspect.getsource(method))
-    except (OSError, TypeError):
-        return
-    tree = ast.parse(source)
     membership = {
         id(comparator)
         for node in ast.walk(tree)
@@ -184,32 +179,12 @@ def _readable(node: ast.expr) -> str:
     return ast.unparse(node)
 
 
-@cache
-def _guard_source(model_class: type, name: str) -> str | None:
-    method = getattr(model_class, name, None)
-    if not callable(method):
-        return None
-    try:
-        return textwrap.dedent(inspect.getsource(method))
-    except (OSError, TypeError):
-        return None
-
-
 def _returned_expression(model_class: type, name: str) -> ast.expr | None:
     """A fresh tree of the expression the method ``name`` returns, when its body (after
     the docstring) is exactly one ``return <expr>``."""
-    source = _guard_source(model_class, name)
-    if source is None:
-        return None
-    function = ast.parse(source).body[0]
-    if not isinstance(function, ast.FunctionDef):
-        return None
-    body = list(function.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return None
-    return body[0].value
+    method = getattr(model_class, name, None)
+    definition = bodies.definition(method) if callable(method) else None
+    return None if definition is None else bodies.returned_expression(definition)
 
 
 class _OverPolicy(ast.NodeTransformer):
