@@ -93,7 +93,8 @@ LONG_FILES = (
 #: The tests the quick lane (``python -m pytest -m "not slow"``) leaves out: each took
 #: two seconds or more in a measured run of the whole suite (``--durations``), by node
 #: id without parameters. Each file keeps at least one test in the quick lane (its
-#: cheapest), so every module still runs there; CI runs everything. A name here that
+#: cheapest), so every module still runs there, but test_durable_crash_postgres.py, whose
+#: every test needs its database server; CI runs everything. A name here that
 #: its file no longer has is an error, so the list cannot rot unseen.
 SLOW_TESTS = frozenset(
     {
