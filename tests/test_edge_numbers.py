@@ -46,6 +46,7 @@ from replan.controller.agent import (
 from replan.controller.executor import Executor, Grant
 from replan.controller.middleware import budget_status, reported_tokens
 from replan.controller.policy import policy_from_dict, policy_to_dict
+from replan.controller.policy_schema import DOCUMENT
 from replan.controller.records import LARGEST_INT
 from replan.spec.reference import ReferenceController
 from replan.verification.subjects.scripted import FunctionCallRequest, Reply, ScriptedChatClient
@@ -298,14 +299,19 @@ def _integers(document: Any) -> list[int]:
     return []
 
 
-LIMITS = [
-    "max_steps",
-    "max_proposals",
-    "no_progress_limit",
-    "max_tokens",
-    "max_cost",
-    "max_wall_ms",
+#: Every number a policy file sets, read from the policy file's declaration: a numeric
+#: field added to any table is in the campaign (and fails the next test until placed).
+NUMERIC_FIELDS = [
+    (table.name, field.name)
+    for table in DOCUMENT.tables
+    for field in table.fields
+    if field.kind == "positive"
 ]
+LIMITS = [name for table, name in NUMERIC_FIELDS if table == "limits"]
+
+
+def test_every_number_a_policy_sets_is_a_limit_the_campaign_tries() -> None:
+    assert len(LIMITS) == len(NUMERIC_FIELDS) >= 6, NUMERIC_FIELDS
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
