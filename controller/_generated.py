@@ -25,7 +25,7 @@ from replan.controller.records import (
     StopReason,
     Usage,
 )
-from replan.controller.run import PASSED, Run, shown
+from replan.controller.run import LARGEST_INT, PASSED, Run, in_bounds, shown
 from replan.controller.surface import hide_bodies
 
 #: Enumeration members the methods read, bound once (read through its class, a
@@ -340,8 +340,8 @@ class Controller(Run):
             key, version, state, source = obs
             if type(key) is not str or key not in policy.key_set:
                 raise InvalidInput(f"observation.key: {shown(key)} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
-            if type(version) is not int or version < 1:
-                raise InvalidInput(f'observation.version: expected an int >= 1, got {shown(version)}')
+            if type(version) is not int or version < 1 or (not in_bounds(version)):
+                raise InvalidInput(f'observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}')
             if type(state) is not EvidenceState:
                 raise InvalidInput(f'observation.state: expected an EvidenceState, got {shown(state)}')
             if type(source) is not str or source == '':
@@ -447,7 +447,7 @@ class Controller(Run):
                     # action: refuse_plan
                     result = False
                     self._declared_state = PLAN_LIMIT
-                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and (type(plan.evidence_revision) is int) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
+                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and in_bounds(plan.revision) and (type(plan.evidence_revision) is int) and in_bounds(plan.evidence_revision) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
                     # 10, 34, 63, 89: idle|pending|awaiting_approval|approved --propose[plan_malformed]--> (stays)
                     fired = 10 if current == 'idle' else 34 if current == 'pending' else 63 if current == 'awaiting_approval' else 89
                     # action: reject_plan
@@ -693,12 +693,12 @@ class Controller(Run):
             if type(usage) is not Usage:
                 raise InvalidInput(f'usage: expected a Usage, got {type(usage).__name__}')
             tokens, cost, elapsed_ms = usage
-            if type(tokens) is not int or tokens < 0:
-                raise InvalidInput(f'usage.tokens: expected an int >= 0, got {shown(tokens)}')
-            if type(cost) is not int or cost < 0:
-                raise InvalidInput(f'usage.cost: expected an int >= 0, got {shown(cost)}')
-            if type(elapsed_ms) is not int or elapsed_ms < 0:
-                raise InvalidInput(f'usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}')
+            if type(tokens) is not int or tokens < 0 or (not in_bounds(tokens)):
+                raise InvalidInput(f'usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}')
+            if type(cost) is not int or cost < 0 or (not in_bounds(cost)):
+                raise InvalidInput(f'usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}')
+            if type(elapsed_ms) is not int or elapsed_ms < 0 or (not in_bounds(elapsed_ms)):
+                raise InvalidInput(f'usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}')
             current = self._declared_state
             if current in ('idle', 'pending', 'awaiting_approval', 'approved'):
                 if (self.policy.max_tokens > 0 or self.policy.max_cost > 0 or self.policy.max_wall_ms > 0) and Run.exhausts_budget(self, usage):  # sets_a_budget and exhausts_budget

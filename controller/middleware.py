@@ -33,6 +33,7 @@ Leaves to others: the decisions (``controller.Controller``), the effect's guaran
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ from replan.controller.records import (
     PolicyError,
     Usage,
 )
-from replan.controller.run import Run
+from replan.controller.run import LARGEST_INT, Run
 from replan.controller.telemetry import (
     EXECUTE_TOOL,
     GEN_AI_OPERATION,
@@ -123,15 +124,18 @@ WARN_AT: Final = 0.8
 
 
 def _amount(value: object) -> int:
-    """A reported amount as ``charge`` takes it: an int >= 0. Whatever a provider or a
-    model reports (None, a float, a negative count, a string) never makes ``charge``
-    raise: it counts as what it says, rounded, or as nothing."""
+    """A reported amount as ``charge`` takes it: an int in 0..``LARGEST_INT``. Whatever
+    a provider or a model reports (None, a string, a negative or non-finite count, one
+    past the bound) never makes ``charge`` raise: it counts as what it says, rounded
+    and at most the bound (which exhausts any budget), or as nothing."""
     if isinstance(value, bool):
         return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return 0
+        value = round(value)
     if isinstance(value, int):
-        return max(int(value), 0)
-    if isinstance(value, float) and value == value and value not in (float("inf"),):
-        return max(round(value), 0)
+        return min(max(int(value), 0), LARGEST_INT)
     return 0
 
 
@@ -140,7 +144,8 @@ def reported_tokens(usage: Mapping[str, Any]) -> Usage:
     guard times the round trip itself)."""
     total = _amount(usage.get("total_token_count"))
     if total == 0:
-        total = _amount(usage.get("input_token_count")) + _amount(usage.get("output_token_count"))
+        parts = _amount(usage.get("input_token_count")) + _amount(usage.get("output_token_count"))
+        total = min(parts, LARGEST_INT)
     return Usage(total, 0, 0)
 
 
@@ -527,9 +532,9 @@ class ReplanMiddleware(FunctionMiddleware):
             pending = self.run.pending
             step = self.steps[pending.step] if pending is not None else None
             waiting = [
-                f"{key} is {self.run.state(key)}"
+                f"{key} is {self.run.evidence_state(key)}"
                 for key in (step.requires if step is not None else ())
-                if self.run.state(key) is not EvidenceState.PASSED
+                if self.run.evidence_state(key) is not EvidenceState.PASSED
             ]
             return (str(answer), ", ".join(waiting) or "a prerequisite is not Passed")
         if answer is ExecuteResult.STALE_PLAN:

@@ -21,9 +21,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from replan.controller import input_limits
 from replan.controller.policy_schema import DEFAULTS as DEFAULTS
 from replan.controller.policy_schema import DOCUMENT, check_structure, defaults_of
-from replan.controller.records import PolicyError
+from replan.controller.records import LARGEST_INT, PolicyError
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,12 @@ class Policy:
     approval_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     key_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    #: ``policy_digest(self)``, computed once: every trace record names it.
+    digest: str = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
-            per_step = DEFAULTS["proposals_per_step"]
-            object.__setattr__(self, "max_proposals", int(per_step) * self.max_steps)
+            object.__setattr__(self, "max_proposals", default_max_proposals(self.max_steps))
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
@@ -88,6 +90,7 @@ class Policy:
         )
         object.__setattr__(self, "key_set", frozenset(self.keys))
         object.__setattr__(self, "resource_set", frozenset(self.resources))
+        object.__setattr__(self, "digest", policy_digest(self))
 
     def __reduce__(self) -> tuple[type[Policy], tuple[Any, ...]]:
         """Pickled by its fields alone (the derived lookups are rebuilt, and a
@@ -117,6 +120,17 @@ def _listing(names: Sequence[str], shown: int = 10) -> str:
     return head if len(names) <= shown else f"{head}, ... ({len(names)} in all)"
 
 
+def default_max_proposals(
+    max_steps: object, per_step: int = int(DEFAULTS["proposals_per_step"])
+) -> object:
+    """``max_proposals`` when the policy leaves it out: ``per_step * max_steps``, at
+    most ``LARGEST_INT`` (every limit is within it). A ``max_steps`` that is no integer
+    is returned as it is, for the structural check to name."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int):
+        return max_steps
+    return min(per_step * max_steps, LARGEST_INT)
+
+
 _STEP_DEFAULTS = defaults_of(DOCUMENT.table("steps"))
 #: The budget limits ``charge`` counts against (0: no limit).
 BUDGETS = ("max_tokens", "max_cost", "max_wall_ms")
@@ -131,7 +145,9 @@ def _parse(
     document = check_structure(document)
     limits = document.get("limits", {})
     max_steps = limits.get("max_steps", defaults["max_steps"])
-    max_proposals = limits.get("max_proposals", defaults["proposals_per_step"] * max_steps)
+    max_proposals = limits.get(
+        "max_proposals", default_max_proposals(max_steps, int(defaults["proposals_per_step"]))
+    )
     no_progress_limit = limits.get("no_progress_limit", defaults["no_progress_limit"])
     count_duplicates = limits.get(
         "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
@@ -308,19 +324,25 @@ def policy_to_toml(policy: Policy) -> str:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a TOML policy file; every problem is a one-line PolicyError
-    that starts with the file name and the path inside it."""
+    that starts with the file name and the path inside it. The file is held to
+    ``controller.input_limits``: at most ``POLICY_BYTES``, nested at most
+    ``MAX_DEPTH`` deep, no dotted key of more than ``MAX_KEY_PARTS`` parts."""
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = input_limits.read_text(source, input_limits.POLICY_BYTES, "a policy file")
     except FileNotFoundError:
         raise PolicyError(f"{source}: no such policy file") from None
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:  # a directory, a loop, a long name
         reason = getattr(error, "strerror", None) or error.__class__.__name__
         raise PolicyError(f"{source}: cannot read policy file ({reason})") from None
     except ValueError as error:  # a NUL byte in the path
         raise PolicyError(f"{source!r}: not a usable path ({error})") from None
     try:
-        document = tomllib.loads(text)
+        document = input_limits.loads_toml(text, str(source))
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"{source}: invalid TOML: {error}") from None
     except ValueError as error:  # an integer literal past Python's digit limit

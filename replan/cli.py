@@ -169,6 +169,9 @@ def _main(arguments: list[str], name: str | None) -> int:
                 file=sys.stderr,
             )
             return 2
+        if not reader_left:
+            for line in pending.announcements:  # each file it names now exists
+                print(line)
     interrupt.check()
     if reader_left:
         sys.stderr.close()

@@ -135,7 +135,7 @@ def test_hostile_model_input_never_raises_and_never_runs_an_ungated_step(
                     k: v for k, v in before.items() if k not in ("state", "stop_reason")
                 }
     json.dumps(controller.trace, allow_nan=False)
-    assert controller.state("access") is EvidenceState.UNKNOWN
+    assert controller.evidence_state("access") is EvidenceState.UNKNOWN
     assert all(type(i) is str for i in controller.snapshot()["accepted"])
 
 

@@ -417,6 +417,11 @@ def _gaps() -> dict[str, Defect]:
         limits.pop("currency", None)
         return document
 
+    def lone_surrogate_in_a_key(document: Doc, rng: random.Random) -> Doc:
+        keys = document["evidence"]["keys"]
+        keys.append(rng.choice(["\ud800", "key-\udfff", "\udbff-x"]))
+        return document
+
     def integer_as_float(name: str) -> Defect:
         def apply(document: Doc, rng: random.Random) -> Doc:
             document.setdefault("limits", {})[name] = float(rng.randint(1, 9))
@@ -430,6 +435,7 @@ def _gaps() -> dict[str, Defect]:
         "workflow.ready_when_passed": two_complete_without_workflow,
         "workflow.ready_when_passed[*]": undeclared_workflow_key,
         "limits.currency": cost_without_currency,
+        "evidence.keys[*]": lone_surrogate_in_a_key,
         **{
             f"limits.{field.name}": integer_as_float(field.name)
             for field in DOCUMENT.table("limits").fields

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from replan.controller import input_limits
 from replan.controller._generated import Controller
 from replan.controller.durable.log import canonical, decode_argument
 from replan.controller.fields import RunState
@@ -292,9 +293,11 @@ def load_counterexample(path: str | Path) -> tuple[Policy, str, list[Operation],
     it recorded (as JSON values)."""
     source = Path(path)
     try:
-        document = json.loads(source.read_text(encoding="utf-8"))
+        document = input_limits.load_json(source, what="a counterexample")
     except FileNotFoundError:
         raise CounterexampleError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise CounterexampleError(str(error)) from None
     except (OSError, ValueError) as error:
         raise CounterexampleError(f"{source}: not a counterexample JSON file ({error})") from None
     if not isinstance(document, dict) or not isinstance(document.get("steps"), list):

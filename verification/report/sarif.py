@@ -47,6 +47,7 @@ from replan.verification.report.locations import (
     text_location,
 )
 from replan.verification.report.records import CheckResult, VerifyReport
+from replan.verification.report.text import sarif as sarif_text
 
 SCHEMA_URI = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -608,7 +609,7 @@ def _result(
     return {
         "ruleId": rule,
         "level": level,
-        "message": {"text": text},
+        "message": {"text": sarif_text(text)},  # it quotes names: "[x](1)" would be a link
         "_places": list(dict.fromkeys(places)),
         "properties": properties,
     }
@@ -636,7 +637,7 @@ def _location(place: Location, root: Path) -> dict[str, Any]:
         }
     }
     if place.what:
-        location["message"] = {"text": place.what}
+        location["message"] = {"text": sarif_text(place.what)}
     return location
 
 
