@@ -525,10 +525,18 @@ class ReplanMiddleware(FunctionMiddleware):
         """The refusal for a controller answer that did not let the tool run."""
         if answer is ExecuteResult.PRECONDITION_DENIED:
             pending = self.run.pending
-            step = self.steps[pending.step] if pending is not None else None
+            policy = self.run.policy
+            required = (
+                ()
+                if pending is None
+                else (
+                    *policy.requirements[pending.step],
+                    *policy.resource_requirements[pending.step].get(pending.resource, ()),
+                )
+            )
             waiting = [
                 f"{key} is {self.run.state(key)}"
-                for key in (step.requires if step is not None else ())
+                for key in required
                 if self.run.state(key) is not EvidenceState.PASSED
             ]
             return (str(answer), ", ".join(waiting) or "a prerequisite is not Passed")

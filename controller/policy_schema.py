@@ -161,6 +161,14 @@ DOCUMENT = Document(
                     "Every evidence key a step may require (may be empty).",
                     required=True,
                 ),
+                Field(
+                    "per_resource",
+                    "names",
+                    "Evidence keys whose facts concern one resource each (`cancellable` "
+                    "of a reservation): observed as `key@resource`, and required of the "
+                    "resource a plan names. Each must not also be in `keys`.",
+                    default=(),
+                ),
             ),
             required=True,
         ),
@@ -171,10 +179,18 @@ DOCUMENT = Document(
                 Field(
                     "allowed",
                     "names",
-                    "The resources a plan may name: at least one.",
+                    "The resources a plan may name: at least one. With `open`, the ones "
+                    "the engines check: a plan may name any resource.",
                     required=True,
                     items="resources",
                     non_empty=True,
+                ),
+                Field(
+                    "open",
+                    "boolean",
+                    "Whether a plan may name any resource (a reservation id a tool result "
+                    "made known): its per-resource facts decide what it may run.",
+                    default=False,
                 ),
             ),
             required=True,
@@ -245,7 +261,9 @@ DOCUMENT = Document(
 #: value with another, nor tell the TOML float ``3.0`` from the integer ``3``.
 LOADER_CHECKS: tuple[tuple[str, str], ...] = (
     ("steps[*].name", "unique among the steps"),
-    ("steps[*].requires[*]", "a key declared in evidence.keys"),
+    ("steps[*].requires[*]", "a key declared in evidence.keys or evidence.per_resource"),
+    ("steps[*].requires", "no per-resource key on a step with completes_run = true"),
+    ("evidence.keys[*], evidence.per_resource[*]", "no `@`; no name in both lists"),
     (
         "workflow.ready_when_passed",
         "required when more than one step has completes_run = true",
