@@ -58,10 +58,10 @@ class Policy:
     ``keys`` is every evidence key a run can hold: the declared keys, then each
     per-resource key of ``per_resource`` scoped to each resource (``cancellable@r1``),
     filled in on construction. A step that requires a per-resource key requires it of
-    the resource its plan names (``resource_requirements``). With ``open_resources``
-    the resources are slots: the host gives each resource a tool result makes known
-    the next free one (``controller.resource_slots``), so the engines check every case
-    there is with the names alone (the contract only compares them for equality)."""
+    the resource its plan names (``resource_requirements``). ``resources`` ends
+    with the ``open_resources``, slots the host gives, in order, to the resources a
+    run makes known (``controller.resource_slots``): the engines check every slot, and
+    what runs is what they checked."""
 
     keys: tuple[str, ...]
     steps: tuple[Step, ...]
@@ -82,7 +82,9 @@ class Policy:
     workflow_keys: tuple[str, ...] = ()
     #: Keys whose facts concern one resource each, required of a plan's own resource.
     per_resource: tuple[str, ...] = ()
-    open_resources: bool = False
+    #: The resources that are slots (the last of ``resources``): the host gives each
+    #: resource a run makes known the next free one (``controller.resource_slots``).
+    open_resources: tuple[str, ...] = ()
     # Derived lookups for the controller's hot path (not part of equality).
     #: step -> the keys it requires that are not per-resource
     requirements: Mapping[str, tuple[str, ...]] = field(
@@ -190,8 +192,9 @@ def _parse(
         )
     keys = tuple(document["evidence"]["keys"])
     per_resource = tuple(document["evidence"].get("per_resource", ()))
-    resources = tuple(document["resources"]["allowed"])
-    open_resources = bool(document["resources"].get("open", False))
+    open_resources = tuple(document["resources"].get("open", ()))
+    _check_open(document["resources"]["allowed"], open_resources)
+    resources = (*document["resources"]["allowed"], *open_resources)
     _check_scoped_names(keys, per_resource)
 
     steps: list[Step] = []
@@ -272,6 +275,16 @@ def _parse(
     )
 
 
+def _check_open(allowed: Sequence[str], open_resources: Sequence[str]) -> None:
+    """A slot is not also a fixed resource."""
+    for index, name in enumerate(open_resources):
+        if name in allowed:
+            raise _fail(
+                f"resources.open[{index}]",
+                f"{name!r} is also in resources.allowed: a resource is a slot or not",
+            )
+
+
 def _check_scoped_names(keys: Sequence[str], per_resource: Sequence[str]) -> None:
     """A key holds no ``@`` (it separates a per-resource key from its resource), and
     no name is both a key and a per-resource key."""
@@ -335,8 +348,8 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             **({"per_resource": list(policy.per_resource)} if policy.per_resource else {}),
         },
         "resources": {
-            "allowed": list(policy.resources),
-            **({"open": True} if policy.open_resources else {}),
+            "allowed": [r for r in policy.resources if r not in policy.open_resources],
+            **({"open": list(policy.open_resources)} if policy.open_resources else {}),
         },
         "steps": [
             {

@@ -179,18 +179,21 @@ DOCUMENT = Document(
                 Field(
                     "allowed",
                     "names",
-                    "The resources a plan may name: at least one. With `open`, the ones "
-                    "the engines check: a plan may name any resource.",
+                    "The resources a plan may name by their own name: at least one (the "
+                    "resource of a call that names none, with `open`).",
                     required=True,
                     items="resources",
                     non_empty=True,
                 ),
                 Field(
                     "open",
-                    "boolean",
-                    "Whether a plan may name any resource (a reservation id a tool result "
-                    "made known): its per-resource facts decide what it may run.",
-                    default=False,
+                    "names",
+                    "Slots for resources only a run makes known (the reservation ids a "
+                    "user gives, say): the host gives each new resource a call or a tool "
+                    "result names the next free slot, in order, and the engines check "
+                    "every slot. None of them may also be in `allowed`.",
+                    default=(),
+                    items="resources",
                 ),
             ),
             required=True,

@@ -121,3 +121,16 @@ def test_verify_fails_on_a_per_resource_key_checked_for_the_wrong_resource(
     )
     assert not report.ok
     assert [check.name for check in report.checks if not check.ok] == ["proofs"]
+
+
+def test_open_resources_are_slots_after_the_fixed_ones() -> None:
+    document = policy_to_dict(POLICY)
+    document["resources"] = {"allowed": ["account"], "open": ["slot1", "slot2"]}
+    policy = policy_from_dict(document)
+    assert policy.resources == ("account", "slot1", "slot2")
+    assert policy.open_resources == ("slot1", "slot2")
+    assert "cancellable@slot2" in policy.keys
+    assert policy_to_dict(policy)["resources"] == document["resources"]
+    document["resources"] = {"allowed": ["account"], "open": ["account"]}
+    with pytest.raises(PolicyError, match=r"^resources\.open\[0\]"):
+        policy_from_dict(document)
