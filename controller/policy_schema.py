@@ -266,12 +266,14 @@ LOADER_CHECKS: tuple[tuple[str, str], ...] = (
     ("steps[*].name", "unique among the steps"),
     ("steps[*].requires[*]", "a key declared in evidence.keys or evidence.per_resource"),
     ("steps[*].requires", "no per-resource key on a step with completes_run = true"),
-    ("evidence.keys[*], evidence.per_resource[*]", "no `@`; no name in both lists"),
+    ("evidence.keys[*]", "no `@` (it separates a per-resource key from its resource)"),
+    ("evidence.per_resource[*]", "no `@`; not also in evidence.keys"),
+    ("resources.open[*]", "not also in resources.allowed"),
     (
         "workflow.ready_when_passed",
         "required when more than one step has completes_run = true",
     ),
-    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys"),
+    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys (not per-resource)"),
     ("limits.currency", "required when limits.max_cost is given"),
     *(
         (
