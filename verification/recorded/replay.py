@@ -1,51 +1,57 @@
-"""Each recorded run through the guard, without running any tool.
+"""Each recorded run through the guard a live run takes, without running any tool.
 
-For every assistant tool call, in order: the step (``adapter.step_of``); the resource
-(the step's ``resource_argument``, mapped onto the policy's open slots in order of
-first appearance, ``controller.resource_slots``; else the policy's fixed resource); the
-proposal (``Plan``: the call id, the next revision, the current evidence revision); the
-execution through the executor (``controller.executor.perform``) with the recorded
-result as the effect, exactly as ``ReplanMiddleware`` takes a live call; a call
-awaiting approval is put to ``adapter.approve`` and, approved, executed again (the
-middleware's retry). A refused call's recorded result is dropped (in a guarded run the
-model would never have read it); every other result, and every user message and
-text-only assistant message, goes to the adapter, and its observations to the
-controller. The assistant's text that rides along a tool call is dropped: τ-bench never
-shows it to the user.
-
-What it does not do: run the agent SDK's function-invocation loop. The guard's steps
-are the middleware's, called directly (the SDK loop would only hand each recorded
-call to them).
+Per run: the agent SDK's ``Agent`` over its function-invocation loop
+(``controller.agent.FunctionInvokingChatClient``), a scripted client
+(``verification/subjects/scripted.py``) answering each provider call with the next
+recorded assistant message, and the real ``ReplanMiddleware`` (with its ``ModelView``)
+in front of one tool per recorded tool name, whose "run" returns the recorded result.
+So each recorded call is the step ``adapter.step_of`` names, its resource given an
+open slot of the policy (``controller.resource_slots``), a proposal and an execution
+through the executor with the recorded result as the effect. A call awaiting approval
+is put to ``adapter.approve`` and, approved, performed again (``approve_call``: the
+one place an approval is given). A refused call's tool never runs, so the model's
+view and the adapter never get its recorded result; every executed result, user
+message and text-only assistant message goes to the adapter, and its observations to
+the controller. The text that rides along a tool call is dropped: τ-bench never shows
+it to the user. The recorded model's next message is replayed whatever the guard
+answered: what the model would have done instead is not known.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_framework import Agent, FunctionInvocationContext, FunctionMiddleware, FunctionTool
+
 from replan.controller import Controller
 from replan.controller.adapter import Adapter
-from replan.controller.executor import Executor, Grant, Operation, Outcome, perform
-from replan.controller.journal import JSONValue
+from replan.controller.agent import FunctionInvokingChatClient
+from replan.controller.executor import AsyncEffect, Executor, Grant, Operation, Performed
+from replan.controller.middleware import EXECUTED, REPLAYED, GuardedCall, ReplanMiddleware
 from replan.controller.policy import RESOURCE_SEPARATOR, Policy
 from replan.controller.records import (
     Approval,
     EvidenceState,
     ExecuteResult,
-    InvalidInput,
     Observation,
     StopReason,
     plan_digest,
 )
-from replan.controller.records import Plan as ControllerPlan
-from replan.controller.resource_slots import ResourceSlots
 from replan.verification.recorded.tau import RecordedRun
+from replan.verification.subjects.scripted import (
+    FunctionCallRequest,
+    FunctionResult,
+    Reply,
+    ScriptedChatClient,
+)
 
 AdapterFactory = Callable[[], Adapter]
 
@@ -147,32 +153,128 @@ def _canon(tool: str, arguments: Mapping[str, Any]) -> str:
     return json.dumps([tool, arguments], sort_keys=True, default=str)
 
 
+def _schema() -> dict[str, Any]:
+    """A recorded tool's parameters: any object (the record is what the model sent)."""
+    return {"type": "object", "properties": {}, "additionalProperties": True}
+
+
+class _Recorder(FunctionMiddleware):
+    """In front of the guard in the SDK's function pipeline: hands the guard the call's
+    recorded result, and reads what the guard did with the call."""
+
+    def __init__(self, replay: _Replay) -> None:
+        self.replay = replay
+
+    async def process(
+        self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        replay = self.replay
+        plan_id = str(context.metadata.get("call_id"))
+        call_id, position, recorded, read_at = replay.planned[plan_id]
+        replay.current = recorded
+        replay.verdict = None
+        if replay.error is not None:
+            context.result = "replay failed"
+            return
+        arguments = dict(context.arguments) if isinstance(context.arguments, Mapping) else {}
+        name = context.function.name
+        replay.position = position
+        try:
+            step = replay.host("step_of", replay.adapter.step_of, name, arguments)
+            if step not in replay.guard.steps:
+                raise ReplayError(
+                    f"{replay.where}, message {position}: tool {name!r} (step {step!r}) is "
+                    "not a declared step of the policy"
+                )
+        except ReplayError as error:
+            replay.error = error
+            context.result = "replay failed"
+            return
+        stopped_before = replay.guard.run.stop_reason
+        replay.position = read_at  # what the adapter reads now is the result's message
+        await call_next()
+        replay.after(replay.guard.calls[-1], call_id, position, stopped_before)
+
+
+class _Guard(ReplanMiddleware):
+    """The guard whose host approves from the adapter: a call awaiting approval is put
+    to ``adapter.approve`` and, approved, performed again (what the call's retry would
+    do in a live run)."""
+
+    replay: _Replay
+
+    async def _perform(
+        self, operation: Operation, context: FunctionInvocationContext, effect: AsyncEffect
+    ) -> Performed:
+        performed = await super()._perform(operation, context, effect)
+        if performed.answer is ExecuteResult.AWAITING_APPROVAL:
+            replay = self.replay
+            verdict = replay.host(
+                "approve", replay.adapter.approve, operation.step, operation.arguments
+            )
+            replay.verdict = verdict
+            if verdict.approved and approve_call(self.run, self.executor, operation):
+                replay.result.approvals += 1
+                performed = await super()._perform(operation, context, effect)
+        return performed
+
+
 class _Replay:
-    """One run through the guard."""
+    """One run through the agent SDK's function-invocation loop, a scripted client
+    replaying the recorded assistant messages, and the guard."""
 
     def __init__(self, run: RecordedRun, policy: Policy, factory: AdapterFactory) -> None:
         self.run = run
         self.policy = policy
-        self.controller = Controller(policy)
-        self.executor = Executor(clock=lambda: 0.0)
-        self.steps = {step.name: step for step in policy.steps}
-        self.grant = Grant(policy.resources, self.steps)
-        self.slots = ResourceSlots(policy)
-        fixed = [r for r in policy.resources if r not in policy.open_resources]
-        self.fixed = fixed[0] if len(fixed) == 1 else None
-        self.needed = {_canon(tool, arguments) for tool, arguments in run.actions}
-        self.result = RunResult(run.task_id, run.trial, run.reward)
-        self.position = 0
         self.where = run.label
-        self.adapter = self._host("new_adapter", factory)
-        #: each call id's recorded results, in order (recorded ids repeat within a run)
-        self.results: dict[str, list[str]] = {}
-        for message in run.messages:
+        self.position = 0
+        self.error: ReplayError | None = None
+        self.verdict: Any = None
+        self.current = ""
+        self.result = RunResult(run.task_id, run.trial, run.reward)
+        self.needed = {_canon(tool, arguments) for tool, arguments in run.actions}
+        self.adapter: Adapter = self.host("new_adapter", factory)
+        steps = [step.name for step in policy.steps]
+        self.guard = _Guard(
+            Controller(policy),
+            executor=Executor(clock=lambda: 0.0),
+            grant=Grant(policy.resources, steps),
+            observe_result=self.observe_result,
+            step_of=lambda tool, arguments: self.adapter.step_of(tool, arguments),
+            clock=lambda: 0.0,
+        )
+        self.guard.replay = self
+        #: plan id (the SDK's call id) -> (recorded call id, its message, its result);
+        #: the n-th use of a recorded id is planned as ``id#n`` (τ-bench records give
+        #: two calls one id, which a live guard would take for a retry of the first)
+        self.planned: dict[str, tuple[str, int, str, int]] = {}
+        self.replies: list[tuple[int, Reply]] = []
+        results: dict[str, list[tuple[str, int]]] = {}
+        for position, message in enumerate(run.messages):
             if message.role == "tool" and message.call_id:
-                self.results.setdefault(message.call_id, []).append(message.text)
-        self.uses: Counter[str] = Counter()
+                results.setdefault(message.call_id, []).append((message.text, position))
+        uses: Counter[str] = Counter()
+        for position, message in enumerate(run.messages):
+            for call in message.calls:
+                uses[call.id] += 1
+                use = uses[call.id]
+                plan_id = call.id if use == 1 else f"{call.id}#{use}"
+                found = results.get(call.id, [])
+                self.planned[plan_id] = (
+                    call.id,
+                    position,
+                    *(found[use - 1] if use <= len(found) else ("", position)),
+                )
+        tools = sorted({call.tool for message in run.messages for call in message.calls})
+        self.tools = [
+            FunctionTool(name=tool, description=tool, func=self._tool, input_model=_schema())
+            for tool in tools
+        ]
 
-    def _host(self, what: str, function: Callable[..., Any], *arguments: Any) -> Any:
+    def _tool(self, **_arguments: Any) -> str:
+        return self.current
+
+    def host(self, what: str, function: Callable[..., Any], *arguments: Any) -> Any:
         """Call the adapter: whatever it raises is bad input, naming the run and message."""
         try:
             return function(*arguments)
@@ -182,207 +284,173 @@ class _Replay:
                 f"{type(error).__name__}: {str(error)[:160]}"
             ) from None
 
-    def feed(self, observations: Iterable[Observation], call_id: str | None) -> None:
+    def observe_result(
+        self, tool: str, arguments: Mapping[str, Any], result: str
+    ) -> list[Observation]:
+        """The adapter's observations of an executed call's result (inside the SDK
+        loop, an adapter failure is kept and raised once the loop returns)."""
+        try:
+            found = list(
+                self.host("observe_result", self.adapter.observe_result, tool, arguments, result)
+            )
+            self._check(found)
+            return found
+        except ReplayError as error:
+            self.error = self.error or error
+            return []
+
+    def _check(self, observations: list[Any]) -> None:
         for observation in observations:
             if type(observation) is not Observation:
                 raise ReplayError(
                     f"{self.where}, message {self.position}: the adapter returned "
                     f"{type(observation).__name__}, not an Observation"
                 )
-            key = self.slots.key(observation.key)
-            if key is None:
-                continue  # a fact about a resource with no free slot is no evidence
-            was = self.controller.stop_reason
+
+    def observe_message(self, role: str, text: str) -> None:
+        found = list(self.host("observe_message", self.adapter.observe_message, role, text))
+        self._check(found)
+        controller = self.guard.run
+        for observation in found:
+            mapped = self.guard.slotted(observation)
+            if mapped is None:
+                continue
+            was = controller.stop_reason
             try:
-                self.controller.observe(observation._replace(key=key))
-            except (InvalidInput, ValueError) as error:
+                controller.observe(mapped)
+            except ValueError as error:
                 raise ReplayError(f"{self.where}, message {self.position}: {error}") from None
-            stop = self.controller.stop_reason
-            if was is None and stop is not None and stop is not StopReason.COMPLETED:
-                rule, why = self._host("explain_stop", self.adapter.explain_stop, str(stop))
-                self.result.stopped = (str(stop), rule, why, call_id)
+            self._stopped(was, None)
+
+    def _stopped(self, was: StopReason | None, call_id: str | None) -> None:
+        stop = self.guard.run.stop_reason
+        if was is None and stop is not None and stop is not StopReason.COMPLETED:
+            rule, why = self.host("explain_stop", self.adapter.explain_stop, str(stop))
+            self.result.stopped = (str(stop), rule, why, call_id)
 
     def refuse(
-        self, call_id: str, tool: str, arguments: Mapping[str, Any], rule: str, reason: str
+        self, call_id: str, position: int, call: GuardedCall, rule: str, reason: str
     ) -> None:
         self.result.refusals.append(
             Refusal(
                 call_id,
-                tool,
-                arguments,
+                call.tool,
+                call.arguments,
                 rule,
                 reason,
-                self.position,
-                _canon(tool, arguments) in self.needed,
+                position,
+                _canon(call.tool, call.arguments) in self.needed,
             )
         )
 
-    def call(self, call_id: str, tool: str, arguments: Mapping[str, Any]) -> bool:
-        """Take one call through the guard; True when the tool would run.
-
-        The plan id is the call id, and ``id#n`` for its n-th use: a recorded run may
-        give two calls one id (τ-bench records do), which a live guard would take for
-        a retry of the first."""
+    def after(
+        self, call: GuardedCall, call_id: str, position: int, stopped_before: StopReason | None
+    ) -> None:
+        """What the guard did with one call: ran it, refused it (the rule and why), or
+        found the run stopped (the call never happens)."""
         self.result.calls += 1
-        self.uses[call_id] += 1
-        use = self.uses[call_id]
-        results = self.results.get(call_id, [])
-        recorded = results[use - 1] if use <= len(results) else ""
-        plan_id = call_id if use == 1 else f"{call_id}#{use}"
-        if self.controller.stop_reason is not None:
-            return False  # the run has stopped: the call never happens
-        step_name = self._host("step_of", self.adapter.step_of, tool, arguments)
-        step = self.steps.get(step_name)
-        if step is None:
-            raise ReplayError(
-                f"{self.where}, message {self.position}: tool {tool!r} (step {step_name!r}) "
-                f"is not a declared step of the policy"
-            )
-        if step.resource_argument is None:
-            if self.fixed is None:
-                raise ReplayError(
-                    f"step {step.name!r}: no resource_argument and no single fixed "
-                    "resource in the policy"
-                )
-            resource: str | None = self.fixed
-            real = self.fixed
-        else:
-            value = arguments.get(step.resource_argument)
-            if not isinstance(value, str) or not value:
-                self.refuse(
-                    call_id,
-                    tool,
-                    arguments,
-                    "guard",
-                    f"argument {step.resource_argument!r} does not name the resource as a string",
-                )
-                return False
-            real = value
-            resource = self.slots.slot(value)
-            if resource is None:
-                self.refuse(
-                    call_id,
-                    tool,
-                    arguments,
-                    "guard",
-                    f"resource {value!r} finds no free slot "
-                    f"(open: {', '.join(self.policy.open_resources)})",
-                )
-                return False
-        plan = ControllerPlan(
-            plan_id,
-            self.controller.plan_revision + 1,
-            self.controller.evidence_revision,
-            step.name,
-            resource,
-        )
-        if not self.controller.propose(plan):
-            self.refuse(
-                call_id,
-                tool,
-                arguments,
-                "guard",
-                f"the proposal was rejected ({self.controller.stop_reason or 'by the controller'})",
-            )
-            return False
-        operation = Operation(plan_id, step.name, resource, dict(arguments))
-
-        def effect(_operation: Operation) -> JSONValue:
-            return {"text": recorded, "tool_ms": 0.0}
-
-        performed = perform(self.controller, self.executor, operation, self.grant, effect)
-        if performed.answer is ExecuteResult.AWAITING_APPROVAL:
-            verdict = self._host("approve", self.adapter.approve, step.name, arguments)
-            if not verdict.approved:
-                self.refuse(call_id, tool, arguments, verdict.rule, verdict.reason)
-                return False
-            if not approve_call(self.controller, self.executor, operation):
-                self.refuse(
-                    call_id, tool, arguments, "guard", "the approval was refused by the controller"
-                )
-                return False
-            self.result.approvals += 1
-            performed = perform(self.controller, self.executor, operation, self.grant, effect)
-        if performed.outcome is Outcome.EXECUTED:
-            if self.controller.stop_reason is StopReason.COMPLETED:
+        if call.outcome in (EXECUTED, REPLAYED):
+            if self.guard.run.stop_reason is StopReason.COMPLETED and stopped_before is None:
                 self.result.completed = call_id
-            return True
-        if performed.answer is ExecuteResult.PRECONDITION_DENIED:
-            rule, reason = self._denied(step.name, resource, real)
-            self.refuse(call_id, tool, arguments, rule, reason)
-            return False
-        answer = performed.answer or (
-            performed.execution.outcome if performed.execution else "refused"
-        )
-        self.refuse(call_id, tool, arguments, "guard", f"{answer}")
-        return False
+            self._stopped(stopped_before, call_id)
+            return
+        if stopped_before is not None:
+            return  # the run had stopped: no call happens
+        try:
+            if call.outcome == str(ExecuteResult.AWAITING_APPROVAL) and self.verdict is not None:
+                self.refuse(call_id, position, call, self.verdict.rule, self.verdict.reason)
+            elif call.outcome == str(ExecuteResult.PRECONDITION_DENIED) and call.plan is not None:
+                rule, reason = self._denied(call.plan.step, call.plan.resource)
+                self.refuse(call_id, position, call, rule, reason)
+            else:
+                self.refuse(call_id, position, call, "guard", call.result)
+        except ReplayError as error:
+            self.error = self.error or error
 
-    def _denied(self, step: str, slot: str, real: str) -> tuple[str, str]:
+    def _denied(self, step: str, slot: str) -> tuple[str, str]:
         """The rule and reason of the first required fact that is not Passed."""
+        controller = self.guard.run
+        real = slot if self.guard.slots is None else self.guard.slots.real(slot)
         required = (
             *self.policy.requirements[step],
             *self.policy.resource_requirements[step].get(slot, ()),
         )
         for key in required:
-            if self.controller.state(key) is not EvidenceState.PASSED:
-                name, _, _ = key.partition(RESOURCE_SEPARATOR)
-                resource = real if name != key else None
-                rule, reason = self._host("explain", self.adapter.explain, name, resource)
-                return (
-                    str(rule),
-                    f"{reason} ({name}{RESOURCE_SEPARATOR}{resource} "
-                    f"is {self.controller.state(key)})"
-                    if resource
-                    else f"{reason} ({key} is {self.controller.state(key)})",
-                )
+            state = controller.state(key)
+            if state is not EvidenceState.PASSED:
+                name, separator, _ = key.partition(RESOURCE_SEPARATOR)
+                resource = real if separator else None
+                rule, reason = self.host("explain", self.adapter.explain, name, resource)
+                shown = f"{name}{RESOURCE_SEPARATOR}{resource}" if separator else key
+                return str(rule), f"{reason} ({shown} is {state})"
         return "guard", "a prerequisite is not Passed"
 
-    def replay(self) -> RunResult:
-        #: call id -> its latest call (tool, arguments, ran); a result answers the latest
-        calls: dict[str, tuple[str, Mapping[str, Any], bool]] = {}
-        for position, message in enumerate(self.run.messages):
-            self.position = position
-            if message.role == "user":
-                self.feed(
-                    self._host(
-                        "observe_message", self.adapter.observe_message, "user", message.text
-                    ),
-                    None,
+    def script(self, _results: Sequence[FunctionResult]) -> Reply:
+        """The next recorded assistant message of this turn (the SDK asks after each
+        round of results); an empty text ends a turn that ended on a call."""
+        if self.error is not None or not self.replies:
+            return ""
+        position, reply = self.replies.pop(0)
+        self.position = position
+        if isinstance(reply, str):
+            self.observe_message("assistant", reply)
+        return reply
+
+    async def replay(self) -> RunResult:
+        client = FunctionInvokingChatClient(
+            ScriptedChatClient(self.script),
+            configuration={"max_iterations": MAX_TURN_CALLS, "allow_concurrent_invocation": False},
+        )
+        agent = Agent(
+            client=client,
+            tools=self.tools,
+            middleware=[self.guard.model_view, _Recorder(self), self.guard],
+        )
+        uses: Counter[str] = Counter()
+        turn: list[tuple[int, Reply]] = []
+        for position, message in enumerate([*self.run.messages, None]):
+            if message is not None and message.role == "assistant":
+                if message.calls:
+                    requests = []
+                    for call in message.calls:
+                        uses[call.id] += 1
+                        plan_id = call.id if uses[call.id] == 1 else f"{call.id}#{uses[call.id]}"
+                        requests.append(
+                            FunctionCallRequest(call.tool, dict(call.arguments), plan_id)
+                        )
+                    turn.append((position, requests))
+                else:
+                    turn.append((position, message.text))
+                continue
+            if message is not None and message.role == "tool":
+                continue
+            # a user message (or the end): the agent's turn so far runs first
+            while turn:
+                cut = next(
+                    (i + 1 for i, (_, reply) in enumerate(turn) if isinstance(reply, str)),
+                    len(turn),
                 )
-            elif message.role == "assistant" and not message.calls:
-                self.feed(
-                    self._host(
-                        "observe_message", self.adapter.observe_message, "assistant", message.text
-                    ),
-                    None,
-                )
-            elif message.role == "assistant":
-                for call in message.calls:
-                    ran = self.call(call.id, call.tool, call.arguments)
-                    calls[call.id] = (call.tool, call.arguments, ran)
-            elif message.role == "tool":
-                found = calls.get(message.call_id or "")
-                if found is None:
-                    raise ReplayError(
-                        f"{self.where}, message {position}: a tool result for call "
-                        f"{message.call_id!r}, which no earlier message made"
-                    )
-                tool, arguments, ran = found
-                if not ran:
-                    continue  # the model would never have read it
-                self.feed(
-                    self._host(
-                        "observe_result", self.adapter.observe_result, tool, arguments, message.text
-                    ),
-                    message.call_id,
-                )
+                self.replies, turn = turn[:cut], turn[cut:]
+                await agent.run("(recorded turn)")
+                if self.error is not None:
+                    raise self.error
+            if message is not None and message.role == "user":
+                self.position = position
+                self.observe_message("user", message.text)
         return self.result
+
+
+#: The most calls one recorded turn may make before the SDK's loop gives up.
+MAX_TURN_CALLS = 10_000
 
 
 def replay_runs(
     runs: Iterable[RecordedRun], policy: Policy, factory: AdapterFactory
 ) -> list[RunResult]:
-    return [_Replay(run, policy, factory).replay() for run in runs]
+    async def all_runs() -> list[RunResult]:
+        return [await _Replay(run, policy, factory).replay() for run in runs]
+
+    return asyncio.run(all_runs())
 
 
 def signature_stop(run: RecordedRun, repeats: int = 3) -> str | None:
