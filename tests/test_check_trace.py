@@ -223,7 +223,7 @@ def test_a_resource_with_no_free_slot_is_refused(tmp_path: Path) -> None:
     one_slot = tmp_path / "one-slot.toml"
     text = POLICY.read_text()
     start = text.index("open = [")
-    one_slot.write_text(text[:start] + 'open = ["s1"]' + text[text.index("\n", start) :])
+    one_slot.write_text(text[:start] + 'open = ["s1"]' + text[text.index("]", start) + 1 :])
     eligible = {**RECORD, "created_at": "2024-05-15T09:00:00"}
     done = _check(
         _write(tmp_path / "runs.json", [_run(_cancellation(eligible))]), "--json", policy=one_slot
@@ -242,7 +242,7 @@ spec = importlib.util.spec_from_file_location("airline", {path!r})
 airline = sys.modules["airline"] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(airline)
 class Raising(airline.AirlineAdapter):
-    def observe_result(self, tool, arguments, result):
+    def {method}(self, *arguments):
         raise KeyError("boom")
 def new_adapter():
     return Raising()
@@ -250,12 +250,22 @@ def new_adapter():
 
 
 @pytest.mark.parametrize(
-    "case", ["not-json", "bad-arguments", "unknown-tool", "raising-adapter", "no-adapter"]
+    "case",
+    [
+        "not-json",
+        "bad-arguments",
+        "unknown-tool",
+        "raising-adapter",
+        "raising-approval",
+        "raising-explanation",
+        "no-adapter",
+    ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, case: str) -> None:
     runs = tmp_path / "runs.json"
     adapter = ADAPTER
-    good = _run(_cancellation())
+    eligible = {**RECORD, "created_at": "2024-05-15T09:00:00"}
+    good = _run(_cancellation(eligible if case == "raising-approval" else RECORD))
     if case == "not-json":
         runs.write_text("[{")
     elif case == "bad-arguments":
@@ -267,8 +277,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, case: 
     else:
         _write(runs, [good])
         adapter = tmp_path / "adapter.py"
-        if case == "raising-adapter":
-            adapter.write_text(RAISING_ADAPTER.format(path=str(ADAPTER)))
+        method = {
+            "raising-adapter": "observe_result",
+            "raising-approval": "approve",
+            "raising-explanation": "explain",
+        }.get(case)
+        if method is not None:
+            adapter.write_text(RAISING_ADAPTER.format(path=str(ADAPTER), method=method))
     sarif = tmp_path / "out.sarif"
     done = _check(runs, "--sarif", sarif, adapter=adapter)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -281,6 +296,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path: Path, case: 
         "bad-arguments": "run 0 (task 7, trial 0), message 2: tool_calls[0].function.arguments",
         "unknown-tool": "task 7, trial 0, message 2: tool 'delete_everything'",
         "raising-adapter": "task 7, trial 0, message 3: the adapter's observe_result raised",
+        "raising-approval": "task 7, trial 0, message 6: the adapter's approve raised",
+        "raising-explanation": "task 7, trial 0, message 6: the adapter's explain raised",
         "no-adapter": "no such adapter file",
     }[case]
     assert expected in lines[0]

@@ -191,9 +191,12 @@ class _Recorder(FunctionMiddleware):
             context.result = "replay failed"
             return
         stopped_before = replay.guard.run.stop_reason
-        replay.position = read_at  # what the adapter reads now is the result's message
+        replay.read_at = read_at  # the message of the result, should the call run
         await call_next()
-        replay.after(replay.guard.calls[-1], call_id, position, stopped_before)
+        try:
+            replay.after(replay.guard.calls[-1], call_id, position, stopped_before)
+        except ReplayError as error:
+            replay.error = replay.error or error
 
 
 class _Guard(ReplanMiddleware):
@@ -209,9 +212,14 @@ class _Guard(ReplanMiddleware):
         performed = await super()._perform(operation, context, effect)
         if performed.answer is ExecuteResult.AWAITING_APPROVAL:
             replay = self.replay
-            verdict = replay.host(
-                "approve", replay.adapter.approve, operation.step, operation.arguments
-            )
+            try:
+                verdict = replay.host(
+                    "approve", replay.adapter.approve, operation.step, operation.arguments
+                )
+            except ReplayError as error:
+                # inside the SDK's loop: kept, and raised once the loop returns
+                replay.error = replay.error or error
+                return performed
             replay.verdict = verdict
             if verdict.approved and approve_call(self.run, self.executor, operation):
                 replay.result.approvals += 1
@@ -231,6 +239,7 @@ class _Replay:
         self.error: ReplayError | None = None
         self.verdict: Any = None
         self.current = ""
+        self.read_at = 0
         self.result = RunResult(run.task_id, run.trial, run.reward)
         self.needed = {_canon(tool, arguments) for tool, arguments in run.actions}
         self.adapter: Adapter = self.host("new_adapter", factory)
@@ -289,6 +298,7 @@ class _Replay:
     ) -> list[Observation]:
         """The adapter's observations of an executed call's result (inside the SDK
         loop, an adapter failure is kept and raised once the loop returns)."""
+        self.position = self.read_at
         try:
             found = list(
                 self.host("observe_result", self.adapter.observe_result, tool, arguments, result)
