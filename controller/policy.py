@@ -42,9 +42,27 @@ class Step:
     resource_argument: str | None = None
 
 
+#: Between a per-resource key and its resource in the key an observation reports:
+#: ``cancellable@r1`` is ``cancellable`` of resource ``r1``.
+RESOURCE_SEPARATOR = "@"
+
+
+def scoped_key(key: str, resource: str) -> str:
+    """The evidence key of a per-resource key's fact about one resource."""
+    return f"{key}{RESOURCE_SEPARATOR}{resource}"
+
+
 @dataclass(frozen=True)
 class Policy:
-    """Everything about a run that is data rather than structure."""
+    """Everything about a run that is data rather than structure.
+
+    ``keys`` is every evidence key a run can hold: the declared keys, then each
+    per-resource key of ``per_resource`` scoped to each resource (``cancellable@r1``),
+    filled in on construction. A step that requires a per-resource key requires it of
+    the resource its plan names (``resource_requirements``). ``resources`` ends
+    with the ``open_resources``, slots the host gives, in order, to the resources a
+    run makes known (``controller.resource_slots``): the engines check every slot, and
+    what runs is what they checked."""
 
     keys: tuple[str, ...]
     steps: tuple[Step, ...]
@@ -63,8 +81,18 @@ class Policy:
     #: The fixed workflow baseline's prerequisites (``decide``), declared apart from
     #: the steps so that the equivalence check compares two independent statements.
     workflow_keys: tuple[str, ...] = ()
+    #: Keys whose facts concern one resource each, required of a plan's own resource.
+    per_resource: tuple[str, ...] = ()
+    #: The resources that are slots (the last of ``resources``): the host gives each
+    #: resource a run makes known the next free one (``controller.resource_slots``).
+    open_resources: tuple[str, ...] = ()
     # Derived lookups for the controller's hot path (not part of equality).
+    #: step -> the keys it requires that are not per-resource
     requirements: Mapping[str, tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    #: step -> resource -> its per-resource keys scoped to that resource
+    resource_requirements: Mapping[str, Mapping[str, tuple[str, ...]]] = field(
         init=False, repr=False, compare=False, hash=False
     )
     terminal_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
@@ -77,11 +105,29 @@ class Policy:
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
             object.__setattr__(self, "max_proposals", default_max_proposals(self.max_steps))
+        declared = tuple(k for k in self.keys if RESOURCE_SEPARATOR not in k)
+        scoped = tuple(scoped_key(k, r) for k in self.per_resource for r in self.resources)
+        object.__setattr__(self, "keys", (*declared, *scoped))
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
-        requirements = MappingProxyType({s.name: s.requires for s in self.steps})
+        per_resource = set(self.per_resource)
+        requirements = MappingProxyType(
+            {s.name: tuple(k for k in s.requires if k not in per_resource) for s in self.steps}
+        )
         object.__setattr__(self, "requirements", requirements)  # read-only: runs share it
+        resource_requirements = MappingProxyType(
+            {
+                s.name: MappingProxyType(
+                    {
+                        r: tuple(scoped_key(k, r) for k in s.requires if k in per_resource)
+                        for r in self.resources
+                    }
+                )
+                for s in self.steps
+            }
+        )
+        object.__setattr__(self, "resource_requirements", resource_requirements)
         object.__setattr__(
             self, "terminal_steps", frozenset(s.name for s in self.steps if s.completes_run)
         )
@@ -161,12 +207,16 @@ def _parse(
             '(currency = "USD", say)',
         )
     keys = tuple(document["evidence"]["keys"])
-    resources = tuple(document["resources"]["allowed"])
+    per_resource = tuple(document["evidence"].get("per_resource", ()))
+    open_resources = tuple(document["resources"].get("open", ()))
+    _check_open(document["resources"]["allowed"], open_resources)
+    resources = (*document["resources"]["allowed"], *open_resources)
+    _check_scoped_names(keys, per_resource)
 
     steps: list[Step] = []
     step_names: set[str] = set()
-    key_set = frozenset(keys)
-    declared = _listing(keys)
+    key_set = frozenset(keys) | frozenset(per_resource)
+    declared = _listing([*keys, *per_resource])
     for index, raw in enumerate(document["steps"]):
         entry = {**_STEP_DEFAULTS, **raw}
         name = entry["name"]
@@ -204,7 +254,22 @@ def _parse(
                 "list the keys it requires",
             )
         workflow_keys = completing[0].requires
+    for index, step in enumerate(steps):
+        scoped = [key for key in step.requires if key in per_resource]
+        if step.completes_run and scoped:
+            raise _fail(
+                f"steps[{index}].requires",
+                f"{scoped[0]!r} is a per-resource key, and {step.name!r} completes the run: "
+                "the fixed workflow decides over the run's own keys (require it of an "
+                "earlier step)",
+            )
     for key_index, key in enumerate(workflow_keys):
+        if key in per_resource:
+            raise _fail(
+                f"workflow.ready_when_passed[{key_index}]",
+                f"{key!r} is a per-resource key: the fixed workflow decides over the run's "
+                "own keys",
+            )
         if key not in key_set:
             raise _fail(
                 f"workflow.ready_when_passed[{key_index}]",
@@ -221,7 +286,38 @@ def _parse(
         **budgets,
         currency=currency,
         workflow_keys=workflow_keys,
+        per_resource=per_resource,
+        open_resources=open_resources,
     )
+
+
+def _check_open(allowed: Sequence[str], open_resources: Sequence[str]) -> None:
+    """A slot is not also a fixed resource."""
+    for index, name in enumerate(open_resources):
+        if name in allowed:
+            raise _fail(
+                f"resources.open[{index}]",
+                f"{name!r} is also in resources.allowed: a resource is a slot or not",
+            )
+
+
+def _check_scoped_names(keys: Sequence[str], per_resource: Sequence[str]) -> None:
+    """A key holds no ``@`` (it separates a per-resource key from its resource), and
+    no name is both a key and a per-resource key."""
+    for table, names in (("keys", keys), ("per_resource", per_resource)):
+        for index, name in enumerate(names):
+            if RESOURCE_SEPARATOR in name:
+                raise _fail(
+                    f"evidence.{table}[{index}]",
+                    f"{name!r}: a key may not contain {RESOURCE_SEPARATOR!r} (it separates a "
+                    "per-resource key from its resource)",
+                )
+    for index, name in enumerate(per_resource):
+        if name in keys:
+            raise _fail(
+                f"evidence.per_resource[{index}]",
+                f"{name!r} is also in evidence.keys: a key is per-resource or not",
+            )
 
 
 def workflow_disagreements(policy: Policy) -> list[str]:
@@ -262,8 +358,15 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             **{name: getattr(policy, name) for name in BUDGETS if getattr(policy, name)},
             **({"currency": policy.currency} if policy.currency else {}),
         },
-        "evidence": {"keys": list(policy.keys)},
-        "resources": {"allowed": list(policy.resources)},
+        "evidence": {
+            "keys": [k for k in policy.keys if RESOURCE_SEPARATOR not in k],
+            # only when given: a policy without them reads, and digests, as before
+            **({"per_resource": list(policy.per_resource)} if policy.per_resource else {}),
+        },
+        "resources": {
+            "allowed": [r for r in policy.resources if r not in policy.open_resources],
+            **({"open": list(policy.open_resources)} if policy.open_resources else {}),
+        },
         "steps": [
             {
                 "name": s.name,

@@ -212,6 +212,14 @@ DOCUMENT = Document(
                     "Every evidence key a step may require (may be empty).",
                     required=True,
                 ),
+                Field(
+                    "per_resource",
+                    "names",
+                    "Evidence keys whose facts concern one resource each (`cancellable` "
+                    "of a reservation): observed as `key@resource`, and required of the "
+                    "resource a plan names. Each must not also be in `keys`.",
+                    default=(),
+                ),
             ),
             required=True,
         ),
@@ -222,10 +230,21 @@ DOCUMENT = Document(
                 Field(
                     "allowed",
                     "names",
-                    "The resources a plan may name: at least one.",
+                    "The resources a plan may name by their own name: at least one (the "
+                    "resource of a call that names none, with `open`).",
                     required=True,
                     items="resources",
                     non_empty=True,
+                ),
+                Field(
+                    "open",
+                    "names",
+                    "Slots for resources only a run makes known (the reservation ids a "
+                    "user gives, say): the host gives each new resource a call or a tool "
+                    "result names the next free slot, in order, and the engines check "
+                    "every slot. None of them may also be in `allowed`.",
+                    default=(),
+                    items="resources",
                 ),
             ),
             required=True,
@@ -298,15 +317,19 @@ LOADER_CHECKS: tuple[tuple[str, str], ...] = (
     ("steps[*].name", "unique among the steps"),
     (
         "evidence.keys[*]",
-        "like every name, no lone surrogate code point (JSON Schema's pattern reads "
-        "UTF-16, where one cannot be told from half of a pair)",
+        "no `@` (it separates a per-resource key from its resource); like every name, "
+        "no lone surrogate code point (JSON Schema's pattern reads UTF-16, where one "
+        "cannot be told from half of a pair)",
     ),
-    ("steps[*].requires[*]", "a key declared in evidence.keys"),
+    ("steps[*].requires[*]", "a key declared in evidence.keys or evidence.per_resource"),
+    ("steps[*].requires", "no per-resource key on a step with completes_run = true"),
+    ("evidence.per_resource[*]", "no `@`; not also in evidence.keys"),
+    ("resources.open[*]", "not also in resources.allowed"),
     (
         "workflow.ready_when_passed",
         "required when more than one step has completes_run = true",
     ),
-    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys"),
+    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys (not per-resource)"),
     ("limits.currency", "required when limits.max_cost is given"),
     *(
         (

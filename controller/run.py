@@ -300,8 +300,14 @@ class Run:
         return self._steps >= self.policy.max_steps
 
     def prerequisites_passed(self) -> bool:
-        """Every key the pending plan's step requires is currently Passed."""
-        return self._passed.issuperset(self.policy.requirements[self._pending.step])  # type: ignore[union-attr]
+        """Every key the pending plan's step requires is currently Passed: a
+        per-resource key, of the resource the plan names."""
+        pending = self._pending
+        return self._passed.issuperset(
+            self.policy.requirements[pending.step]  # type: ignore[union-attr]
+        ) and self._passed.issuperset(
+            self.policy.resource_requirements[pending.step][pending.resource]  # type: ignore[union-attr]
+        )
 
     def completes_run(self) -> bool:
         """The pending plan's step ends the run when executed."""

@@ -176,10 +176,16 @@ def needs_approval(run: Run) -> bool:
 
 
 def prerequisites_passed(run: Run) -> bool:
-    """Every key the pending plan's step requires is Passed."""
+    """Every key the pending plan's step requires is Passed: a per-resource key, of
+    the resource the plan names (its own fact, never another resource's)."""
     pending = run.pending
     assert pending is not None
-    return all(run.evidence_state(k) == PASSED for k in run.policy.requirements[pending.step])
+    return all(
+        run.evidence_state(k) == PASSED for k in run.policy.requirements[pending.step]
+    ) and all(
+        run.evidence_state(k) == PASSED
+        for k in run.policy.resource_requirements[pending.step][pending.resource]
+    )
 
 
 # ==== observe(obs): host-only ===========================================================
@@ -988,13 +994,15 @@ def passed_tracks_known(run: Run) -> bool:
 @auxiliary_invariant("pending-matches-state")
 def pending_matches_state(run: Run) -> bool:
     """Idle has no pending plan; every other active state has one, naming a declared
-    step, with a revision no higher than plan_revision, and its id accepted."""
+    step and an allowed resource, with a revision no higher than plan_revision, and its
+    id accepted."""
     if run._declared_state == "idle":
         return run.pending is None
     if active(run):
         return (
             run.pending is not None
             and run.pending.step in run.policy.requirements
+            and run.pending.resource in run.policy.resource_set
             and run.pending.revision <= run.plan_revision
             and run.pending.id in run._accepted
         )
@@ -1011,7 +1019,7 @@ def waiting_plan_is_runnable(run: Run) -> bool:
         run.pending is not None
         and run.pending.step in run.policy.approval_steps
         and run.steps < run.policy.max_steps
-        and all(run.evidence_state(k) == PASSED for k in run.policy.requirements[run.pending.step])
+        and prerequisites_passed(run)
     )
 
 

@@ -58,6 +58,8 @@ EDITS: dict[str, Callable[[Document], None]] = {
     "limits.currency": _limit("currency", "EUR"),
     "evidence.keys": lambda d: d["evidence"]["keys"].append("schema"),
     "resources.allowed": lambda d: d["resources"]["allowed"].remove("input-B"),
+    "evidence.per_resource": lambda d: d["evidence"].update(per_resource=["schema"]),
+    "resources.open": lambda d: d["resources"].update(open=["slot-1"]),
     "steps.name": lambda d: d["steps"][0].update(name="inspect-parsers"),
     "steps.requires": _step_field("requires", ["parser"]),
     "steps.completes_run": lambda d: d["steps"][0].update(completes_run=True),

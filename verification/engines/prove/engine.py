@@ -439,7 +439,8 @@ def _limit_value(policy: Policy, name: str) -> str:
 
 def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
     """Every difference between two policies, by kind: the limits that changed (with
-    both values); keys, resources and steps added and removed; steps that complete the
+    both values); keys, resources and steps added and removed; the per-resource keys
+    and the open slots; steps that complete the
     run under one of them only; of the steps both declare, changed prerequisites,
     approvals and resource arguments; the fixed workflow's keys; and lists that hold
     the same names in another order. Two policies whose normal forms differ differ in
@@ -466,6 +467,16 @@ def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
         "keys_removed": [k for k in old.keys if k not in new.keys],
         "resources_added": [r for r in new.resources if r not in old.resources],
         "resources_removed": [r for r in old.resources if r not in new.resources],
+        "per_resource_changed": (
+            [f"{names(old.per_resource)} -> {names(new.per_resource)}"]
+            if old.per_resource != new.per_resource
+            else []
+        ),
+        "open_changed": (
+            [f"{names(old.open_resources)} -> {names(new.open_resources)}"]
+            if old.open_resources != new.open_resources
+            else []
+        ),
         "steps_added": [s.name for s in new.steps if s.name not in old_steps],
         "steps_removed": [s.name for s in old.steps if s.name not in new_steps],
         "completes_only_new": [

@@ -20,6 +20,8 @@ POLICY_CHANGE_LINES = (
     ("keys_removed", "keys removed"),
     ("resources_added", "resources added"),
     ("resources_removed", "resources removed"),
+    ("per_resource_changed", "per-resource keys changed"),
+    ("open_changed", "open slots changed"),
     ("steps_added", "steps added"),
     ("steps_removed", "steps removed"),
     ("completes_only_new", "now completes the run"),

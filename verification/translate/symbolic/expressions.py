@@ -239,7 +239,19 @@ class Expressions:
     def _eval_Subscript(self, node: ast.Subscript, frame: Frame) -> Any:
         container = self.eval(node.value, frame)
         index = self.eval(node.slice, frame)
+        return self._subscript(node, frame, container, index)
+
+    def _subscript(self, node: ast.Subscript, frame: Frame, container: Any, index: Any) -> Any:
+        if isinstance(container, Choice):  # one of the policy's mappings, by a symbolic key
+            return _flattened(
+                tuple(
+                    (condition, self._subscript(node, frame, option, index))
+                    for condition, option in container.options
+                )
+            )
         if isinstance(index, Const) and isinstance(index.value, int):
+            if isinstance(container, Const) and isinstance(container.value, tuple):
+                return Const(container.value[index.value])  # the policy's own data
             if isinstance(container, Tup):
                 return container.items[index.value]
             if isinstance(container, TraceLog):
@@ -516,3 +528,14 @@ class Expressions:
         raise self.fail(frame, node, f"method {name!r} is not understood here")
 
     # -- statements ------------------------------------------------------------------------
+
+
+def _flattened(options: tuple[tuple[z3.BoolRef, Any], ...]) -> Choice:
+    """A choice among choices as one: each inner option under both conditions."""
+    flat: list[tuple[z3.BoolRef, Any]] = []
+    for condition, value in options:
+        if isinstance(value, Choice):
+            flat.extend((all_of(condition, inner), option) for inner, option in value.options)
+        else:
+            flat.append((condition, value))
+    return Choice(tuple(flat))
