@@ -1,4 +1,4 @@
-"""Model input never changes what executes (#15, items 1-5 and the fuzz acceptance):
+"""Model input never changes what executes:
 a Hypothesis fuzz of the model-facing calls with hostile objects (``str``/``int``
 subclasses with lying ``__eq__``/``__hash__``, objects whose attribute access or
 ``__repr__`` raises, huge integers, unhashable values) asserts that propose and execute

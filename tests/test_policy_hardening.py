@@ -1,4 +1,4 @@
-"""Hostile policy files (#15, items 16-18): every path or literal the loader cannot use
+"""Hostile policy files: every path or literal the loader cannot use
 is one line and exit 2, the normal form round-trips whatever the names, and
 validation is linear in the number of keys."""
 

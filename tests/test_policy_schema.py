@@ -1,4 +1,4 @@
-"""The policy file's JSON Schema cannot disagree with the loader (#19): both read one
+"""The policy file's JSON Schema cannot disagree with the loader: both read one
 declaration (``controller/policy_schema.py``). 200 fuzzed policies, each valid or with
 exactly one structural defect, get the same verdict and the same path from both; what
 only the loader checks (cross-references, ``3.0``) is pinned as the schema's documented

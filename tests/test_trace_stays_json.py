@@ -1,4 +1,4 @@
-"""Hostile arguments (#15, items 6-7): the trace stays JSON whatever the model sent
+"""Hostile arguments: the trace stays JSON whatever the model sent
 (huge integers, unprintable objects, subclasses with their own methods), and the
 policy's lookups are read-only, so no run can change another's rules."""
 

@@ -1,7 +1,7 @@
 """The reference episode: one SDK request with a scripted provider, then the host's
 evidence and the later proposals, recorded call by call and checked fact by fact.
 
-Owns: the episode (issue #7), its record (``run_reference_episode() -> dict``, the
+Owns: the episode, its record (``run_reference_episode() -> dict``, the
 document ``replan trace`` writes to ``evidence/replan-trace.json``), and the facts it
 must show. ``replan verify`` calls ``run_reference_episode`` too.
 
@@ -49,7 +49,7 @@ DEFAULT_POLICY_NAME = "default (spec/policy.toml)"
 #: Keys of the record that differ from run to run; everything else is reproducible.
 VOLATILE_KEYS = ("generated_at", "versions")
 
-#: The expected totals (issue #7): a fresh run must show exactly these.
+#: The expected totals: a fresh run must show exactly these.
 EXPECTED_TOTALS = {
     "executed_steps": 2,
     "proposals_considered": 4,
