@@ -8,6 +8,7 @@ from replan.controller._generated import Controller
 from replan.controller.handoff import handoff
 from replan.controller.policy import DEFAULT_POLICY, Policy, Step, load_policy
 from replan.controller.records import (
+    LARGEST_INT,
     Approval,
     Decision,
     EvidenceState,
@@ -25,6 +26,7 @@ from replan.controller.workflow import decide
 
 __all__ = [
     "DEFAULT_POLICY",
+    "LARGEST_INT",
     "Approval",
     "Controller",
     "Decision",

@@ -25,7 +25,7 @@ from replan.controller.records import (
     StopReason,
     Usage,
 )
-from replan.controller.run import PASSED, Run, shown
+from replan.controller.run import LARGEST_INT, PASSED, Run, in_bounds, shown
 from replan.controller.surface import hide_bodies
 
 #: Enumeration members the methods read, bound once (read through its class, a
@@ -340,8 +340,8 @@ class Controller(Run):
             key, version, state, source = obs
             if type(key) is not str or key not in policy.key_set:
                 raise InvalidInput(f"observation.key: {shown(key)} is not a declared evidence key (declared: {', '.join(policy.keys) or 'none'})")
-            if type(version) is not int or version < 1:
-                raise InvalidInput(f'observation.version: expected an int >= 1, got {shown(version)}')
+            if type(version) is not int or version < 1 or (not in_bounds(version)):
+                raise InvalidInput(f'observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}')
             if type(state) is not EvidenceState:
                 raise InvalidInput(f'observation.state: expected an EvidenceState, got {shown(state)}')
             if type(source) is not str or source == '':
@@ -447,7 +447,7 @@ class Controller(Run):
                     # action: refuse_plan
                     result = False
                     self._declared_state = PLAN_LIMIT
-                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and (type(plan.evidence_revision) is int) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
+                elif not (type(plan) is Plan and type(plan.id) is str and (plan.id != '') and (type(plan.revision) is int) and in_bounds(plan.revision) and (type(plan.evidence_revision) is int) and in_bounds(plan.evidence_revision) and (type(plan.step) is str) and (type(plan.resource) is str)):  # plan_malformed
                     # 10, 34, 63, 89: idle|pending|awaiting_approval|approved --propose[plan_malformed]--> (stays)
                     fired = 10 if current == 'idle' else 34 if current == 'pending' else 63 if current == 'awaiting_approval' else 89
                     # action: reject_plan
@@ -507,11 +507,9 @@ class Controller(Run):
         result: ExecuteResult
         fired: int | None = None
         try:
-            completed = self._completed
-            policy = self.policy
             current = self._declared_state
             if current == 'idle':
-                if type(plan_id) is str and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in self._completed:  # id_completed
                     # 17: idle --execute[id_completed]--> idle
                     fired = 17
                     # action: answer_replayed
@@ -527,7 +525,7 @@ class Controller(Run):
                     # action: answer_unknown
                     result = UNKNOWN_PLAN
             elif current == 'pending':
-                if type(plan_id) is str and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in self._completed:  # id_completed
                     # 41: pending --execute[id_completed]--> pending
                     fired = 41
                     # action: answer_replayed
@@ -543,29 +541,29 @@ class Controller(Run):
                         fired = 43
                         # action: answer_unknown
                         result = UNKNOWN_PLAN
-                elif self._steps >= policy.max_steps:  # steps_exhausted
+                elif self._steps >= self.policy.max_steps:  # steps_exhausted
                     # 44: pending --execute[steps_exhausted]--> step_limit
                     fired = 44
                     # action: answer_step_limit
                     result = EXECUTE_RESULT_STEP_LIMIT
                     self._declared_state = STOP_REASON_STEP_LIMIT
-                elif not self._passed.issuperset(policy.requirements[self._pending.step]):  # not prerequisites_passed
+                elif not Run.prerequisites_passed(self):  # not prerequisites_passed
                     # 45: pending --execute[not prerequisites_passed]--> pending
                     fired = 45
                     # action: deny_precondition
                     result = PRECONDITION_DENIED
-                elif self._pending.step in policy.approval_steps:  # needs_approval
+                elif self._pending.step in self.policy.approval_steps:  # needs_approval
                     # 46: pending --execute[needs_approval]--> awaiting_approval
                     fired = 46
                     # action: await_approval
                     result = AWAITING_APPROVAL
                     self._declared_state = 'awaiting_approval'
-                elif self._pending.step in policy.terminal_steps:  # completes_run
+                elif self._pending.step in self.policy.terminal_steps:  # completes_run
                     # 47: pending --execute[completes_run]--> completed
                     fired = 47
                     # action: execute_step
                     self._steps += 1
-                    completed.add(plan_id)
+                    self._completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = COMPLETED
@@ -574,12 +572,12 @@ class Controller(Run):
                     fired = 48
                     # action: execute_step
                     self._steps += 1
-                    completed.add(plan_id)
+                    self._completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = 'idle'
             elif current == 'awaiting_approval':
-                if type(plan_id) is str and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in self._completed:  # id_completed
                     # 70: awaiting_approval --execute[id_completed]--> awaiting_approval
                     fired = 70
                     # action: answer_replayed
@@ -601,7 +599,7 @@ class Controller(Run):
                     # action: await_approval
                     result = AWAITING_APPROVAL
             elif current == 'approved':
-                if type(plan_id) is str and plan_id in completed:  # id_completed
+                if type(plan_id) is str and plan_id in self._completed:  # id_completed
                     # 96: approved --execute[id_completed]--> approved
                     fired = 96
                     # action: answer_replayed
@@ -617,12 +615,12 @@ class Controller(Run):
                         fired = 98
                         # action: answer_unknown
                         result = UNKNOWN_PLAN
-                elif self._pending.step in policy.terminal_steps:  # completes_run
+                elif self._pending.step in self.policy.terminal_steps:  # completes_run
                     # 99: approved --execute[completes_run]--> completed
                     fired = 99
                     # action: execute_step
                     self._steps += 1
-                    completed.add(plan_id)
+                    self._completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = COMPLETED
@@ -631,13 +629,13 @@ class Controller(Run):
                     fired = 100
                     # action: execute_step
                     self._steps += 1
-                    completed.add(plan_id)
+                    self._completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = 'idle'
             else:  # a final state: the run stopped, nothing changes
                 # action: answer_stopped
-                result = REPLAYED if type(plan_id) is str and plan_id in completed else STOPPED
+                result = REPLAYED if type(plan_id) is str and plan_id in self._completed else STOPPED
         except Exception as error:
             self._trace.append(('execute', plan_id, type(error), self._evidence_revision, self._declared_state, fired))
             raise
@@ -693,12 +691,12 @@ class Controller(Run):
             if type(usage) is not Usage:
                 raise InvalidInput(f'usage: expected a Usage, got {type(usage).__name__}')
             tokens, cost, elapsed_ms = usage
-            if type(tokens) is not int or tokens < 0:
-                raise InvalidInput(f'usage.tokens: expected an int >= 0, got {shown(tokens)}')
-            if type(cost) is not int or cost < 0:
-                raise InvalidInput(f'usage.cost: expected an int >= 0, got {shown(cost)}')
-            if type(elapsed_ms) is not int or elapsed_ms < 0:
-                raise InvalidInput(f'usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}')
+            if type(tokens) is not int or tokens < 0 or (not in_bounds(tokens)):
+                raise InvalidInput(f'usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}')
+            if type(cost) is not int or cost < 0 or (not in_bounds(cost)):
+                raise InvalidInput(f'usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}')
+            if type(elapsed_ms) is not int or elapsed_ms < 0 or (not in_bounds(elapsed_ms)):
+                raise InvalidInput(f'usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}')
             current = self._declared_state
             if current in ('idle', 'pending', 'awaiting_approval', 'approved'):
                 if (self.policy.max_tokens > 0 or self.policy.max_cost > 0 or self.policy.max_wall_ms > 0) and Run.exhausts_budget(self, usage):  # sets_a_budget and exhausts_budget

@@ -37,7 +37,7 @@ class RunView(Protocol):
     def stop_reason(self) -> StopReason | None: ...
     @property
     def declared_state(self) -> str: ...
-    def state(self, key: str) -> EvidenceState: ...
+    def evidence_state(self, key: str) -> EvidenceState: ...
 
 
 def handoff(run: RunView) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def handoff(run: RunView) -> dict[str, Any]:
     owner, Unknown ones for inspection), the budget used, and the stop reason (None
     while the run is active)."""
     policy = run.policy
-    facts = {key: str(run.state(key)) for key in policy.keys}
+    facts = {key: str(run.evidence_state(key)) for key in policy.keys}
     pending = run.pending
     summary: dict[str, Any] = {
         "stop_reason": None if run.stop_reason is None else str(run.stop_reason),

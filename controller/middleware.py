@@ -7,9 +7,11 @@ for replan. An existing agent already has its tools; ``ReplanMiddleware`` sits i
 SDK's function pipeline (``FunctionMiddleware``) in front of all of them, so the tools
 stay as they are and none runs unless the controller and the executor let it:
 
-- the **proposal**: the step is the tool's name (a tool that is no declared step is
-  refused), the resource is the call's argument the policy names
-  (``[[steps]] resource_argument``; default: the policy's one resource), the plan id is
+- the **proposal**: the step is the tool's name, or what the host's ``step_of`` makes
+  of the call (a tool that is no declared step is refused), the resource is the
+  call's argument the policy names (``[[steps]] resource_argument``; default: the
+  policy's one fixed resource), given an open slot when the policy has them
+  (``controller.resource_slots``: a resource with no free slot is refused), the plan id is
   the call id (``context.metadata["call_id"]``), the revision follows the last one and
   the evidence revision is the one the model had been shown when it made the call
   (``ModelView``): a call planned before evidence it has not seen is stale;
@@ -40,6 +42,7 @@ Leaves to others: the decisions (``controller.Controller``), the effect's guaran
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -67,7 +70,7 @@ from replan.controller.executor import (
     perform_async,
 )
 from replan.controller.journal import JSONValue, canonical_json
-from replan.controller.policy import Policy, Step
+from replan.controller.policy import RESOURCE_SEPARATOR, Policy, Step
 from replan.controller.records import (
     Approval,
     EvidenceState,
@@ -78,7 +81,8 @@ from replan.controller.records import (
     PolicyError,
     Usage,
 )
-from replan.controller.run import Run
+from replan.controller.resource_slots import ResourceSlots
+from replan.controller.run import LARGEST_INT, Run
 from replan.controller.telemetry import (
     EXECUTE_TOOL,
     GEN_AI_OPERATION,
@@ -94,6 +98,8 @@ from replan.controller.tool_arguments import unparseable_as_raw
 #: The host's adapter from a trusted tool result to observations: the tool's name,
 #: its arguments, and the result as the model reads it (the text of the tool result).
 ObserveResult = Callable[[str, Mapping[str, Any], str], Iterable[Observation]]
+#: The host's map from a tool call to the step it is (``Adapter.step_of``).
+StepOf = Callable[[str, Mapping[str, Any]], str]
 
 #: What the model reads, first word, for a call that ran or was answered from its
 #: receipt. Every other answer is a refusal and the tool did not run.
@@ -136,15 +142,18 @@ WARN_AT: Final = 0.8
 
 
 def _amount(value: object) -> int:
-    """A reported amount as ``charge`` takes it: an int >= 0. Whatever a provider or a
-    model reports (None, a float, a negative count, a string) never makes ``charge``
-    raise: it counts as what it says, rounded, or as nothing."""
+    """A reported amount as ``charge`` takes it: an int in 0..``LARGEST_INT``. Whatever
+    a provider or a model reports (None, a string, a negative or non-finite count, one
+    past the bound) never makes ``charge`` raise: it counts as what it says, rounded
+    and at most the bound (which exhausts any budget), or as nothing."""
     if isinstance(value, bool):
         return 0
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return 0
+        value = round(value)
     if isinstance(value, int):
-        return max(int(value), 0)
-    if isinstance(value, float) and value == value and value not in (float("inf"),):
-        return max(round(value), 0)
+        return min(max(int(value), 0), LARGEST_INT)
     return 0
 
 
@@ -153,7 +162,8 @@ def reported_tokens(usage: Mapping[str, Any]) -> Usage:
     guard times the round trip itself)."""
     total = _amount(usage.get("total_token_count"))
     if total == 0:
-        total = _amount(usage.get("input_token_count")) + _amount(usage.get("output_token_count"))
+        parts = _amount(usage.get("input_token_count")) + _amount(usage.get("output_token_count"))
+        total = min(parts, LARGEST_INT)
     return Usage(total, 0, 0)
 
 
@@ -295,7 +305,9 @@ class ReplanMiddleware(FunctionMiddleware):
     ``controller`` is one run (``controller.Controller``); ``executor`` keeps the
     receipts (give it a ``SqliteJournal`` to survive the process; one journal is one
     namespace of call ids); ``grant`` is the owner's authority, never the model's;
-    ``observe_result`` turns a trusted result into observations; ``tracer_provider``
+    ``observe_result`` turns a trusted result into observations (a per-resource key
+    names the real resource, ``cancellable@9HBUV8``; the guard maps it onto its slot);
+    ``step_of`` names the step a call is (default: the tool's name); ``tracer_provider``
     (default: the global one) receives the ``execute_tool`` spans and the controller
     calls' spans inside them. Calls are guarded one at a time: one controller is one
     run owned by one caller at a time, even under concurrent function invocation.
@@ -312,6 +324,7 @@ class ReplanMiddleware(FunctionMiddleware):
         tool_usage: ToolUsage | None = None,
         response_usage: ResponseUsage = reported_tokens,
         clock: Callable[[], float] = time.perf_counter,
+        step_of: StepOf | None = None,
     ) -> None:
         self.run = controller
         self.policy: Policy = controller.policy
@@ -320,6 +333,9 @@ class ReplanMiddleware(FunctionMiddleware):
         self.executor = executor
         self.grant = grant
         self.observe_result = observe_result
+        self.step_of = step_of
+        #: The run's open resources onto the policy's slots (None: the policy has none).
+        self.slots = ResourceSlots(self.policy) if self.policy.open_resources else None
         self.tool_usage = tool_usage
         self.response_usage = response_usage
         #: The guard's own clock (seconds): a tool's and a provider call's wall time are
@@ -327,14 +343,13 @@ class ReplanMiddleware(FunctionMiddleware):
         #: charged Usage.
         self.clock = clock
         self.steps: dict[str, Step] = {step.name: step for step in self.policy.steps}
-        self.default_resource = (
-            self.policy.resources[0] if len(self.policy.resources) == 1 else None
-        )
+        fixed = [r for r in self.policy.resources if r not in self.policy.open_resources]
+        self.default_resource = fixed[0] if len(fixed) == 1 else None
         for index, step in enumerate(self.policy.steps):
             if step.resource_argument is None and self.default_resource is None:
                 raise PolicyError(
                     f"steps[{index}].resource_argument: missing field: the policy allows "
-                    f"{len(self.policy.resources)} resources, so a call of tool "
+                    f"{len(fixed)} fixed resources, so a call of tool "
                     f"{step.name!r} cannot take its resource from the policy; name the "
                     "tool argument that holds it"
                 )
@@ -495,10 +510,12 @@ class ReplanMiddleware(FunctionMiddleware):
         """The call as an operation, or why the guard refuses it before the controller
         is asked (a call the SDK would refuse to run must not use a step and leave its
         intent in doubt)."""
-        step = self.steps.get(name)
+        step_name = name if self.step_of is None else self.step_of(name, arguments)
+        step = self.steps.get(step_name)
         if step is None:
+            called = repr(name) if step_name == name else f"{name!r} (step {step_name!r})"
             declared = ", ".join(self.steps) or "none"
-            return (REFUSED, f"tool {name!r} is not a declared step (declared: {declared})")
+            return (REFUSED, f"tool {called} is not a declared step (declared: {declared})")
         misfit = _misfit(context.function.input_model, arguments)
         if misfit is not None:
             return (REFUSED, f"the arguments do not fit tool {name!r}: {misfit}")
@@ -514,8 +531,17 @@ class ReplanMiddleware(FunctionMiddleware):
                     f"{step.resource_argument!r}, which the call does not give as a string",
                 )
         assert isinstance(resource, str)
+        if self.slots is not None:
+            slot = self.slots.slot(resource)
+            if slot is None:
+                return (
+                    REFUSED,
+                    f"resource {resource!r} finds no free slot "
+                    f"(open: {', '.join(self.policy.open_resources)})",
+                )
+            resource = slot
         try:
-            return Operation(call_id, name, resource, arguments)
+            return Operation(call_id, step.name, resource, arguments)
         except InvalidInput as error:
             return (REFUSED, f"the call's arguments are not JSON ({error})")
 
@@ -563,7 +589,9 @@ class ReplanMiddleware(FunctionMiddleware):
             call = GuardedCall(name, call_id, arguments, EXECUTED, text, plan, tool_ms)
             if self.observe_result is not None:
                 for observation in self.observe_result(name, arguments, text):
-                    self.controller.observe(observation)
+                    mapped = self.slotted(observation)
+                    if mapped is not None:
+                        self.controller.observe(mapped)
             self._charge_call(call, tool_ms)
             return call
         context.result = _restored(execution.receipt.result)
@@ -579,6 +607,20 @@ class ReplanMiddleware(FunctionMiddleware):
         self.charge(Usage(extra.tokens, extra.cost, extra.elapsed_ms + _amount(tool_ms)))
         if call.call_id is not None:
             self._charged.add(call.call_id)
+
+    def slotted(self, observation: Observation) -> Observation | None:
+        """``observation`` with its resource mapped onto the run's slot (None: the
+        resource finds no free slot, so the fact is no evidence). Without open slots,
+        the observation as it is."""
+        if (
+            self.slots is None
+            or type(observation) is not Observation
+            or type(observation.key) is not str
+            or RESOURCE_SEPARATOR not in observation.key
+        ):
+            return observation
+        key = self.slots.key(observation.key)
+        return None if key is None else observation._replace(key=key)
 
     # ---- what the model reads when the controller refuses ------------------------------
 
@@ -608,11 +650,19 @@ class ReplanMiddleware(FunctionMiddleware):
         """The refusal for a controller answer that did not let the tool run."""
         if answer is ExecuteResult.PRECONDITION_DENIED:
             pending = self.run.pending
-            step = self.steps[pending.step] if pending is not None else None
+            policy = self.run.policy
+            required = (
+                ()
+                if pending is None
+                else (
+                    *policy.requirements[pending.step],
+                    *policy.resource_requirements[pending.step].get(pending.resource, ()),
+                )
+            )
             waiting = [
-                f"{key} is {self.run.state(key)}"
-                for key in (step.requires if step is not None else ())
-                if self.run.state(key) is not EvidenceState.PASSED
+                f"{key} is {self.run.evidence_state(key)}"
+                for key in required
+                if self.run.evidence_state(key) is not EvidenceState.PASSED
             ]
             return (str(answer), ", ".join(waiting) or "a prerequisite is not Passed")
         if answer is ExecuteResult.STALE_PLAN:
@@ -635,6 +685,7 @@ __all__ = [
     "ObserveResult",
     "ReplanMiddleware",
     "ResponseUsage",
+    "StepOf",
     "ToolUsage",
     "budget_status",
     "refusal",

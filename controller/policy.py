@@ -21,9 +21,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from replan.controller import input_limits
 from replan.controller.policy_schema import DEFAULTS as DEFAULTS
 from replan.controller.policy_schema import DOCUMENT, check_structure, defaults_of
-from replan.controller.records import PolicyError
+from replan.controller.records import LARGEST_INT, PolicyError
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,27 @@ class Step:
     resource_argument: str | None = None
 
 
+#: Between a per-resource key and its resource in the key an observation reports:
+#: ``cancellable@r1`` is ``cancellable`` of resource ``r1``.
+RESOURCE_SEPARATOR = "@"
+
+
+def scoped_key(key: str, resource: str) -> str:
+    """The evidence key of a per-resource key's fact about one resource."""
+    return f"{key}{RESOURCE_SEPARATOR}{resource}"
+
+
 @dataclass(frozen=True)
 class Policy:
-    """Everything about a run that is data rather than structure."""
+    """Everything about a run that is data rather than structure.
+
+    ``keys`` is every evidence key a run can hold: the declared keys, then each
+    per-resource key of ``per_resource`` scoped to each resource (``cancellable@r1``),
+    filled in on construction. A step that requires a per-resource key requires it of
+    the resource its plan names (``resource_requirements``). ``resources`` ends
+    with the ``open_resources``, slots the host gives, in order, to the resources a
+    run makes known (``controller.resource_slots``): the engines check every slot, and
+    what runs is what they checked."""
 
     keys: tuple[str, ...]
     steps: tuple[Step, ...]
@@ -62,24 +81,53 @@ class Policy:
     #: The fixed workflow baseline's prerequisites (``decide``), declared apart from
     #: the steps so that the equivalence check compares two independent statements.
     workflow_keys: tuple[str, ...] = ()
+    #: Keys whose facts concern one resource each, required of a plan's own resource.
+    per_resource: tuple[str, ...] = ()
+    #: The resources that are slots (the last of ``resources``): the host gives each
+    #: resource a run makes known the next free one (``controller.resource_slots``).
+    open_resources: tuple[str, ...] = ()
     # Derived lookups for the controller's hot path (not part of equality).
+    #: step -> the keys it requires that are not per-resource
     requirements: Mapping[str, tuple[str, ...]] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
+    #: step -> resource -> its per-resource keys scoped to that resource
+    resource_requirements: Mapping[str, Mapping[str, tuple[str, ...]]] = field(
         init=False, repr=False, compare=False, hash=False
     )
     terminal_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     approval_steps: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     key_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
     resource_set: frozenset[str] = field(init=False, repr=False, compare=False, hash=False)
+    #: ``policy_digest(self)``, computed once: every trace record names it.
+    digest: str = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.max_proposals == 0 and not isinstance(self.max_proposals, bool):
-            per_step = DEFAULTS["proposals_per_step"]
-            object.__setattr__(self, "max_proposals", int(per_step) * self.max_steps)
+            object.__setattr__(self, "max_proposals", default_max_proposals(self.max_steps))
+        declared = tuple(k for k in self.keys if RESOURCE_SEPARATOR not in k)
+        scoped = tuple(scoped_key(k, r) for k in self.per_resource for r in self.resources)
+        object.__setattr__(self, "keys", (*declared, *scoped))
         # Validate even when built in code, so a bad Policy(...) fails at once with a
         # path, never mid-run.
         _parse(policy_to_dict(self))
-        requirements = MappingProxyType({s.name: s.requires for s in self.steps})
+        per_resource = set(self.per_resource)
+        requirements = MappingProxyType(
+            {s.name: tuple(k for k in s.requires if k not in per_resource) for s in self.steps}
+        )
         object.__setattr__(self, "requirements", requirements)  # read-only: runs share it
+        resource_requirements = MappingProxyType(
+            {
+                s.name: MappingProxyType(
+                    {
+                        r: tuple(scoped_key(k, r) for k in s.requires if k in per_resource)
+                        for r in self.resources
+                    }
+                )
+                for s in self.steps
+            }
+        )
+        object.__setattr__(self, "resource_requirements", resource_requirements)
         object.__setattr__(
             self, "terminal_steps", frozenset(s.name for s in self.steps if s.completes_run)
         )
@@ -88,6 +136,7 @@ class Policy:
         )
         object.__setattr__(self, "key_set", frozenset(self.keys))
         object.__setattr__(self, "resource_set", frozenset(self.resources))
+        object.__setattr__(self, "digest", policy_digest(self))
 
     def __reduce__(self) -> tuple[type[Policy], tuple[Any, ...]]:
         """Pickled by its fields alone (the derived lookups are rebuilt, and a
@@ -117,6 +166,17 @@ def _listing(names: Sequence[str], shown: int = 10) -> str:
     return head if len(names) <= shown else f"{head}, ... ({len(names)} in all)"
 
 
+def default_max_proposals(
+    max_steps: object, per_step: int = int(DEFAULTS["proposals_per_step"])
+) -> object:
+    """``max_proposals`` when the policy leaves it out: ``per_step * max_steps``, at
+    most ``LARGEST_INT`` (every limit is within it). A ``max_steps`` that is no integer
+    is returned as it is, for the structural check to name."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int):
+        return max_steps
+    return min(per_step * max_steps, LARGEST_INT)
+
+
 _STEP_DEFAULTS = defaults_of(DOCUMENT.table("steps"))
 #: The budget limits ``charge`` counts against (0: no limit).
 BUDGETS = ("max_tokens", "max_cost", "max_wall_ms")
@@ -131,7 +191,9 @@ def _parse(
     document = check_structure(document)
     limits = document.get("limits", {})
     max_steps = limits.get("max_steps", defaults["max_steps"])
-    max_proposals = limits.get("max_proposals", defaults["proposals_per_step"] * max_steps)
+    max_proposals = limits.get(
+        "max_proposals", default_max_proposals(max_steps, int(defaults["proposals_per_step"]))
+    )
     no_progress_limit = limits.get("no_progress_limit", defaults["no_progress_limit"])
     count_duplicates = limits.get(
         "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
@@ -145,12 +207,16 @@ def _parse(
             '(currency = "USD", say)',
         )
     keys = tuple(document["evidence"]["keys"])
-    resources = tuple(document["resources"]["allowed"])
+    per_resource = tuple(document["evidence"].get("per_resource", ()))
+    open_resources = tuple(document["resources"].get("open", ()))
+    _check_open(document["resources"]["allowed"], open_resources)
+    resources = (*document["resources"]["allowed"], *open_resources)
+    _check_scoped_names(keys, per_resource)
 
     steps: list[Step] = []
     step_names: set[str] = set()
-    key_set = frozenset(keys)
-    declared = _listing(keys)
+    key_set = frozenset(keys) | frozenset(per_resource)
+    declared = _listing([*keys, *per_resource])
     for index, raw in enumerate(document["steps"]):
         entry = {**_STEP_DEFAULTS, **raw}
         name = entry["name"]
@@ -188,7 +254,22 @@ def _parse(
                 "list the keys it requires",
             )
         workflow_keys = completing[0].requires
+    for index, step in enumerate(steps):
+        scoped = [key for key in step.requires if key in per_resource]
+        if step.completes_run and scoped:
+            raise _fail(
+                f"steps[{index}].requires",
+                f"{scoped[0]!r} is a per-resource key, and {step.name!r} completes the run: "
+                "the fixed workflow decides over the run's own keys (require it of an "
+                "earlier step)",
+            )
     for key_index, key in enumerate(workflow_keys):
+        if key in per_resource:
+            raise _fail(
+                f"workflow.ready_when_passed[{key_index}]",
+                f"{key!r} is a per-resource key: the fixed workflow decides over the run's "
+                "own keys",
+            )
         if key not in key_set:
             raise _fail(
                 f"workflow.ready_when_passed[{key_index}]",
@@ -205,7 +286,38 @@ def _parse(
         **budgets,
         currency=currency,
         workflow_keys=workflow_keys,
+        per_resource=per_resource,
+        open_resources=open_resources,
     )
+
+
+def _check_open(allowed: Sequence[str], open_resources: Sequence[str]) -> None:
+    """A slot is not also a fixed resource."""
+    for index, name in enumerate(open_resources):
+        if name in allowed:
+            raise _fail(
+                f"resources.open[{index}]",
+                f"{name!r} is also in resources.allowed: a resource is a slot or not",
+            )
+
+
+def _check_scoped_names(keys: Sequence[str], per_resource: Sequence[str]) -> None:
+    """A key holds no ``@`` (it separates a per-resource key from its resource), and
+    no name is both a key and a per-resource key."""
+    for table, names in (("keys", keys), ("per_resource", per_resource)):
+        for index, name in enumerate(names):
+            if RESOURCE_SEPARATOR in name:
+                raise _fail(
+                    f"evidence.{table}[{index}]",
+                    f"{name!r}: a key may not contain {RESOURCE_SEPARATOR!r} (it separates a "
+                    "per-resource key from its resource)",
+                )
+    for index, name in enumerate(per_resource):
+        if name in keys:
+            raise _fail(
+                f"evidence.per_resource[{index}]",
+                f"{name!r} is also in evidence.keys: a key is per-resource or not",
+            )
 
 
 def workflow_disagreements(policy: Policy) -> list[str]:
@@ -246,8 +358,15 @@ def policy_to_dict(policy: Policy) -> dict[str, Any]:
             **{name: getattr(policy, name) for name in BUDGETS if getattr(policy, name)},
             **({"currency": policy.currency} if policy.currency else {}),
         },
-        "evidence": {"keys": list(policy.keys)},
-        "resources": {"allowed": list(policy.resources)},
+        "evidence": {
+            "keys": [k for k in policy.keys if RESOURCE_SEPARATOR not in k],
+            # only when given: a policy without them reads, and digests, as before
+            **({"per_resource": list(policy.per_resource)} if policy.per_resource else {}),
+        },
+        "resources": {
+            "allowed": [r for r in policy.resources if r not in policy.open_resources],
+            **({"open": list(policy.open_resources)} if policy.open_resources else {}),
+        },
         "steps": [
             {
                 "name": s.name,
@@ -308,19 +427,25 @@ def policy_to_toml(policy: Policy) -> str:
 
 def load_policy(path: str | Path) -> Policy:
     """Read and validate a TOML policy file; every problem is a one-line PolicyError
-    that starts with the file name and the path inside it."""
+    that starts with the file name and the path inside it. The file is held to
+    ``controller.input_limits``: at most ``POLICY_BYTES``, nested at most
+    ``MAX_DEPTH`` deep, no dotted key of more than ``MAX_KEY_PARTS`` parts."""
     source = Path(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = input_limits.read_text(source, input_limits.POLICY_BYTES, "a policy file")
     except FileNotFoundError:
         raise PolicyError(f"{source}: no such policy file") from None
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:  # a directory, a loop, a long name
         reason = getattr(error, "strerror", None) or error.__class__.__name__
         raise PolicyError(f"{source}: cannot read policy file ({reason})") from None
     except ValueError as error:  # a NUL byte in the path
         raise PolicyError(f"{source!r}: not a usable path ({error})") from None
     try:
-        document = tomllib.loads(text)
+        document = input_limits.loads_toml(text, str(source))
+    except input_limits.InputLimitError as error:
+        raise PolicyError(str(error)) from None
     except tomllib.TOMLDecodeError as error:
         raise PolicyError(f"{source}: invalid TOML: {error}") from None
     except ValueError as error:  # an integer literal past Python's digit limit

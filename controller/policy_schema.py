@@ -13,12 +13,14 @@ and the schema repeats that list, so it says what it leaves out. Stdlib only.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from replan.controller.records import PolicyError
+from replan.controller.records import LARGEST_INT, PolicyError
 
 #: The value a ``[limits]`` field takes when the file leaves it out (CONTRACT.md
 #: "Vocabulary"); ``max_proposals`` defaults to ``proposals_per_step * max_steps``.
@@ -33,9 +35,58 @@ DEFAULTS: Mapping[str, int | bool] = MappingProxyType(
     }
 )
 
-#: What a field holds: an integer >= 1 (never a boolean), ``true``/``false``, a
-#: non-empty string, or a list of unique non-empty strings.
+#: What a field holds: an integer in 1..``LARGEST_INT`` (never a boolean),
+#: ``true``/``false``, a name, or a list of unique names. A limit is bounded like every
+#: number a run holds: the run compares its counts with it, and its snapshot and the
+#: reports write it as JSON, exactly.
 Kind = Literal["positive", "boolean", "name", "names"]
+
+#: A name (an evidence key, a step, a resource, a currency, a tool argument) is one
+#: line of visible text of at most ``NAME_LENGTH`` characters: none of these ranges of
+#: code points (control characters; the soft hyphen, zero-width and other invisible
+#: format characters; line and paragraph separators; bidirectional controls; the
+#: noncharacters U+FFFE and U+FFFF, which XML cannot hold). Why:
+#: names go into every report (Markdown, Mermaid, DOT, HTML, SARIF, JUnit, the
+#: terminal), where a line break starts a statement of the format and an invisible or
+#: reordering character shows a reviewer other text than the one that runs. Markup
+#: characters (``<``, ``|``, ``#``, a backtick) are allowed: each report escapes them.
+NOT_IN_NAMES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x00AD, 0x00AD),
+    (0x061C, 0x061C),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0xFFFE, 0xFFFF),
+)
+NAME_LENGTH = 200
+
+
+def _character_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    """The ranges as a regular expression's character class, written with ``\\u``
+    escapes that Python's ``re`` and ECMAScript (JSON Schema's ``pattern``) both read."""
+    parts = [
+        f"\\u{low:04x}" if low == high else f"\\u{low:04x}-\\u{high:04x}" for low, high in ranges
+    ]
+    return "[" + "".join(parts) + "]"
+
+
+#: A character no name may hold, as JSON Schema states it (``not`` of a ``pattern``,
+#: which both dialects search for anywhere in the string).
+NAME_FORBIDDEN_PATTERN = _character_class(NOT_IN_NAMES)
+#: The same, and a lone surrogate (which JSON Schema's UTF-16 ``pattern`` cannot tell
+#: from half of a pair, so the loader checks it): what the loader searches for.
+_UNSHOWABLE = re.compile(_character_class((*NOT_IN_NAMES, (0xD800, 0xDFFF))))
+
+
+def unshowable(text: str) -> re.Match[str] | None:
+    """The first character of ``text`` no name may hold (None: a showable name). The
+    reports escape such a character wherever it comes from."""
+    return _UNSHOWABLE.search(text)
 
 
 @dataclass(frozen=True)
@@ -108,7 +159,7 @@ DOCUMENT = Document(
                     "positive",
                     "Proposals a run considers, valid or not; once they are used, propose "
                     f"stops the run with PlanLimit. Default: {DEFAULTS['proposals_per_step']} "
-                    "* max_steps.",
+                    f"* max_steps (at most {LARGEST_INT}, as every limit).",
                 ),
                 Field(
                     "no_progress_limit",
@@ -161,6 +212,14 @@ DOCUMENT = Document(
                     "Every evidence key a step may require (may be empty).",
                     required=True,
                 ),
+                Field(
+                    "per_resource",
+                    "names",
+                    "Evidence keys whose facts concern one resource each (`cancellable` "
+                    "of a reservation): observed as `key@resource`, and required of the "
+                    "resource a plan names. Each must not also be in `keys`.",
+                    default=(),
+                ),
             ),
             required=True,
         ),
@@ -171,10 +230,21 @@ DOCUMENT = Document(
                 Field(
                     "allowed",
                     "names",
-                    "The resources a plan may name: at least one.",
+                    "The resources a plan may name by their own name: at least one (the "
+                    "resource of a call that names none, with `open`).",
                     required=True,
                     items="resources",
                     non_empty=True,
+                ),
+                Field(
+                    "open",
+                    "names",
+                    "Slots for resources only a run makes known (the reservation ids a "
+                    "user gives, say): the host gives each new resource a call or a tool "
+                    "result names the next free slot, in order, and the engines check "
+                    "every slot. None of them may also be in `allowed`.",
+                    default=(),
+                    items="resources",
                 ),
             ),
             required=True,
@@ -245,12 +315,21 @@ DOCUMENT = Document(
 #: value with another, nor tell the TOML float ``3.0`` from the integer ``3``.
 LOADER_CHECKS: tuple[tuple[str, str], ...] = (
     ("steps[*].name", "unique among the steps"),
-    ("steps[*].requires[*]", "a key declared in evidence.keys"),
+    (
+        "evidence.keys[*]",
+        "no `@` (it separates a per-resource key from its resource); like every name, "
+        "no lone surrogate code point (JSON Schema's pattern reads UTF-16, where one "
+        "cannot be told from half of a pair)",
+    ),
+    ("steps[*].requires[*]", "a key declared in evidence.keys or evidence.per_resource"),
+    ("steps[*].requires", "no per-resource key on a step with completes_run = true"),
+    ("evidence.per_resource[*]", "no `@`; not also in evidence.keys"),
+    ("resources.open[*]", "not also in resources.allowed"),
     (
         "workflow.ready_when_passed",
         "required when more than one step has completes_run = true",
     ),
-    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys"),
+    ("workflow.ready_when_passed[*]", "a key declared in evidence.keys (not per-resource)"),
     ("limits.currency", "required when limits.max_cost is given"),
     *(
         (
@@ -274,21 +353,54 @@ def _fail(path: str, problem: str) -> PolicyError:
     return PolicyError(f"{path}: {problem}")
 
 
+def _shown(value: object) -> str:
+    """A value for a message, bounded: a long string is cut, and an integer too long to
+    read (Python refuses to print one past 4,300 digits) is named by its size."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
 def _positive(value: object, path: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, f"expected a positive integer, got {value!r}")
+        raise _fail(path, f"expected a positive integer, got {_shown(value)}")
     if value < 1:
-        raise _fail(path, f"must be at least 1, got {value}")
+        raise _fail(path, f"must be at least 1, got {_shown(value)}")
+    if value > LARGEST_INT:
+        raise _fail(path, f"must be at most {LARGEST_INT} (2**53 - 1), got {_shown(value)}")
 
 
 def _boolean(value: object, path: str) -> None:
     if not isinstance(value, bool):
-        raise _fail(path, f"expected true or false, got {value!r}")
+        raise _fail(path, f"expected true or false, got {_shown(value)}")
+
+
+_CONTROL_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab"}
+
+
+def _character_name(character: str) -> str:
+    if character in _CONTROL_NAMES:
+        return _CONTROL_NAMES[character]
+    if 0xD800 <= ord(character) <= 0xDFFF:
+        return "a lone surrogate"
+    return unicodedata.name(character, "a control character")
 
 
 def _name(value: object, path: str) -> None:
     if not isinstance(value, str) or not value:
-        raise _fail(path, f"expected a non-empty string, got {value!r}")
+        raise _fail(path, f"expected a non-empty string, got {_shown(value)}")
+    if len(value) > NAME_LENGTH:
+        raise _fail(path, f"a name is at most {NAME_LENGTH} characters, got {len(value)}")
+    found = unshowable(value)
+    if found is not None:
+        character = found.group()
+        raise _fail(
+            path,
+            f"a name is one line of visible text: U+{ord(character):04X} "
+            f"({_character_name(character)}) at "
+            f"position {found.start()} of {_shown(value)} is not allowed",
+        )
 
 
 def _names(value: object, path: str, *, what: str, allow_empty: bool) -> None:
@@ -298,7 +410,7 @@ def _names(value: object, path: str, *, what: str, allow_empty: bool) -> None:
     for index, item in enumerate(value):
         _name(item, f"{path}[{index}]")
         if item in seen:
-            raise _fail(f"{path}[{index}]", f"{item!r} is listed twice")
+            raise _fail(f"{path}[{index}]", f"{_shown(item)} is listed twice")
         seen.add(item)
     if not seen and not allow_empty:
         raise _fail(path, f"at least one {what[:-1]} is required")
@@ -321,9 +433,14 @@ def _json(default: int | bool | tuple[str, ...]) -> int | bool | list[str]:
 
 
 def _value_schema(field: Field) -> dict[str, Any]:
-    name = {"type": "string", "minLength": 1}
+    name = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": NAME_LENGTH,
+        "not": {"pattern": NAME_FORBIDDEN_PATTERN},
+    }
     if field.kind == "positive":
-        schema: dict[str, Any] = {"type": "integer", "minimum": 1}
+        schema: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": LARGEST_INT}
     elif field.kind == "boolean":
         schema = {"type": "boolean"}
     elif field.kind == "name":

@@ -15,9 +15,22 @@ import hashlib
 import json
 from collections.abc import Callable
 from enum import StrEnum
-from typing import NamedTuple, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 _Function = TypeVar("_Function", bound=Callable[..., object])
+
+#: The largest integer a run takes (a plan's revisions, an observation's version, a
+#: usage's amounts) and a policy sets as a limit: 2**53 - 1, the largest that every
+#: JSON reader holds exactly (JavaScript's numbers included). A run's snapshot, trace
+#: and log are JSON; past this an integer could not be written (Python refuses to
+#: print one of more than 4,300 digits) or would be read back as another number.
+LARGEST_INT: Final = 2**53 - 1
+#: ``in_bounds(n)``: ``-LARGEST_INT <= n <= LARGEST_INT`` for an int. A C-level test
+#: (``range.__contains__``, constant time) rather than two comparisons: the translated
+#: engines read a call of it on the input as a fact about the input, pinned to its
+#: value, where a comparison with the constant would have to be held by their own
+#: integers (SPIN's are 32 bits).
+in_bounds: Final = range(-LARGEST_INT, LARGEST_INT + 1).__contains__
 
 
 def opaque(function: _Function) -> _Function:

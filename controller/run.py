@@ -2,7 +2,8 @@
 
 Owns: the run's fields (CONTRACT.md "State of one run"), the input validation that
 happens before any transition is chosen, the bodies of the named guards and actions,
-the read-only public view (properties, ``state(key)``, ``snapshot()``, ``trace``).
+the read-only public view (properties, ``evidence_state(key)``, ``snapshot()``,
+``trace``).
 
 Leaves to others: *which* transition fires for which state and event. That dispatch
 is declared in ``spec/declaration.py`` and is either generated
@@ -22,6 +23,7 @@ plain statements ending in at most one ``return`` is copied too; one with an ear
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -30,6 +32,7 @@ import replan.controller.records as _records_module
 from replan.controller.fields import FIELDS, SLOTS, RunState, export_state, import_state, snapshot
 from replan.controller.fields import state_of_snapshot as state_of_snapshot
 from replan.controller.policy import DEFAULT_POLICY, Policy
+from replan.controller.records import LARGEST_INT as LARGEST_INT  # the checks' bound
 from replan.controller.records import (
     RECORD_KINDS,
     Approval,
@@ -43,6 +46,7 @@ from replan.controller.records import (
     Usage,
     plan_digest,
 )
+from replan.controller.records import in_bounds as in_bounds
 
 PASSED = EvidenceState.PASSED
 UNKNOWN = EvidenceState.UNKNOWN
@@ -70,13 +74,17 @@ def shown(value: object) -> str:
 def well_formed_plan(plan: object) -> bool:
     """A ``Plan`` whose fields have exactly the contract's types: a subclass (a bool
     for an int, a str subclass with its own ``__eq__``) is malformed, so nothing a
-    model sends can compare equal to what it is not."""
+    model sends can compare equal to what it is not. Its revisions are within
+    ``LARGEST_INT`` either way: a run stores the revision it accepts, and its snapshot,
+    trace and log must write it as JSON, exactly."""
     return (
         type(plan) is Plan
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
+        and in_bounds(plan.revision)
         and type(plan.evidence_revision) is int
+        and in_bounds(plan.evidence_revision)
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -173,8 +181,10 @@ class Run:
                 f"observation.key: {shown(key)} is not a declared evidence key "
                 f"(declared: {', '.join(self.policy.keys) or 'none'})"
             )
-        if type(version) is not int or version < 1:
-            raise InvalidInput(f"observation.version: expected an int >= 1, got {shown(version)}")
+        if type(version) is not int or version < 1 or not in_bounds(obs.version):
+            raise InvalidInput(
+                f"observation.version: expected an int in 1..{LARGEST_INT}, got {shown(version)}"
+            )
         if type(state) is not EvidenceState:
             raise InvalidInput(f"observation.state: expected an EvidenceState, got {shown(state)}")
         if type(source) is not str or source == "":
@@ -202,12 +212,18 @@ class Run:
         if type(usage) is not Usage:
             raise InvalidInput(f"usage: expected a Usage, got {type(usage).__name__}")
         tokens, cost, elapsed_ms = usage
-        if type(tokens) is not int or tokens < 0:
-            raise InvalidInput(f"usage.tokens: expected an int >= 0, got {shown(tokens)}")
-        if type(cost) is not int or cost < 0:
-            raise InvalidInput(f"usage.cost: expected an int >= 0, got {shown(cost)}")
-        if type(elapsed_ms) is not int or elapsed_ms < 0:
-            raise InvalidInput(f"usage.elapsed_ms: expected an int >= 0, got {shown(elapsed_ms)}")
+        if type(tokens) is not int or tokens < 0 or not in_bounds(usage.tokens):
+            raise InvalidInput(
+                f"usage.tokens: expected an int in 0..{LARGEST_INT}, got {shown(tokens)}"
+            )
+        if type(cost) is not int or cost < 0 or not in_bounds(usage.cost):
+            raise InvalidInput(
+                f"usage.cost: expected an int in 0..{LARGEST_INT}, got {shown(cost)}"
+            )
+        if type(elapsed_ms) is not int or elapsed_ms < 0 or not in_bounds(usage.elapsed_ms):
+            raise InvalidInput(
+                f"usage.elapsed_ms: expected an int in 0..{LARGEST_INT}, got {shown(elapsed_ms)}"
+            )
 
     # ---- guards: observe ----------------------------------------------------------
 
@@ -284,8 +300,14 @@ class Run:
         return self._steps >= self.policy.max_steps
 
     def prerequisites_passed(self) -> bool:
-        """Every key the pending plan's step requires is currently Passed."""
-        return self._passed.issuperset(self.policy.requirements[self._pending.step])  # type: ignore[union-attr]
+        """Every key the pending plan's step requires is currently Passed: a
+        per-resource key, of the resource the plan names."""
+        pending = self._pending
+        return self._passed.issuperset(
+            self.policy.requirements[pending.step]  # type: ignore[union-attr]
+        ) and self._passed.issuperset(
+            self.policy.resource_requirements[pending.step][pending.resource]  # type: ignore[union-attr]
+        )
 
     def completes_run(self) -> bool:
         """The pending plan's step ends the run when executed."""
@@ -506,9 +528,20 @@ class Run:
         reason of a final state)."""
         return str(self._declared_state)
 
-    def state(self, key: str) -> EvidenceState:
+    def evidence_state(self, key: str) -> EvidenceState:
         """What is known about ``key`` (never observed reads as Unknown)."""
         return self._known.get(key, UNKNOWN)
+
+    def state(self, key: str) -> EvidenceState:
+        """Deprecated: ``evidence_state(key)``. The name read as the machine's state,
+        which is ``declared_state``; kept for one release, and it says so."""
+        warnings.warn(
+            "Run.state(key) is deprecated: use evidence_state(key) (the machine's own "
+            "state is declared_state)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.evidence_state(key)
 
     def snapshot(self) -> dict[str, Any]:
         """The whole observable state except the trace: JSON-ready, canonical (equal
@@ -530,7 +563,11 @@ class Run:
 
     @property
     def trace(self) -> list[dict[str, Any]]:
-        """One JSON-ready record per call, rejections and raised errors included."""
+        """One JSON-ready record per call, rejections and raised errors included; each
+        names the digest of the policy the run is under (``policy``), so a trace
+        written to a file is checked (``replan conform``) and played (``replan
+        review --trace``) under the rules it ran under, never another policy's."""
+        digest = self.policy.digest
         records = []
         for sequence, (op, argument, result, revision, declared, fired) in enumerate(
             self._trace, start=1
@@ -545,6 +582,7 @@ class Run:
                     "evidence_revision": revision,
                     "stop_reason": str(declared) if isinstance(declared, StopReason) else None,
                     "transition": _transition_name(self.transitions, op, declared, fired, result),
+                    "policy": digest,
                 }
             )
         return records

@@ -5,7 +5,8 @@ opening one (``SqliteJournal(path)``, which refuses a missing, empty, foreign, c
 read-only or incomplete file), the record chain that makes a lost or altered record
 visible, and the checks that run before anything is written.
 
-Why each choice (receipts were once lost silently, so effects would have run again):
+Why each choice (a journal that loses receipts silently would run their effects
+again):
 
 - **Create apart from open.** A missing or empty file is never silently a new journal:
   a deleted or truncated journal would otherwise open empty and every effect would

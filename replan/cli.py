@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "campaign": ("campaign", "Hypothesis model-based campaign against the contract's properties"),
     "replay": ("replay", "re-run a saved counterexample against both implementations"),
     "conform": ("conform", "check a recorded run log or trace against the proved model"),
+    "check-trace": (
+        "check_trace",
+        "replay recorded agent runs (τ-bench) through the guard with the host's adapter",
+    ),
     "explore": ("explore", "exhaustive breadth-first exploration of every reachable state"),
     "prove": ("prove", "z3 proofs: every property, commit equivalence, the generated code"),
     "diagram": ("diagram", "draw the declared machine (svg, png, dot, mermaid)"),
@@ -173,6 +177,9 @@ def _main(arguments: list[str], name: str | None) -> int:
                 file=sys.stderr,
             )
             return 2
+        if not reader_left:
+            for line in pending.announcements:  # each file it names now exists
+                print(line)
     interrupt.check()
     if reader_left:
         sys.stderr.close()

@@ -69,6 +69,9 @@ def check_writable(path: str | None, option: str) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".replan-probe-"):
             pass
+    except (FileExistsError, NotADirectoryError):
+        file = next(p for p in target.parents if p.exists() or p.is_symlink())
+        raise CliError(f"{option} {path}: cannot write there ({file} is not a directory)") from None
     except OSError as error:
         raise CliError(f"{option} {path}: cannot write there ({error.strerror})") from None
 

@@ -20,7 +20,11 @@ Fixtures:
                      the fixed workflow on that policy, and fails the test with the
                      counterexample and the command that shows it again
 
-The marker takes ``policy``, ``profile`` (ci, default, thorough), ``seed``,
+A relative policy path, in the marker as on the command line or in the ini file, is
+read from pytest's rootdir, as pytest reads the paths of its own options (a marker's
+path that is not there but is next to the test file is read from there: projects
+that wrote it so keep working). The marker takes ``policy``, ``profile`` (ci, default,
+thorough), ``seed``,
 ``examples`` and ``steps``. The Hypothesis profiles ``replan-ci``, ``replan-default``
 and ``replan-thorough`` are registered on load: ``pytest --hypothesis-profile
 replan-thorough`` also sets the campaign's budget. A failure's counterexample is
@@ -112,9 +116,10 @@ def _settings(request: pytest.FixtureRequest) -> Settings:
     if policy:
         policy_path = Path(policy)
         if not policy_path.is_absolute():
-            # relative to the test file for a marker, to the rootdir otherwise
-            base = request.path.parent if options.get("policy") else config.rootpath
-            policy_path = base / policy_path
+            policy_path = config.rootpath / policy_path
+            beside = request.path.parent / policy
+            if options.get("policy") and not policy_path.exists() and beside.exists():
+                policy_path = beside  # written relative to the test file: still found
     profile = options.get("profile") or config.getini("replan_profile") or _hypothesis_profile()
     if profile not in HYPOTHESIS_PROFILES:
         raise pytest.UsageError(
@@ -146,6 +151,12 @@ def replan_policy(request: pytest.FixtureRequest) -> Policy:
     path = _settings(request).policy_path
     if path is None:
         return DEFAULT_POLICY
+    if not path.exists():
+        pytest.fail(
+            f"replan policy {path}: no such policy file (relative to the rootdir "
+            f"{request.config.rootpath}, as pytest reads its own options)",
+            pytrace=False,
+        )
     try:
         return load_policy(path)
     except PolicyError as error:

@@ -34,6 +34,7 @@ from replan.controller.records import (
     Plan,
     StopReason,
     Usage,
+    in_bounds,
     plan_digest,
 )
 from replan.controller.run import Run
@@ -71,14 +72,16 @@ def latest(run: Run, key: str) -> int:
 
 
 def well_formed_observation(obs: Any, run: Run) -> bool:
-    """observe rule 1: an Observation of a declared key, an int version >= 1 (exactly
-    an int: a bool or an int subclass is not), an EvidenceState, a non-empty source."""
+    """observe rule 1: an Observation of a declared key, an int version in
+    1..LARGEST_INT (exactly an int: a bool or an int subclass is not), an
+    EvidenceState, a non-empty source."""
     return (
         type(obs) is Observation
         and type(obs.key) is str
         and obs.key in run.policy.key_set
         and type(obs.version) is int
         and obs.version >= 1
+        and in_bounds(obs.version)
         and type(obs.state) is EvidenceState
         and type(obs.source) is str
         and obs.source != ""
@@ -99,13 +102,14 @@ def meaningful(run: Run, obs: Any) -> bool:
     return (
         new_observation(run, obs)
         and latest(run, obs.key) <= obs.version
-        and obs.state != run.state(obs.key)
+        and obs.state != run.evidence_state(obs.key)
     )
 
 
 def other_keys_unchanged(before: Run, after: Run, key: str) -> bool:
     return all(
-        after.state(k) == before.state(k) and latest(after, k) == latest(before, k)
+        after.evidence_state(k) == before.evidence_state(k)
+        and latest(after, k) == latest(before, k)
         for k in before.policy.keys
         if k != key
     )
@@ -121,13 +125,15 @@ def counted_no_progress(before: Run, after: Run) -> bool:
 
 def well_formed_plan(plan: Any) -> bool:
     """propose rule 4: a Plan with a non-empty str id, int revisions (exactly: a bool
-    is not an int) and str step and resource."""
+    is not an int) of magnitude at most LARGEST_INT, and str step and resource."""
     return (
         type(plan) is Plan
         and type(plan.id) is str
         and plan.id != ""
         and type(plan.revision) is int
+        and in_bounds(plan.revision)
         and type(plan.evidence_revision) is int
+        and in_bounds(plan.evidence_revision)
         and type(plan.step) is str
         and type(plan.resource) is str
     )
@@ -170,10 +176,16 @@ def needs_approval(run: Run) -> bool:
 
 
 def prerequisites_passed(run: Run) -> bool:
-    """Every key the pending plan's step requires is Passed."""
+    """Every key the pending plan's step requires is Passed: a per-resource key, of
+    the resource the plan names (its own fact, never another resource's)."""
     pending = run.pending
     assert pending is not None
-    return all(run.state(k) == PASSED for k in run.policy.requirements[pending.step])
+    return all(
+        run.evidence_state(k) == PASSED for k in run.policy.requirements[pending.step]
+    ) and all(
+        run.evidence_state(k) == PASSED
+        for k in run.policy.resource_requirements[pending.step][pending.resource]
+    )
 
 
 # ==== observe(obs): host-only ===========================================================
@@ -259,7 +271,7 @@ def observe_change_is_progress(before: Run, obs: Any, answer: Any, after: Run) -
         return True
     return (
         answer is True
-        and after.state(obs.key) == obs.state
+        and after.evidence_state(obs.key) == obs.state
         and latest(after, obs.key) == obs.version
         and other_keys_unchanged(before, after, obs.key)
         and after.evidence_revision == before.evidence_revision + 1
@@ -286,13 +298,13 @@ def observe_renumbered_is_no_progress(before: Run, obs: Any, answer: Any, after:
     if not (
         new_observation(before, obs)
         and latest(before, obs.key) <= obs.version
-        and obs.state == before.state(obs.key)
+        and obs.state == before.evidence_state(obs.key)
     ):
         return True
     return (
         answer is False
         and latest(after, obs.key) == obs.version
-        and after.state(obs.key) == obs.state
+        and after.evidence_state(obs.key) == obs.state
         and other_keys_unchanged(before, after, obs.key)
         and counted_no_progress(before, after)
         and unchanged(before, after, "evidence", "contents", "no_progress", "declared_state")
@@ -621,15 +633,19 @@ def approval_is_for_the_exact_plan(
 
 
 def well_formed_usage(usage: Any) -> bool:
-    """A Usage of ints >= 0 (exactly: a bool or an int subclass is not one)."""
+    """A Usage of ints in 0..LARGEST_INT (exactly: a bool or an int subclass is not
+    one)."""
     return (
         type(usage) is Usage
         and type(usage.tokens) is int
         and usage.tokens >= 0
+        and in_bounds(usage.tokens)
         and type(usage.cost) is int
         and usage.cost >= 0
+        and in_bounds(usage.cost)
         and type(usage.elapsed_ms) is int
         and usage.elapsed_ms >= 0
+        and in_bounds(usage.elapsed_ms)
     )
 
 
@@ -822,7 +838,8 @@ def initial_state(run: Run, policy: Any) -> bool:
         and run._elapsed_ms == 0
         and active(run)
         and all(
-            latest(run, k) == 0 and run.state(k) == EvidenceState.UNKNOWN for k in run.policy.keys
+            latest(run, k) == 0 and run.evidence_state(k) == EvidenceState.UNKNOWN
+            for k in run.policy.keys
         )
         and run._contents == {}
         and run._accepted == set()
@@ -874,9 +891,9 @@ def rejection_atomic(event: str, before: Run, answer: Any, after: Run) -> bool:
     if event == "execute" and answer is not ExecuteResult.EXECUTED:
         return unchanged(before, after, "declared_state")
     if event == "observe" and answer is False:
-        return all(after.state(k) == before.state(k) for k in before.policy.keys) and unchanged(
-            before, after, "no_progress", "contents", "evidence", "declared_state"
-        )
+        return all(
+            after.evidence_state(k) == before.evidence_state(k) for k in before.policy.keys
+        ) and unchanged(before, after, "no_progress", "contents", "evidence", "declared_state")
     return True
 
 
@@ -971,19 +988,21 @@ def no_progress_below_limit(run: Run) -> bool:
 @auxiliary_invariant("passed-tracks-known")
 def passed_tracks_known(run: Run) -> bool:
     """A key is in the passed set exactly when its latest state is Passed."""
-    return all((k in run._passed) == (run.state(k) == PASSED) for k in run.policy.keys)
+    return all((k in run._passed) == (run.evidence_state(k) == PASSED) for k in run.policy.keys)
 
 
 @auxiliary_invariant("pending-matches-state")
 def pending_matches_state(run: Run) -> bool:
     """Idle has no pending plan; every other active state has one, naming a declared
-    step, with a revision no higher than plan_revision, and its id accepted."""
+    step and an allowed resource, with a revision no higher than plan_revision, and its
+    id accepted."""
     if run._declared_state == "idle":
         return run.pending is None
     if active(run):
         return (
             run.pending is not None
             and run.pending.step in run.policy.requirements
+            and run.pending.resource in run.policy.resource_set
             and run.pending.revision <= run.plan_revision
             and run.pending.id in run._accepted
         )
@@ -1000,7 +1019,7 @@ def waiting_plan_is_runnable(run: Run) -> bool:
         run.pending is not None
         and run.pending.step in run.policy.approval_steps
         and run.steps < run.policy.max_steps
-        and all(run.state(k) == PASSED for k in run.policy.requirements[run.pending.step])
+        and prerequisites_passed(run)
     )
 
 

@@ -72,7 +72,8 @@ def unchanged_expression(changing: tuple[str, ...]) -> str:
         if name == "evidence":
             parts.append("b._latest_version == a._latest_version")
             parts.append(
-                "(b._known == a._known or all(b.state(k) == a.state(k) for k in b.policy.keys))"
+                "(b._known == a._known"
+                " or all(b.evidence_state(k) == a.evidence_state(k) for k in b.policy.keys))"
             )
         else:
             parts.append(f"b.{fields[0]} == a.{fields[0]}")

@@ -254,7 +254,7 @@ def test_no_tool_offered_to_the_provider_can_observe() -> None:
     assert provider.calls[1].results_seen[0].result.startswith("Error")
     assert controller.trace == []
     assert controller.evidence_revision == 1
-    assert str(controller.state("parser")) == "Unknown"
+    assert str(controller.evidence_state("parser")) == "Unknown"
 
 
 def test_the_controller_package_imports_without_the_sdk() -> None:

@@ -22,6 +22,7 @@ from replan.controller import (
     load_policy,
 )
 from replan.controller.policy import policy_from_dict, policy_to_dict
+from replan.controller.records import LARGEST_INT
 
 BUDGET_POLICY = Path(__file__).parent / "policies" / "budget.toml"
 
@@ -43,7 +44,7 @@ def test_a_charge_within_every_budget_is_counted_and_the_run_goes_on(
 
 @pytest.mark.parametrize(
     "usage",
-    [Usage(1000, 0, 0), Usage(0, 50_000, 0), Usage(0, 0, 120_000), Usage(10**30, 0, 0)],
+    [Usage(1000, 0, 0), Usage(0, 50_000, 0), Usage(0, 0, 120_000), Usage(LARGEST_INT, 0, 0)],
     ids=["tokens", "cost", "wall-clock", "far-past"],
 )
 def test_reaching_any_budget_stops_the_run_budget_exhausted(

@@ -1,4 +1,4 @@
-"""A campaign's memory stays bounded (#15 item 19): its visited states are kept as
+"""A campaign's memory stays bounded: its visited states are kept as
 fingerprints that give the explorer comparison the very figures the snapshots' text
 gave, and a budget runs as Hypothesis engines of a bounded share each."""
 

@@ -58,7 +58,10 @@ NOT_THE_CAMPAIGNS = {"max-proposals-defaults-to-max-steps", "generator-priority-
 
 #: Short examples (12 steps) shrink fast; each mutant is found well within 150 examples
 #: (generation stops at the first failure, so the budget costs nothing once found).
-BUDGET = ("--profile", "ci", "--examples", "150", "--steps", "12", "--seed", "3")
+#: The lengths hold for this seed: under another, the first failure may take a longer
+#: route to the same broken rule (a stop by the step limit rather than by a cancel),
+#: which shrinking keeps, as it keeps any route.
+BUDGET = ("--profile", "ci", "--examples", "150", "--steps", "12", "--seed", "0")
 
 
 def test_every_mutant_has_an_expected_length() -> None:

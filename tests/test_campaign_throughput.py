@@ -1,5 +1,5 @@
 """The campaign's throughput levers keep its checks: a reset reference model is a fresh
-one (issue #16 item 7: one ``ReferenceController`` per engine, reset for every run),
+one (one ``ReferenceController`` per engine, reset for every run),
 and the bare lockstep baseline measures what it says."""
 
 from __future__ import annotations

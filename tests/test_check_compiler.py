@@ -196,7 +196,7 @@ def shared_iterable_b(before, after):
 
 
 def state_is(run, key, wanted=PASSED):  # a default that is not a plain constant
-    return run.state(key) == wanted
+    return run.evidence_state(key) == wanted
 
 
 def enum_default(before):
@@ -217,7 +217,7 @@ def undefined_name(after):  # alone: NameError
 
 
 def any_passed(run, key):  # a parameter that is also a comprehension variable
-    return any(run.state(key) == PASSED for key in run.policy.keys)
+    return any(run.evidence_state(key) == PASSED for key in run.policy.keys)
 
 
 def captured_argument(before):

@@ -1,4 +1,4 @@
-"""The campaign's concurrent mode (#15 item 8): threads on one run, every property
+"""The campaign's concurrent mode: threads on one run, every property
 checked on the history the run serialized them into. The serialized controller keeps
 it; a plain Controller (one caller at a time) is caught racing."""
 

@@ -10,8 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from replan.controller import Controller, EvidenceState, Observation, Plan
+import pytest
+
+from replan.cli import main
+from replan.controller import Controller, EvidenceState, Observation, Plan, load_policy
 from replan.controller.durable import LoggedController, SqliteRunLog
+from replan.controller.policy import policy_digest
 
 
 def _conform(*arguments: str | Path) -> subprocess.CompletedProcess[str]:
@@ -116,3 +120,57 @@ def test_a_trace_with_an_unknown_call_or_a_refused_observation_reads_right(
     done = _conform(trace)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "Traceback" not in done.stderr
+
+
+# ---- the policy a trace ran under ----------------------------------------------------------
+
+THREE_KEYS = Path(__file__).resolve().parent / "policies" / "three-keys.toml"
+
+
+def _three_keys_trace(tmp_path: Path) -> Path:
+    """A valid run under three-keys.toml, written as its trace: commit-import requires
+    schema there, so under the default policy the same calls diverge."""
+    run = Controller(load_policy(THREE_KEYS))
+    for key in ("parser", "access", "schema"):
+        run.observe(Observation(key, 1, EvidenceState.PASSED, "ci"))
+    run.propose(Plan("p1", 1, run.evidence_revision, "commit-import", "input-A"))
+    run.execute("p1")
+    path = tmp_path / "my-run.json"
+    path.write_text(json.dumps(run.trace), encoding="utf-8")
+    return path
+
+
+def test_a_trace_of_another_policy_without_policy_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Replayed under the default policy, this valid run was a false DIVERGES."""
+    path = _three_keys_trace(tmp_path)
+    assert main(["conform", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "it ran under policy sha256:" in err[0]
+    assert "not the default: give that policy with --policy FILE" in err[0]
+
+
+def test_a_trace_conforms_under_the_policy_its_records_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _three_keys_trace(tmp_path)
+    assert main(["conform", str(path), "--policy", str(THREE_KEYS)]) == 0
+    assert "conforms" in capsys.readouterr().out
+
+
+def test_a_trace_checked_under_another_policy_than_it_names_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _three_keys_trace(tmp_path)
+    default = Path(__file__).resolve().parent.parent / "spec" / "policy.toml"
+    assert main(["conform", str(path), "--policy", str(default)]) == 2
+    assert "and --policy names another" in capsys.readouterr().err
+
+
+def test_every_trace_record_names_its_policys_digest() -> None:
+    policy = load_policy(THREE_KEYS)
+    run = Controller(policy)
+    run.cancel()
+    assert [record["policy"] for record in run.trace] == [policy_digest(policy)]

@@ -82,7 +82,7 @@ def test_observe_on_stopped_run_returns_false_and_changes_nothing(implementation
     assert run.observe(obs("parser", 1, PASSED)) is False  # would be a duplicate
     assert run.observe(obs("parser", 2, PASSED)) is False  # would be renumbered
     assert run.snapshot() == before
-    assert run.state("access") is UNKNOWN
+    assert run.evidence_state("access") is UNKNOWN
 
 
 def test_conflicting_content_on_stopped_run_is_not_raised(implementation: type) -> None:
@@ -116,7 +116,7 @@ def test_duplicate_of_an_older_version_is_a_duplicate_not_an_older_one(
     before = run.snapshot()
     assert run.observe(obs("parser", 1, PASSED)) is False
     assert changed(before, run.snapshot()) == {"no_progress"}
-    assert run.state("parser") is FAILED
+    assert run.evidence_state("parser") is FAILED
 
 
 def test_uncounted_duplicate_changes_nothing(implementation: type) -> None:
@@ -164,7 +164,7 @@ def test_run_keeps_working_after_a_conflict(implementation: type) -> None:
     with pytest.raises(ObservationConflict):
         run.observe(obs("parser", 1, FAILED))
     assert run.observe(obs("parser", 2, FAILED)) is True
-    assert run.state("parser") is FAILED
+    assert run.evidence_state("parser") is FAILED
     assert run.evidence_revision == 3
 
 
@@ -177,7 +177,7 @@ def test_older_version_never_overwrites_newer(implementation: type) -> None:
     before = run.snapshot()
     assert run.observe(obs("parser", 3, FAILED)) is False
     after = run.snapshot()
-    assert run.state("parser") is PASSED
+    assert run.evidence_state("parser") is PASSED
     assert after["evidence"]["parser"] == {"version": 5, "state": "Passed"}
     assert run.evidence_revision == before["evidence_revision"]
     assert after["no_progress"] == before["no_progress"] + 1
@@ -216,7 +216,7 @@ def test_meaningful_observation_raises_revision_invalidates_pending_and_resets_n
     assert run.evidence_revision == 2
     assert run.pending is None
     assert run.no_progress == 0
-    assert run.state("parser") is PASSED
+    assert run.evidence_state("parser") is PASSED
     assert run.snapshot()["state"] == "idle"
 
 
@@ -225,7 +225,7 @@ def test_every_change_of_state_is_meaningful(implementation: type) -> None:
     sequence = [PASSED, FAILED, UNKNOWN, FAILED, PASSED, UNKNOWN, PASSED]
     for version, state in enumerate(sequence, start=1):
         assert run.observe(obs("parser", version, state)) is True
-        assert run.state("parser") is state
+        assert run.evidence_state("parser") is state
     assert run.evidence_revision == 1 + len(sequence)
 
 
@@ -238,8 +238,8 @@ def test_version_gaps_are_allowed(implementation: type) -> None:
 
 def test_unobserved_key_reads_unknown(implementation: type) -> None:
     run = implementation()
-    assert run.state("parser") is UNKNOWN
-    assert run.state("access") is UNKNOWN
+    assert run.evidence_state("parser") is UNKNOWN
+    assert run.evidence_state("access") is UNKNOWN
 
 
 # ---- rule 8: the same state under a higher version is no progress --------------------

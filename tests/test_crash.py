@@ -96,7 +96,7 @@ def test_every_fault_after_a_kill_is_refused_or_recovered_never_rerun(tmp_path: 
 
 
 def test_the_fault_harness_catches_receipts_kept_only_in_the_wal(tmp_path: Path) -> None:
-    """The check can fail: the journal as it was before #15 (WAL mode) loses the
+    """The check can fail: a journal in WAL mode loses the
     receipts committed to its -wal when the -wal is lost, and runs the effects again."""
     problems = fault_matrix_problems(tmp_path, "receipts-only-in-wal", flips=1)
     assert any(

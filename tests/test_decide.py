@@ -78,10 +78,16 @@ def test_controller_commits_exactly_when_decide_is_ready(
     # version 1 of each key; Unknown is observed explicitly (it is no progress).
     for key, state in (("parser", parser), ("access", access)):
         run.observe(obs(key, 1, state))
-    assert {k: run.state(k) for k in ("parser", "access")} == {"parser": parser, "access": access}
+    assert {k: run.evidence_state(k) for k in ("parser", "access")} == {
+        "parser": parser,
+        "access": access,
+    }
     assert run.propose(plan("commit", 1, run.evidence_revision, step="commit-import"))
     result = run.execute("commit")
-    ready = decide({"parser": run.state("parser"), "access": run.state("access")}) is READY
+    ready = (
+        decide({"parser": run.evidence_state("parser"), "access": run.evidence_state("access")})
+        is READY
+    )
     assert ready is (expected is READY)
     assert (result is ExecuteResult.EXECUTED) is ready
     assert (run.stop_reason is StopReason.COMPLETED) is ready

@@ -23,7 +23,7 @@ from replan.verification.report.diagram.readme import PAGE as PAGE_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = extract(Replanning)
-MERMAID_CHECK = ROOT / "verification" / "diagram" / "mermaid_check"
+MERMAID_CHECK = ROOT / "verification" / "report" / "diagram" / "mermaid_check"
 
 
 def replan_without_dot(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -218,3 +218,50 @@ def test_the_real_mermaid_parser_reads_every_transition() -> None:
     ]
     assert sorted(arrows + internal) == sorted(parse(text).transitions)
     assert len(arrows + internal) == len(MODEL.transitions)
+
+
+# ---- "wrote" only once the file exists -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "where", ["/proc/machine.mmd", "{tmp}/a-file/machine.mmd"], ids=["proc", "under-a-file"]
+)
+def test_an_unwritable_output_is_one_line_naming_it_and_never_said_written(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    target = where.format(tmp=tmp_path)
+    assert main(["diagram", "-o", target]) == 2
+    captured = capsys.readouterr()
+    assert "wrote" not in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and target in err[0] and ".partial" not in err[0], err
+
+
+def test_a_write_that_fails_at_the_end_is_never_said_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe passes, then the disk fills: the command names the file it meant, not
+    a temporary one, and its "wrote" line is not printed."""
+    from replan.verification.runtime import files
+
+    def full(target: Path, payload: bytes) -> None:
+        raise OSError(28, "No space left on device", f"{target.parent}/.x.partial")
+
+    monkeypatch.setattr(files, "_write_now", full)
+    target = tmp_path / "machine.mmd"
+    assert main(["diagram", "-o", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "wrote" not in captured.out
+    assert captured.err.strip() == (
+        f"replan diagram: error: cannot write {target} (No space left on device)"
+    )
+
+
+def test_wrote_is_said_once_the_file_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "machine.mmd"
+    assert main(["diagram", "-o", str(target)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {target} (mermaid: ")
+    assert target.read_text(encoding="utf-8").startswith("%%{init")

@@ -4,11 +4,13 @@ every repository path a page names exists.
 
 The conventions are docs/development/docs.md's: a fenced block is runnable when the line
 directly above its opening fence is ``<!-- runnable -->`` (``<!-- runnable: slow -->``
-for one that takes more than a few seconds); a fenced block marked ``<!-- output -->``
-after it holds what it must print. A ``bash`` block runs one command per line, each
-exiting 0 unless a trailing comment says ``# exit N``; a ``python`` block runs as a
-script. They run in a fresh copy of the checkout, which must stay clean: a command
-writes under ``out/`` or a temporary directory, never into the checkout.
+for one that takes more than a few seconds, ``<!-- runnable: pytest -->`` for a test
+file of the reader's own project); a fenced block marked ``<!-- output -->`` after it
+holds what it must print. A ``bash`` block runs one command per line, each exiting 0
+unless a trailing comment says ``# exit N``; a ``python`` block runs as a script. They
+run in a fresh copy of the checkout, which must stay clean: a command writes under
+``out/`` or a temporary directory, never into the checkout. Every ``python`` block of
+every page is runnable: none is a fragment.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,8 @@ PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")))
 
 RUNNABLE = "<!-- runnable -->"
 RUNNABLE_SLOW = "<!-- runnable: slow -->"
+RUNNABLE_PYTEST = "<!-- runnable: pytest -->"
+RUNNABLE_MARKERS = (RUNNABLE, RUNNABLE_SLOW, RUNNABLE_PYTEST)
 OUTPUT = "<!-- output -->"
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^`\s]*)")
 #: A command's trailing comment that starts with the exit code it must give.
@@ -84,9 +89,11 @@ def runnable_blocks() -> list[Block]:
     for page in PAGES:
         last: Block | None = None
         for block in fenced_blocks(page):
-            if block.marker in (RUNNABLE, RUNNABLE_SLOW):
+            if block.marker in RUNNABLE_MARKERS:
                 if block.language not in ("bash", "python"):
                     raise AssertionError(f"{block.where}: runnable blocks are bash or python")
+                if block.marker == RUNNABLE_PYTEST and block.language != "python":
+                    raise AssertionError(f"{block.where}: a test file is a python block")
                 runnable.append(block)
                 last = block
             elif block.marker == OUTPUT:
@@ -197,7 +204,9 @@ def _shown(text: str) -> str:
 def test_a_runnable_example_runs_as_written(block: Block, checkout: Path) -> None:
     environment = _environment(checkout)
     printed = []
-    if block.language == "bash":
+    if block.marker == RUNNABLE_PYTEST:
+        printed.append(_run_as_a_users_test_file(block, checkout, environment))
+    elif block.language == "bash":
         for command, expected in _commands(block.body):
             done = subprocess.run(
                 ["bash", "-c", command],
@@ -230,6 +239,43 @@ def test_a_runnable_example_runs_as_written(block: Block, checkout: Path) -> Non
     assert written == "", f"{block.where} wrote into the checkout:\n{written}"
 
 
+def _run_as_a_users_test_file(block: Block, checkout: Path, environment: dict[str, str]) -> str:
+    """A test file of the reader's project: pytest runs it in a new project outside the
+    checkout (an empty ``pytest.ini``, the default policy as ``policy.toml``), where the
+    plugin comes from replan's ``pytest11`` entry point; every test it holds passes."""
+    project = Path(tempfile.mkdtemp(prefix="project-", dir=checkout.parent))
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    shutil.copy(checkout / "spec" / "policy.toml", project / "policy.toml")
+    (project / "test_example.py").write_text(block.body, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q"],
+        cwd=project,
+        env={k: v for k, v in environment.items() if not k.startswith("PYTEST_")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{block.where}\n{done.stdout[-3000:]}{done.stderr[-2000:]}"
+    summary = done.stdout.strip().splitlines()[-1]
+    assert re.match(r"[1-9]\d* passed\b", summary), done.stdout[-2000:]
+    assert not re.search(r"\b(failed|skipped|errors?|xfailed|deselected)\b", summary), summary
+    return ""
+
+
+def test_every_python_block_of_the_docs_runs() -> None:
+    """No page shows Python a reader cannot run as it is: every ``python`` block is
+    runnable (a script, or a test file of the reader's project), so it is complete,
+    imports included, and a test runs it."""
+    fragments = [
+        block.where
+        for page in PAGES
+        for block in fenced_blocks(page)
+        if block.language in ("python", "py", "python3", "pycon")
+        and block.marker not in RUNNABLE_MARKERS
+    ]
+    assert not fragments, "python blocks no test runs:\n" + "\n".join(fragments)
+
+
 def test_the_runnable_examples_are_found() -> None:
     """The convention is in use where the guides promise it: the three user jobs, the
     embedding example and the guarded agent (whose output is checked)."""
@@ -241,6 +287,7 @@ def test_the_runnable_examples_are_found() -> None:
         "docs/guide/diagrams.md",
         "docs/guide/embed.md",
         "docs/agents/middleware.md",
+        "docs/guide/ci.md",
     ):
         assert page in found, page
     guarded = [b for b in runnable_blocks() if b.page.name == "middleware.md"]

@@ -25,6 +25,7 @@ from replan.controller.durable import (
 )
 from replan.controller.durable.log import Entry
 from replan.controller.policy import DEFAULT_POLICY, policy_digest
+from replan.controller.records import LARGEST_INT
 from replan.spec.inputs import arguments
 
 #: Arguments no well-behaved model sends, tried beside the declared ones.
@@ -146,12 +147,11 @@ def test_an_empty_log_does_not_restore() -> None:
         restore(InMemoryRunLog())
 
 
-def test_huge_plan_revisions_are_logged_exactly() -> None:
+def test_the_largest_plan_revision_is_logged_exactly() -> None:
     log = InMemoryRunLog()
     run = LoggedController(log=log)
-    huge = 10**5000
-    assert run.propose(Plan("p1", huge, run.evidence_revision, "inspect-parser", "input-A"))
-    assert restore(log).plan_revision == huge
+    assert run.propose(Plan("p1", LARGEST_INT, run.evidence_revision, "inspect-parser", "input-A"))
+    assert restore(log).plan_revision == LARGEST_INT
 
 
 def test_every_declared_event_is_logged() -> None:
@@ -251,8 +251,8 @@ def test_a_plan_with_a_str_subclass_in_a_field_is_logged_malformed() -> None:
     assert restore(log)._export_state() == run._export_state()
 
 
-def test_snapshots_hold_huge_plan_revisions() -> None:
+def test_snapshots_hold_the_largest_plan_revision() -> None:
     log = InMemoryRunLog()
     run = LoggedController(log=log, snapshot_every=1)
-    assert run.propose(Plan("p1", 10**5000, run.evidence_revision, "inspect-parser", "input-A"))
-    assert restore(log).plan_revision == 10**5000
+    assert run.propose(Plan("p1", LARGEST_INT, run.evidence_revision, "inspect-parser", "input-A"))
+    assert restore(log).plan_revision == LARGEST_INT

@@ -1,4 +1,4 @@
-"""A new user's first policy verifies as written (#20): three evidence keys, a
+"""A new user's first policy verifies as written: three evidence keys, a
 completing step requiring two of them, two resources, six steps and no [workflow]
 table. `replan verify` on it, as a user runs it, holds every check."""
 

@@ -63,7 +63,7 @@ def test_benchmark_episode_executes_and_completes(make: Any) -> None:
 
 def test_reference_episode(make: Any) -> None:
     run = make()
-    assert run.state("parser") is UNKNOWN and run.evidence_revision == 1
+    assert run.evidence_state("parser") is UNKNOWN and run.evidence_revision == 1
     assert run.propose(Plan("p1", 1, 1, "inspect-parser", "input-A"))
     assert run.execute("p1") is ExecuteResult.EXECUTED
     assert run.observe(obs("parser", 1, PASSED))
@@ -180,7 +180,7 @@ def test_older_version_never_overwrites_a_newer_one(make: Any) -> None:
     run = make()
     run.observe(obs("parser", 2, PASSED))
     assert run.observe(obs("parser", 1, FAILED)) is False
-    assert run.state("parser") is PASSED and run.no_progress == 1
+    assert run.evidence_state("parser") is PASSED and run.no_progress == 1
 
 
 def test_first_stop_reason_is_kept(make: Any) -> None:
@@ -263,7 +263,7 @@ def episodes(draw: st.DrawFn) -> tuple[Policy, list[Operation]]:
         # What would make progress next comes first; cancel is rare (it ends the run).
         if shadow.pending is not None:
             kinds = ("execute", "observe", "propose", "execute")
-        elif all(shadow.state(key) is PASSED for key in policy.keys):
+        elif all(shadow.evidence_state(key) is PASSED for key in policy.keys):
             kinds = ("propose", "execute", "observe", "propose")
         else:
             kinds = ("propose", "observe", "execute", "observe")
@@ -271,7 +271,7 @@ def episodes(draw: st.DrawFn) -> tuple[Policy, list[Operation]]:
         kind = draw(st.sampled_from(kinds * 12 + ("cancel",) + kinds * 12))
         argument: Any = None
         if kind == "observe":
-            missing = [key for key in policy.keys if shadow.state(key) is not PASSED]
+            missing = [key for key in policy.keys if shadow.evidence_state(key) is not PASSED]
             key = draw(st.sampled_from(missing + list(policy.keys)))
             latest = shadow.snapshot()["evidence"].get(key, {"version": 0})["version"]
             argument = Observation(
@@ -283,7 +283,7 @@ def episodes(draw: st.DrawFn) -> tuple[Policy, list[Operation]]:
         elif kind == "propose":
             revision, evidence = shadow.plan_revision, shadow.evidence_revision
             steps_first = [*steps, "unknown-step", steps[0]]
-            if all(shadow.state(key) is PASSED for key in policy.keys):
+            if all(shadow.evidence_state(key) is PASSED for key in policy.keys):
                 steps_first = [steps[-1], *steps_first]
             plans = st.builds(
                 Plan,

@@ -5,7 +5,6 @@ a copy of this repository (the drift hooks), each shown failing on a broken inpu
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,17 +91,10 @@ def test_policy_hook_passes_good_policies_and_names_a_broken_one(tmp_path: Path)
 DIAGRAM_PAGE = Path("docs") / "contract" / "machine.md"
 
 
-def _copy_of_the_sources(target: Path) -> Path:
-    """This repository's packages and diagram page in ``target``, to break one of them."""
-    for package in ("spec", "controller", "replan", "verification"):
-        shutil.copytree(
-            ROOT / package,
-            target / package,
-            ignore=shutil.ignore_patterns("__pycache__"),
-            symlinks=True,  # replan/controller -> ../controller: the copy's own folders
-        )
-    (target / DIAGRAM_PAGE).parent.mkdir(parents=True)
-    shutil.copy(ROOT / DIAGRAM_PAGE, target / DIAGRAM_PAGE)
+def _clone(target: Path, environment: dict[str, str]) -> Path:
+    """A clone of this repository: a drift hook checks the project it runs in, so the
+    broken copy is a project of its own (its sources first on the path as well)."""
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(target)], env=environment, check=True)
     return target
 
 
@@ -138,15 +130,15 @@ def test_drift_hooks_pass_this_repository_and_fail_a_stale_copy(
     tmp_path: Path, hook: str, break_it: object, named: str
 ) -> None:
     environment = _environment(tmp_path)
-    project = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(project)], env=environment, check=True)
+    project = _clone(tmp_path / "clone", environment)
     done = _try_repo(project, hook, environment)
     assert done.returncode == 0, done.stdout + done.stderr
 
-    stale = _copy_of_the_sources(tmp_path / "stale")
+    stale = _clone(tmp_path / "stale", environment)
     assert callable(break_it)
     break_it(stale)
+    subprocess.run(["git", "add", "-A"], cwd=stale, env=environment, check=True)
     # the hook runs `replan` of the environment: point it at the broken copy
-    done = _try_repo(project, hook, _environment(tmp_path, PYTHONPATH=str(stale)))
+    done = _try_repo(stale, hook, _environment(tmp_path, PYTHONPATH=str(stale)))
     assert done.returncode == 1, done.stdout + done.stderr
     assert named in done.stdout

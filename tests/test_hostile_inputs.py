@@ -1,4 +1,4 @@
-"""Model input never changes what executes (#15, items 1-5 and the fuzz acceptance):
+"""Model input never changes what executes:
 a Hypothesis fuzz of the model-facing calls with hostile objects (``str``/``int``
 subclasses with lying ``__eq__``/``__hash__``, objects whose attribute access or
 ``__repr__`` raises, huge integers, unhashable values) asserts that propose and execute
@@ -135,7 +135,7 @@ def test_hostile_model_input_never_raises_and_never_runs_an_ungated_step(
                     k: v for k, v in before.items() if k not in ("state", "stop_reason")
                 }
     json.dumps(controller.trace, allow_nan=False)
-    assert controller.state("access") is EvidenceState.UNKNOWN
+    assert controller.evidence_state("access") is EvidenceState.UNKNOWN
     assert all(type(i) is str for i in controller.snapshot()["accepted"])
 
 

@@ -1,4 +1,4 @@
-"""Ctrl-C (#20): every long command stops within 2 s with exit 130 and one line on
+"""Ctrl-C: every long command stops within 2 s with exit 130 and one line on
 stderr, terminates its worker processes, and leaves nothing half-written: files are
 written atomically, and an interrupted command writes none (no counterexample
 without its report). Each command runs as a real process that gets a real SIGINT."""

@@ -1,4 +1,4 @@
-"""The SQLite journal fails closed (#15, items 10-14): a journal that lost, or may have
+"""The SQLite journal fails closed: a journal that lost, or may have
 lost, a receipt is refused at open, never silently taken for a shorter one, and a
 refusal leaves every file byte for byte as it was. Faults after a real kill are in
 ``tests/test_crash.py``; these pin each rule on its own."""

@@ -1,4 +1,4 @@
-"""Hostile policy files (#15, items 16-18): every path or literal the loader cannot use
+"""Hostile policy files: every path or literal the loader cannot use
 is one line and exit 2, the normal form round-trips whatever the names, and
 validation is linear in the number of keys."""
 
@@ -63,8 +63,8 @@ def test_an_integer_past_pythons_digit_limit_is_one_line_and_exit_2(
     assert "invalid TOML" in one_line(capsys)
 
 
-def test_the_normal_form_round_trips_non_ascii_and_control_characters() -> None:
-    name = "déploy 😀 \x7f\x01\t"
+def test_the_normal_form_round_trips_non_ascii_and_markup_characters() -> None:
+    name = "déploy 😀 <!-- [x](y) | `z` # \\ \" '"
     policy = policy_from_dict(
         {
             "evidence": {"keys": [name]},

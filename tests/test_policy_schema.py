@@ -1,4 +1,4 @@
-"""The policy file's JSON Schema cannot disagree with the loader (#19): both read one
+"""The policy file's JSON Schema cannot disagree with the loader: both read one
 declaration (``controller/policy_schema.py``). 200 fuzzed policies, each valid or with
 exactly one structural defect, get the same verdict and the same path from both; what
 only the loader checks (cross-references, ``3.0``) is pinned as the schema's documented
@@ -106,6 +106,11 @@ ACCEPTS: dict[Kind, Callable[[object], bool]] = {
 }
 
 
+#: per-resource keys and open slots: never a key's or a fixed resource's name
+PER_RESOURCE = ["held", "owned"]
+SLOTS = ["slot1", "slot2"]
+
+
 def valid_policy(rng: random.Random) -> Doc:
     """A valid policy: every table and field of the declaration, the optional ones
     present or not, then the loader's cross-references made to hold."""
@@ -120,6 +125,10 @@ def valid_policy(rng: random.Random) -> Doc:
             return f"step-{index}"
         if (table.name, field.name) == ("evidence", "keys"):
             return list(keys)
+        if (table.name, field.name) == ("evidence", "per_resource"):
+            return rng.sample(PER_RESOURCE, rng.randint(0, len(PER_RESOURCE)))
+        if (table.name, field.name) == ("resources", "open"):
+            return rng.sample(SLOTS, rng.randint(0, len(SLOTS)))
         if field.non_empty:
             return rng.sample(RESOURCES, rng.randint(1, 3))
         return rng.sample(keys, rng.randint(0, len(keys)))
@@ -411,10 +420,36 @@ def _gaps() -> dict[str, Defect]:
         workflow.setdefault("ready_when_passed", []).append("undeclared")
         return document
 
+    def per_resource_on_completion(document: Doc, rng: random.Random) -> Doc:
+        document["evidence"]["per_resource"] = ["held"]
+        completing = [step for step in document["steps"] if step.get("completes_run")]
+        rng.choice(completing)["requires"] = ["held"]
+        return document
+
+    def scoped_key(document: Doc, rng: random.Random) -> Doc:
+        document["evidence"]["keys"] = [*document["evidence"]["keys"], "held@r"]
+        return document
+
+    def per_resource_also_a_key(document: Doc, rng: random.Random) -> Doc:
+        evidence = document["evidence"]
+        evidence["keys"] = [*evidence["keys"], "held"]
+        evidence["per_resource"] = ["held"]
+        return document
+
+    def slot_also_fixed(document: Doc, rng: random.Random) -> Doc:
+        resources = document["resources"]
+        resources["open"] = [rng.choice(resources["allowed"])]
+        return document
+
     def cost_without_currency(document: Doc, rng: random.Random) -> Doc:
         limits = document.setdefault("limits", {})
         limits["max_cost"] = rng.randint(1, 10**6)
         limits.pop("currency", None)
+        return document
+
+    def lone_surrogate_in_a_key(document: Doc, rng: random.Random) -> Doc:
+        keys = document["evidence"]["keys"]
+        keys.append(rng.choice(["\ud800", "key-\udfff", "\udbff-x"]))
         return document
 
     def integer_as_float(name: str) -> Defect:
@@ -429,6 +464,12 @@ def _gaps() -> dict[str, Defect]:
         "steps[*].requires[*]": undeclared_requirement,
         "workflow.ready_when_passed": two_complete_without_workflow,
         "workflow.ready_when_passed[*]": undeclared_workflow_key,
+        "steps[*].requires": per_resource_on_completion,
+        "evidence.keys[*]": lambda document, rng: rng.choice((scoped_key, lone_surrogate_in_a_key))(
+            document, rng
+        ),
+        "evidence.per_resource[*]": per_resource_also_a_key,
+        "resources.open[*]": slot_also_fixed,
         "limits.currency": cost_without_currency,
         **{
             f"limits.{field.name}": integer_as_float(field.name)

@@ -67,7 +67,9 @@ def random_operation(rng: random.Random, policy: Policy, run: Run) -> Operation:
         pending = run.pending
         if pending is not None and rng.random() < 0.5:  # help a pending plan along
             missing = [
-                k for k in policy.requirements.get(pending.step, ()) if run.state(k) != "Passed"
+                k
+                for k in policy.requirements.get(pending.step, ())
+                if run.evidence_state(k) != "Passed"
             ]
             if missing:
                 key = missing[0]

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 from conftest import PASSED, obs
 
-from replan import Controller
+from replan import Controller, EvidenceState
 from replan.controller.surface import NotTheApi, hide_bodies
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
+from replan.spec.reference import ReferenceController
 
 MODEL = extract(Replanning)
 
@@ -22,10 +23,11 @@ CONTRACT_API = {
     # the events
     "observe", "propose", "execute", "approve", "charge", "cancel",
     # what a run reports
-    "state", "declared_state", "stop_reason", "pending", "plan_revision",
+    "evidence_state", "state", "declared_state", "stop_reason", "pending", "plan_revision",
     "evidence_revision", "proposals", "steps", "no_progress", "tokens", "cost",
     "elapsed_ms", "trace", "policy",
-    # the machine it runs, and a run as data
+    # the machine it runs, and a run as data (a run log restores a run:
+    # replan.controller.durable.restore, not a method of the run)
     "events", "transitions", "snapshot",
 }  # fmt: skip
 
@@ -101,3 +103,15 @@ def test_code_outside_the_bodies_cannot_reach_them_through_a_run() -> None:
 
     with pytest.raises(AttributeError):
         outsider(run)
+
+
+@pytest.mark.parametrize("implementation", [Controller, ReferenceController])
+def test_what_is_known_about_a_key_is_read_as_evidence_state_and_state_is_a_deprecated_alias(
+    implementation: type[Controller],
+) -> None:
+    run = implementation()
+    run.observe(obs("parser", 1, PASSED))
+    assert run.evidence_state("parser") is PASSED
+    assert run.evidence_state("access") is EvidenceState.UNKNOWN
+    with pytest.warns(DeprecationWarning, match=r"state\(key\) is deprecated: use evidence_state"):
+        assert run.state("parser") is PASSED

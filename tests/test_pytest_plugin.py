@@ -124,3 +124,29 @@ def test_hypothesis_profiles_are_the_campaign_budgets() -> None:
     for name, (examples, steps) in HYPOTHESIS_PROFILES.items():
         registered = settings.get_profile(f"replan-{name}")
         assert (registered.max_examples, registered.stateful_step_count) == (examples, steps)
+
+
+def test_a_markers_policy_is_found_from_the_rootdir_as_pytest_finds_its_options(
+    tmp_path: Path,
+) -> None:
+    """The README's layout: policy.toml at the project's root, the test in tests/."""
+    project = tmp_path / "layout"
+    (project / "tests").mkdir(parents=True)
+    shutil.copy(DEFAULT, project / "policy.toml")
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "tests" / "test_policy.py").write_text(USER_TEST, encoding="utf-8")
+    done = _pytest(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_a_markers_policy_missing_from_the_rootdir_names_where_it_was_looked_for(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "missing"
+    (project / "tests").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "tests" / "test_policy.py").write_text(USER_TEST, encoding="utf-8")
+    done = _pytest(project)
+    assert done.returncode == 1
+    assert "policy.toml: no such policy file (relative to the rootdir" in done.stdout

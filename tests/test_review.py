@@ -5,6 +5,7 @@ step, the --against diff with its witness, and bad input as one line and exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 
 from replan.cli import main
-from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.controller import Controller
+from replan.controller.policy import DEFAULT_POLICY, load_policy, policy_to_dict
 from replan.controller.records import EvidenceState, Observation, Plan
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
@@ -34,7 +36,7 @@ DATA = re.compile(r'<script type="application/json" id="review-data">(.*?)</scri
 def page_data(page: str) -> dict[str, Any]:
     found = DATA.search(page)
     assert found is not None, "the page embeds no review-data"
-    data: dict[str, Any] = json.loads(found[1].replace("<\\/", "</"))
+    data: dict[str, Any] = json.loads(found[1])
     return data
 
 
@@ -266,3 +268,79 @@ def test_without_graphviz_the_page_shows_the_mermaid_source(tmp_path: Path) -> N
     assert "<svg " not in page and "stateDiagram-v2" in page
     assert "Graphviz (<code>dot</code>) is not installed" in page
     assert len(page_data(page)["traces"][0]["steps"]) == 12  # the player still plays
+
+
+# ---- a user's own run, and a page without a recording --------------------------------------
+
+
+def _evidence_for(policy_path: Path, tmp_path: Path) -> Path:
+    """An evidence directory whose verify report is for ``policy_path`` (the committed
+    report's checks, under that policy), and no recording in it."""
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    document = json.loads((EVIDENCE / "verify.json").read_text(encoding="utf-8"))
+    document["policy"] = policy_to_dict(load_policy(policy_path))
+    (evidence / "verify.json").write_text(json.dumps(document), encoding="utf-8")
+    return evidence
+
+
+def _own_run(policy_path: Path, tmp_path: Path) -> Path:
+    """A run under ``policy_path`` as its application writes it: ``run.trace`` as
+    JSON, a malformed proposal and a refused observation among its calls."""
+    run = Controller(load_policy(policy_path))
+    run.propose("not a plan")  # type: ignore[arg-type]
+    with contextlib.suppress(ValueError):
+        run.observe(Observation("no-such-key", 1, EvidenceState.PASSED, "ci"))
+    for key in ("parser", "access", "schema"):
+        run.observe(Observation(key, 1, EvidenceState.PASSED, "ci"))
+    run.propose(Plan("p1", 1, run.evidence_revision, "commit-import", "input-A"))
+    run.execute("p1")
+    path = tmp_path / "my-run.json"
+    path.write_text(json.dumps(run.trace), encoding="utf-8")
+    return path
+
+
+def test_a_runs_own_trace_plays_under_the_policy_its_records_name(tmp_path: Path) -> None:
+    evidence = _evidence_for(THREE_KEYS, tmp_path)
+    trace = _own_run(THREE_KEYS, tmp_path)
+    code, page = review(
+        tmp_path, "--policy", str(THREE_KEYS), "--trace", str(trace), evidence=evidence
+    )
+    assert code == 0
+    [played] = page_data(page)["traces"]
+    assert played["kind"] == "run" and played["differing"] == []
+    assert len(played["steps"]) == 7
+    assert played["steps"][-1]["stop_reason"] == "Completed"
+    assert played["policy"] == policy_to_dict(load_policy(THREE_KEYS))
+
+
+def test_a_trace_of_another_policy_than_the_pages_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _own_run(THREE_KEYS, tmp_path)
+    code, _ = review(tmp_path, "--trace", str(trace))
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "it ran under policy sha256:" in err[0], err
+    assert "give that policy with --policy FILE (the page's policy)" in err[0]
+
+
+def test_an_episode_recorded_under_a_policy_plays_on_its_page(tmp_path: Path) -> None:
+    evidence = _evidence_for(THREE_KEYS, tmp_path)
+    record = tmp_path / "episode" / "replan-trace.json"
+    assert main(["trace", "--policy", str(THREE_KEYS), "-o", str(record)]) == 0
+    code, page = review(
+        tmp_path, "--policy", str(THREE_KEYS), "--trace", str(record), evidence=evidence
+    )
+    assert code == 0
+    [played] = page_data(page)["traces"]
+    assert played["kind"] == "episode" and played["differing"] == []
+    assert played["steps"][-1]["stop_reason"] == "Completed"
+
+
+def test_a_page_without_a_recording_says_so(tmp_path: Path) -> None:
+    evidence = _evidence_for(THREE_KEYS, tmp_path)
+    code, page = review(tmp_path, "--policy", str(THREE_KEYS), evidence=evidence)
+    assert code == 0
+    assert page_data(page)["traces"] == []
+    assert "No recording to play" in page

@@ -272,3 +272,24 @@ def test_without_javascript_everything_but_the_player_is_there(
         assert "All checks hold" in driver.find_element(By.ID, "verdict").text
     finally:
         driver.quit()
+
+
+def test_the_player_without_a_recording_raises_no_script_error(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A policy's page before any recording exists (no counterexample, no episode):
+    the views still switch and the script reports no error."""
+    from selenium.webdriver.common.by import By
+
+    evidence = tmp_path / "evidence"
+    evidence.mkdir()
+    shutil.copy(EVIDENCE / "verify.json", evidence / "verify.json")
+    output = tmp_path / "review.html"
+    assert main(["review", "--evidence", str(evidence), "-o", str(output)]) == 0
+    browser.get(output.as_uri())
+    time.sleep(0.5)
+    assert browser.get_log("browser") == []  # no script error
+    browser.find_element(By.CSS_SELECTOR, '[data-show-view="full"]').click()
+    assert browser.find_element(By.ID, "view-full").is_displayed()
+    assert not browser.find_element(By.ID, "view-overview").is_displayed()
+    assert browser.get_log("browser") == []

@@ -179,14 +179,14 @@ def test_conflicting_content_raises_observation_conflict_and_changes_nothing(
     with pytest.raises(ObservationConflict):
         run.observe(obs("access", 1, PASSED, "ci"))
     assert run.snapshot() == before
-    assert run.state("access") is FAILED
+    assert run.evidence_state("access") is FAILED
 
 
 def test_older_version_never_overwrites_a_newer_one(implementation: type) -> None:
     run = implementation()
     run.observe(obs("access", 2, PASSED, "owner"))
     assert run.observe(obs("access", 1, FAILED, "ci")) is False
-    assert run.state("access") is PASSED
+    assert run.evidence_state("access") is PASSED
     assert run.evidence_revision == 2
 
 

@@ -1,4 +1,4 @@
-"""Termination (#17): the rank a run has left falls with every model-facing call and
+"""Termination: the rank a run has left falls with every model-facing call and
 every observation that teaches nothing, so a run stops within a bound computed from
 its limits. z3 proves it for any limits; here the bound is checked against the
 explorer's reachable graph of the default policy, and shown to be the one that

@@ -10,6 +10,7 @@ import pytest
 from conftest import FAILED, PASSED, UNKNOWN, obs, plan
 
 from replan.controller import Controller, InvalidInput, Observation, ObservationConflict, Plan
+from replan.controller.policy import DEFAULT_POLICY, policy_digest
 from replan.spec.declaration import Replanning
 from replan.spec.model import extract
 from replan.spec.reference import ReferenceController
@@ -75,6 +76,7 @@ def test_every_call_appends_one_record(implementation: type) -> None:
             "evidence_revision",
             "stop_reason",
             "transition",
+            "policy",
         }
         assert record["seq"] == count
         assert record["op"] == op
@@ -143,6 +145,7 @@ def test_trace_records_arguments_results_and_errors(implementation: type) -> Non
         "evidence_revision": 2,
         "stop_reason": None,
         "transition": "pending --execute[not is_pending_id]--> pending",
+        "policy": policy_digest(DEFAULT_POLICY),
     }
     assert cancel["args"] == {}
     assert cancel["result"] is None
@@ -242,7 +245,7 @@ def test_snapshot_is_a_copy(implementation: type) -> None:
     snapshot["accepted"].append("forged")
     snapshot["evidence"]["parser"]["state"] = "Failed"
     assert run.snapshot()["accepted"] == ["p1"]
-    assert run.state("parser") is PASSED
+    assert run.evidence_state("parser") is PASSED
 
 
 def test_snapshot_reports_the_public_view(implementation: type) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from replan.cli import main
+from replan.controller.policy import load_policy, policy_digest, policy_to_dict
 from replan.verification.subjects.episode import comparable, run_reference_episode
 from replan.verification.subjects.fixed_workflow import fixed_workflow_table
 from replan.verification.subjects.mutants import mutant_controller
@@ -146,3 +147,32 @@ def test_replan_trace_names_an_unknown_mutant_and_exits_2(
 ) -> None:
     assert main(["trace", "--mutant", "no-such-thing"]) == 2
     assert "no-such-thing" in capsys.readouterr().err
+
+
+POLICIES = Path(__file__).resolve().parent / "policies"
+
+
+@pytest.mark.parametrize("name", ["three-keys.toml", "approval.toml", "budget.toml"])
+def test_replan_trace_records_an_episode_of_the_given_policy(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = load_policy(POLICIES / name)
+    target = tmp_path / "t.json"
+    assert main(["trace", "--policy", str(POLICIES / name), "-o", str(target)]) == 0
+    record = json.loads(target.read_text())
+    assert record["episode"] == "policy" and record["holds"] is True
+    assert record["policy"] == policy_to_dict(policy)
+    assert {call["policy"] for call in record["calls"]} == {policy_digest(policy)}
+    assert record["final"]["stop_reason"] == "Completed"
+    capsys.readouterr()
+    assert main(["conform", str(target)]) == 0  # the record holds its policy
+    assert "conforms" in capsys.readouterr().out
+
+
+def test_replan_trace_with_a_policy_writes_beside_that_policys_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["trace", "--policy", str(POLICIES / "three-keys.toml")]) == 0
+    assert (tmp_path / "out" / "trace" / "three-keys" / "replan-trace.json").is_file()
+    assert (tmp_path / "out" / "trace" / "three-keys" / "fixed-workflow.json").is_file()

@@ -1,4 +1,4 @@
-"""Hostile arguments (#15, items 6-7): the trace stays JSON whatever the model sent
+"""Hostile arguments: the trace stays JSON whatever the model sent
 (huge integers, unprintable objects, subclasses with their own methods), and the
 policy's lookups are read-only, so no run can change another's rules."""
 
@@ -37,7 +37,7 @@ HUGE = 10**5000
 
 def test_a_huge_revision_keeps_the_trace_json() -> None:
     controller = Controller()
-    assert controller.propose(Plan("p1", HUGE, 1, "inspect-parser", "input-A")) is True
+    assert controller.propose(Plan("p1", HUGE, 1, "inspect-parser", "input-A")) is False
     controller.execute(HUGE)  # type: ignore[arg-type]
     text = json.dumps(controller.trace)
     assert "<int of 16610 bits>" in text

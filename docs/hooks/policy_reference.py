@@ -7,6 +7,7 @@ state another default. A page asks for the tables with a marker on a line of its
 
     <!-- policy: fields -->          one table per [table] of the file
     <!-- policy: loader-checks -->   what the loader checks beyond the schema
+    <!-- policy: names -->           what a name may not contain
 
 The docs describe the checkout they are built from: the checkout's root goes first on
 ``sys.path`` before ``replan`` is imported.
@@ -24,10 +25,10 @@ from mkdocs.exceptions import PluginError
 MARKER = re.compile(r"^<!-- policy: ([a-z-]+) -->$", re.MULTILINE)
 
 KINDS = {
-    "positive": "integer ≥ 1",
+    "positive": "integer from 1 to 9007199254740991 (2<sup>53</sup> &minus; 1)",
     "boolean": "`true` / `false`",
-    "name": "non-empty string",
-    "names": "list of unique non-empty strings",
+    "name": "a [name](#names)",
+    "names": "list of unique [names](#names)",
 }
 
 
@@ -47,6 +48,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return _fields(policy_schema)
         if name == "loader-checks":
             return _loader_checks(policy_schema)
+        if name == "names":
+            return _names(policy_schema)
         raise PluginError(f"{page.file.src_path}: unknown policy marker {name!r}")
 
     return MARKER.sub(render, markdown)
@@ -88,3 +91,32 @@ def _cell(text: str) -> str:
 def _loader_checks(policy_schema: Any) -> str:
     rows = [f"| `{path}` | {check} |" for path, check in policy_schema.LOADER_CHECKS]
     return "| path | must be |\n| --- | --- |\n" + "\n".join(rows)
+
+
+#: Ranges of control characters, which have no Unicode names to show.
+_CONTROLS = {
+    0x0000: "control characters (C0): line feed, carriage return and tab among them",
+    0x007F: "delete and the C1 control characters",
+    0xFFFE: "the noncharacters U+FFFE and U+FFFF (XML cannot hold them)",
+}
+
+
+def _names(policy_schema: Any) -> str:
+    """The code points no name may hold, one row per range, named."""
+    import unicodedata
+
+    rows = []
+    for low, high in policy_schema.NOT_IN_NAMES:
+        span = f"U+{low:04X}" if low == high else f"U+{low:04X}&ndash;U+{high:04X}"
+        if low in _CONTROLS:
+            what = _CONTROLS[low]
+        elif low == high:
+            what = unicodedata.name(chr(low)).lower()
+        else:
+            first, last = unicodedata.name(chr(low)), unicodedata.name(chr(high))
+            what = f"{first.lower()} … {last.lower()}"
+        rows.append(f"| {span} | {what} |")
+    return (
+        f"A name is 1 to {policy_schema.NAME_LENGTH} characters, none of them in these "
+        "ranges:\n\n| code points | characters |\n| --- | --- |\n" + "\n".join(rows)
+    )

@@ -49,6 +49,7 @@ from replan.common import (
     print_json,
     write_json,
 )
+from replan.verification.runtime.files import announce
 
 #: out/ is in .gitignore: the committed evidence/benchmark-results.json is rewritten
 #: only when asked (-o evidence/benchmark-results.json, on a quiet machine).
@@ -166,5 +167,5 @@ def run(args: argparse.Namespace) -> int:
         print_json(document)
     else:
         print(render_table(document))
-        print(f"\nwrote {output}")
+        announce(f"\nwrote {output}")
     return 0 if document["all_episodes_completed"] else 1

@@ -3,7 +3,7 @@ log (``controller.durable``) or of a controller's trace (JSON) is replayed throu
 reference model with every contract property checked.
 
   replan conform out/runs/import-1.log
-  replan conform trace.json --policy my.toml
+  replan conform my-run.json --policy my.toml     a trace of a run under my.toml
   replan conform evidence/replan-trace.json --json
   replan conform runs.db --run import-1          one run of a DBOS database
 
@@ -36,7 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_option(parser)
     parser.epilog = (
         "A run log names its own policy and declaration (a log of another declaration "
-        "is refused); --policy is for a trace, which names neither."
+        "is refused). Each trace record names the digest of the policy it ran under: a "
+        "trace of the default policy, or an episode record (which holds its policy), "
+        "is checked as it is; for a trace of another policy give that policy with "
+        "--policy (a policy whose digest is not the recorded one is refused)."
     )
     add_json_option(parser)
 

@@ -58,10 +58,11 @@ from replan.common import (
     CliError,
     add_json_option,
     add_policy_option,
+    check_writable,
     policy_from_args,
     print_json,
 )
-from replan.verification.runtime.files import write_atomically
+from replan.verification.runtime.files import announce, write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,9 +132,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{', '.join(sorted(SUFFIXES))}); give --format to write it anyway"
             )
         output_format = SUFFIXES.get(suffix, "mermaid")
+    check_writable(args.output, "-o")  # before any work: a file that cannot be, is not
     model = extract(Replanning)
     try:
-        trace = load_trace(args.trace, model) if args.trace else None
+        given = policy_from_args(args) if args.policy else None
+        trace = load_trace(args.trace, model, given) if args.trace else None
         policy = (
             trace.policy if trace is not None and args.policy is None else policy_from_args(args)
         )
@@ -197,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
     elif args.output:
         overlays = f", overlays: {', '.join(summary['overlays'])}" if diagram.overlays else ""
-        print(
+        announce(
             f"wrote {args.output} ({output_format}: {summary['states']} states, "
             f"{summary['transitions']} transitions, {summary['internal']} internal{overlays})"
         )

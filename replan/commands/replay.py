@@ -24,11 +24,11 @@ both hold (a counterexample to induction may start from a state no run reaches).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from replan.common import CliError, add_json_option, print_json
+from replan.controller.input_limits import load_json
 from replan.spec.reference import ReferenceController
 from replan.verification.core.harness import (
     CounterexampleError,
@@ -64,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _document(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        document = load_json(path)
+    except (OSError, ValueError):  # load_counterexample says why, in one line
         return {}
     return document if isinstance(document, dict) else {}
 

@@ -45,7 +45,6 @@ a failed check (the page is still written: it shows the failure), 2 on bad input
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -55,11 +54,13 @@ from replan.common import (
     CliError,
     add_json_option,
     add_policy_option,
+    check_writable,
     policy_from_args,
     print_json,
 )
+from replan.controller import input_limits
 from replan.controller.policy import Policy, policy_to_dict
-from replan.verification.runtime.files import write_atomically
+from replan.verification.runtime.files import announce, write_atomically
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +125,11 @@ def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
             "(or name its directory with --evidence DIR)"
         )
     try:
-        report = VerifyReport.from_json(json.loads(path.read_text(encoding="utf-8")), str(evidence))
+        report = VerifyReport.from_json(
+            input_limits.load_json(path, what="a verify report"), str(evidence)
+        )
+    except input_limits.InputLimitError as error:
+        raise CliError(str(error)) from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise CliError(f"{path}: {error}") from None
     if policy_to_dict(report.policy) != policy_to_dict(policy):
@@ -135,7 +140,7 @@ def _report(args: argparse.Namespace, evidence: Path, policy: Policy) -> Any:
     return report
 
 
-def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[Any]:
+def _recordings(args: argparse.Namespace, evidence: Path, model: Any, policy: Policy) -> list[Any]:
     """The reference episode, the evidence directory's counterexamples, the --trace
     files, each played back. A file of the evidence directory that holds no steps (a
     proof's counterexample to induction is one symbolic step, not a run) is skipped
@@ -150,7 +155,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
     playbacks = []
     for path in found:
         try:
-            playback = load_playback(path, model)
+            playback = load_playback(path, model, policy)
         except PlaybackError as error:
             print(f"replan review: note: skipped {error}", file=sys.stderr)
             continue
@@ -160,7 +165,7 @@ def _recordings(args: argparse.Namespace, evidence: Path, model: Any) -> list[An
         playbacks.append(playback)
     for name in args.trace:
         try:
-            playbacks.append(load_playback(name, model))
+            playbacks.append(load_playback(name, model, policy))
         except PlaybackError as error:
             raise CliError(f"--trace {error}") from None
     for playback in playbacks:
@@ -226,10 +231,11 @@ def run(args: argparse.Namespace) -> int:
     from replan.verification.report.review import build_review, to_html
 
     policy = policy_from_args(args)
+    check_writable(args.output, "-o")  # before any work: a page that cannot be, is not
     evidence = _evidence_dir(args)
     model = extract(Replanning)
     report = _report(args, evidence, policy)
-    playbacks = _recordings(args, evidence, model)
+    playbacks = _recordings(args, evidence, model, policy)
     old, against = (None, None)
     if args.against:
         old, against = _against(args, report, policy, model)
@@ -261,5 +267,5 @@ def run(args: argparse.Namespace) -> int:
         if not review.graphviz:
             print("note: Graphviz is not installed: the page shows the Mermaid source instead")
         views = ", ".join(review.views) or "none (Mermaid source)"
-        print(f"wrote {target} ({len(page):,} bytes; views: {views})")
+        announce(f"wrote {target} ({len(page):,} bytes; views: {views})")
     return 0 if report.ok else 1

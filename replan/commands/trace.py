@@ -13,6 +13,13 @@ combinations: the controller's commit decision by running it, decide()'s, agreem
                                      out/trace/fixed-workflow.json
   replan trace -o /tmp/t.json        writes /tmp/t.json and /tmp/fixed-workflow.json
   replan trace --json                the summary as JSON on stdout
+  replan trace --policy my.toml      an episode of your policy (its script is written
+                                     from the policy: the provider proposes the step
+                                     that completes the run and executes it, denied
+                                     until the host observes its keys Passed, approved
+                                     where it needs approval) -> out/trace/my/; play
+                                     it with `replan review --policy my.toml --trace
+                                     out/trace/my/replan-trace.json`
   replan trace --mutant stale-plan-check-removed
                                      the same episode on a deliberately broken
                                      controller: the facts fail, exit 1 (writes only with -o)
@@ -31,19 +38,32 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from replan.common import OUT, CliError, add_json_option, print_json, write_json
+from replan.common import (
+    OUT,
+    CliError,
+    add_json_option,
+    add_policy_option,
+    policy_from_args,
+    print_json,
+    write_json,
+)
+from replan.verification.runtime.files import announce
 
 #: out/ is in .gitignore; the committed evidence/replan-trace.json is `replan evidence`'s.
 DEFAULT_OUTPUT = OUT / "trace" / "replan-trace.json"
 WORKFLOW_FILE = "fixed-workflow.json"
+#: The most rows of the fixed-workflow table a run writes (3 ** 8: eight workflow keys).
+MAX_WORKFLOW_ROWS = 6561
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_policy_option(parser)
     parser.add_argument(
         "-o",
         "--output",
         metavar="FILE",
-        help=f"where to write the episode record (default: {DEFAULT_OUTPUT})",
+        help=f"where to write the episode record (default: {DEFAULT_OUTPUT}; with "
+        "--policy FILE: out/trace/<FILE's name>/replan-trace.json)",
     )
     parser.add_argument(
         "--workflow-output",
@@ -115,25 +135,39 @@ def _describe(call: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from replan.verification.subjects.episode import failing_facts, run_reference_episode
+    from replan.verification.subjects.episode import failing_facts, run_episode
     from replan.verification.subjects.fixed_workflow import fixed_workflow_table
 
     controller_class = _controller_class(args.mutant)
+    policy = policy_from_args(args)
     if args.output is not None:
         output: Path | None = Path(args.output)
+    elif args.mutant:
+        output = None
+    elif args.policy:
+        output = OUT / "trace" / Path(args.policy).stem / DEFAULT_OUTPUT.name
     else:
-        output = None if args.mutant else DEFAULT_OUTPUT
+        output = DEFAULT_OUTPUT
     if args.workflow_output is not None:
         workflow_output: Path | None = Path(args.workflow_output)
     else:
         workflow_output = None if output is None else output.with_name(WORKFLOW_FILE)
     otel_output = None if args.otel is None else Path(args.otel)
+    if otel_output is not None and args.policy:
+        raise CliError("--otel records the reference episode, under the default policy only")
+    rows = 3 ** len(policy.workflow_keys) * len(policy.terminal_steps)
+    if rows > MAX_WORKFLOW_ROWS:
+        raise CliError(
+            f"--policy {args.policy}: the fixed-workflow table would have {rows:,} rows "
+            f"(3 ** {len(policy.workflow_keys)} workflow keys); at most "
+            f"{MAX_WORKFLOW_ROWS:,} are run here (`replan prove` checks any number)"
+        )
     for path in (output, workflow_output, otel_output):
         if path is not None and path.exists() and path.is_dir():
             raise CliError(f"{path}: is a directory, expected a file to write")
 
-    record = run_reference_episode(controller_class)
-    table = fixed_workflow_table(controller_class=controller_class)
+    record = run_episode(policy, controller_class, policy_name=args.policy or "")
+    table = fixed_workflow_table(policy, controller_class)
     failing = failing_facts(record)
     failing += [
         f"fixed workflow: {row['states']} -> controller {row['controller']['execute']}, "
@@ -171,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         versions = record["versions"]
         print(
-            "reference episode: scripted provider (not a model), "
+            f"{record['episode']} episode: scripted provider (not a model), "
             f"agent-framework-core {versions['agent-framework-core']}, "
             f"controller {record['controller']}"
         )
@@ -191,5 +225,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"FAILED: {line}")
         written = [str(path) for path in (output, workflow_output, otel_output) if path is not None]
         if written:
-            print(f"wrote {', '.join(written)}")
+            announce(f"wrote {', '.join(written)}")
     return 0 if holds else 1

@@ -1,6 +1,6 @@
 """A bare Hypothesis lockstep machine: the baseline the campaign's throughput is
-measured against (issue #16's acceptance: "campaign operations/s at ci against a bare
-Hypothesis lockstep machine").
+measured against (the campaign's operations per second at ci beside a bare
+Hypothesis lockstep machine's).
 
 Why it exists: the campaign (``verification.engines.campaign.machine``) runs each operation through
 Hypothesis' stateful machinery, the generated controller and the reference model, and

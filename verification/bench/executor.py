@@ -127,7 +127,7 @@ _open_wal_journal: SqliteJournal | None = None
 
 
 def authorized_episode_sqlite_open_wal() -> None:
-    """The same as ``sqlite-open`` on the journal as it was before #15 (WAL mode, the
+    """The same as ``sqlite-open`` on a journal in WAL mode (the
     mutant ``receipts-only-in-wal``): the baseline that prices the rollback journal,
     whose receipts cannot be lost with a ``-wal``."""
     global _open_wal_journal

@@ -1,6 +1,6 @@
 """The explorer's figures, measured side by side in one run: ``replan bench --explore``.
 
-Owns: what issue #16 asks to see together, on one machine in one run: the
+Owns: what is compared together, on one machine in one run: the
 explorer's transitions per second against SPIN's on the same model and domains
 ((V, K) = (1, 1) and (1, 2), with SPIN's counts beside ours), one worker against two,
 and a new user's first policy (``tests/policies/first-policy.toml``: three keys, a

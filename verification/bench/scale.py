@@ -1,7 +1,7 @@
 """What scaling out costs and buys, measured side by side in one run:
 ``replan bench --scale``.
 
-Owns the figures issue #21 asks for: the campaign with 1, 2 and 4 local workers
+Owns the scale-out figures: the campaign with 1, 2 and 4 local workers
 (operations per second of the merged campaign, and the time to the first failure on a
 deliberately broken controller), the same two shares as Ray tasks (Ray's overhead
 against local processes), and the explorer at SPIN's (V, K) = (1, 2) in one process,

@@ -48,7 +48,7 @@ def _module(name: str) -> Any:
 CAMPAIGN_SEED = 20251130
 
 
-#: The size of the wide equivalence proof (issue 5's benchmark: under 100 ms).
+#: The size of the wide equivalence proof (its goal: under 100 ms).
 WIDE_KEYS = 300
 
 

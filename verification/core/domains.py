@@ -220,13 +220,16 @@ class InputSpace:
             self.undeclared_steps.append(_fresh_name(step_names + self.undeclared_steps, stem))
         self.steps = tuple(step_names + self.undeclared_steps)
         self.allowed_resource = policy.resources[0]
+        #: the allowed resources plans name: one, or with per-resource keys two (a
+        #: fact about one resource must not open a step on another)
+        self.allowed_resources = policy.resources[: 2 if policy.per_resource else 1]
         self.disallowed_resources: list[str] = []
         for number in range(domains.disallowed_resources):
             stem = "input-Z" if number == 0 else f"input-Z{number + 1}"
             self.disallowed_resources.append(
                 _fresh_name(list(policy.resources) + self.disallowed_resources, stem)
             )
-        self.resources = (self.allowed_resource, *self.disallowed_resources)
+        self.resources = (*self.allowed_resources, *self.disallowed_resources)
         self.observed_keys = tuple(
             key for key in policy.keys if domains.keys is None or key in domains.keys
         )

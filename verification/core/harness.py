@@ -20,11 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from replan.controller import input_limits
 from replan.controller._generated import Controller
 from replan.controller.durable.log import canonical, decode_argument
 from replan.controller.fields import RunState
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
-from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan
+from replan.controller.records import (
+    Approval,
+    EvidenceState,
+    ExecuteResult,
+    Observation,
+    Plan,
+    Usage,
+)
 from replan.controller.run import Run, state_of_snapshot
 from replan.spec.checker import Checker
 from replan.spec.declaration import Replanning
@@ -151,11 +159,16 @@ def same_outcome(left: Any, right: Any) -> bool:
 # ---- encoding arguments and results as JSON --------------------------------------
 
 
+#: The records an operation takes, encoded as ``{"$type": name, **fields}``.
+RECORDS = (Observation, Plan, Approval, Usage)
+RECORD_NAMED: dict[str, type[Any]] = {record.__name__: record for record in RECORDS}
+
+
 def encode_value(value: Any) -> Any:
     """Records become plain objects of their fields; anything else that is not JSON
     is kept as ``{"$raw": ...}`` (JSON values) or ``{"$repr": ...}`` (not replayable
     exactly, replayed as an opaque object: it is malformed either way)."""
-    if isinstance(value, Observation | Plan):
+    if isinstance(value, RECORDS):
         fields = {
             name: _encode_field(item) for name, item in zip(value._fields, value, strict=True)
         }
@@ -199,9 +212,8 @@ def decode_value(value: Any) -> Any:
             return Opaque(value["$repr"])
         if "$error" in value:
             return value["$error"]
-        kind = value.get("$type")
-        if kind in ("Observation", "Plan"):
-            record = Observation if kind == "Observation" else Plan
+        record = RECORD_NAMED.get(str(value.get("$type")))
+        if record is not None:
             fields = [_decode_field(name, value.get(name)) for name in record._fields]
             return record(*fields)
     return value
@@ -281,9 +293,11 @@ def load_counterexample(path: str | Path) -> tuple[Policy, str, list[Operation],
     it recorded (as JSON values)."""
     source = Path(path)
     try:
-        document = json.loads(source.read_text(encoding="utf-8"))
+        document = input_limits.load_json(source, what="a counterexample")
     except FileNotFoundError:
         raise CounterexampleError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise CounterexampleError(str(error)) from None
     except (OSError, ValueError) as error:
         raise CounterexampleError(f"{source}: not a counterexample JSON file ({error})") from None
     if not isinstance(document, dict) or not isinstance(document.get("steps"), list):

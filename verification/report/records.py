@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
+from replan.verification.report import text
 from replan.verification.runtime.files import write_atomically
 
 #: Keys whose values change from run to run without the result changing.
@@ -231,14 +232,19 @@ _TIMING = re.compile(r"[\d.,]+ ?(?:s|ms|µs|ops/s|operations/s|states/s|transiti
 def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None) -> Path:
     """The reviewer's page; ``timings=False`` (default: whether the report has them):
     without the time column and the run's duration (the committed evidence: the same
-    run writes the same page)."""
+    run writes the same page). Every string this function did not write (a name of
+    the policy, a summary that quotes one, a path) goes through ``report.text``'s
+    Markdown escaping: GitHub's job summary renders the page, and a name must show as
+    text there, never as a heading, a table row, a link or HTML."""
     timings = report.timed if timings is None else timings
     policy = report.policy
+    md = text.markdown
+    keys = md(", ".join(policy.keys)) or "none"
     lines = [
         "# replan verify",
         "",
-        f"**{'All checks hold.' if report.ok and not report.gaps else report.verdict() + '.'}**"
-        f" Profile `{report.profile}`; policy: keys {', '.join(policy.keys) or 'none'}; "
+        f"**{'All checks hold.' if report.ok and not report.gaps else md(report.verdict()) + '.'}**"
+        f" Profile {text.markdown_code(report.profile)}; policy: keys {keys}; "
         f"limits max_steps={policy.max_steps}, max_proposals={policy.max_proposals}, "
         f"no_progress_limit={policy.no_progress_limit}.",
         "",
@@ -249,56 +255,50 @@ def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None
         status = {"passed": "✅ passed", "failed": "❌ failed", "error": "⚠️ error"}[check.status]
         if check.warnings:
             status += f", {len(check.warnings)} finding{'s' if len(check.warnings) > 1 else ''}"
-        row = f"| {check.name} | {status} | {check.summary.replace('|', '/')} |"
+        row = f"| {md(check.name)} | {status} | {md(check.summary)} |"
         lines.append(row + (f" {check.seconds:.1f} s |" if timings else ""))
     for name in report.not_run:
-        lines.append(f"| {name} | not run (`--fail-fast`) | |" + (" |" if timings else ""))
+        lines.append(f"| {md(name)} | not run (`--fail-fast`) | |" + (" |" if timings else ""))
     broken = report.broken_properties
     if broken:
         lines += ["", "## Broken properties", "", "| property | found by |", "|---|---|"]
-        lines += [f"| `{name}` | {', '.join(checks)} |" for name, checks in broken.items()]
+        lines += [
+            f"| {text.markdown_code(name, in_table=True)} | {md(', '.join(checks))} |"
+            for name, checks in broken.items()
+        ]
     if report.gaps:
-        lines += ["", "## Gaps (`--strict` fails on them)", ""] + [f"- {g}" for g in report.gaps]
+        lines += ["", "## Gaps (`--strict` fails on them)", ""] + [
+            f"- {md(g)}" for g in report.gaps
+        ]
     if report.not_live:
         lines += ["", "## Declared transitions that cannot fire under this policy", ""]
-        lines += [f"- {label}: {why}" for label, why in report.not_live.items()]
+        lines += [f"- {md(label)}: {md(why)}" for label, why in report.not_live.items()]
     warnings = [(c.name, w) for c in report.checks for w in c.warnings]
     if warnings:
-        lines += ["", "## Findings", ""] + [f"- {name}: {w}" for name, w in warnings]
+        lines += ["", "## Findings", ""] + [f"- {md(name)}: {md(w)}" for name, w in warnings]
     failures = [c for c in report.checks if not c.ok]
     if failures:
         lines += ["", "## Counterexamples", ""]
         for check in failures:
-            lines += [
-                f"### {check.name}",
-                "",
-                "```",
-                check.failure_text.strip() or check.summary,
-                "```",
-                "",
-            ]
+            lines += [f"### {md(check.name)}", ""]
+            lines += text.markdown_fence(check.failure_text.strip() or check.summary)
+            lines.append("")
             for saved in check.counterexamples:
-                lines.append(f"- saved: `{saved}`")
+                lines.append(f"- saved: {text.markdown_code(saved)}")
             for command in check.replay:
-                lines.append(f"- replay: `{command}`")
+                lines.append(f"- replay: {text.markdown_code(command)}")
             lines.append("")
     if report.against_lines:
         lines += ["", "## What changed", ""]
-        lines += [f"- {line}" for line in report.against_lines]
+        lines += [f"- {md(line)}" for line in report.against_lines]
         if report.diff_mermaid:
-            lines += [
-                "",
-                "Green: added, red: removed, orange: changed, grey: unchanged.",
-                "",
-                "```mermaid",
-                report.diff_mermaid.rstrip(),
-                "```",
-            ]
+            lines += ["", "Green: added, red: removed, orange: changed, grey: unchanged.", ""]
+            lines += text.markdown_fence(report.diff_mermaid, "mermaid")
     campaign = next((c for c in report.checks if c.name == "campaign"), None)
     if campaign is not None and campaign.details.get("coverage"):
-        lines += ["", "## Coverage", "", "```", campaign.summary, "```"]
+        lines += ["", "## Coverage", "", *text.markdown_fence(campaign.summary)]
     if report.mermaid:
-        lines += ["", "## The machine", "", "```mermaid", report.mermaid.rstrip(), "```"]
+        lines += ["", "## The machine", "", *text.markdown_fence(report.mermaid, "mermaid")]
     written = f" in {report.seconds:.0f} s" if timings else " (`replan evidence`: no timings)"
     lines += ["", f"Written by `replan verify`{written}.", ""]
     return write_atomically(path, "\n".join(lines))
@@ -308,6 +308,11 @@ def write_junit(report: VerifyReport, path: Path) -> Path:
     """JUnit XML, one test case per check (CI systems show it natively)."""
     failures = sum(1 for c in report.checks if c.status == "failed")
     errors = sum(1 for c in report.checks if c.status == "error")
+    xml = text.xml  # names and summaries quote the policy: XML holds no control character
+
+    def attribute(value: str) -> str:
+        return text.xml(value, lines=False)
+
     suite = ET.Element(
         "testsuite",
         name="replan verify",
@@ -321,16 +326,16 @@ def write_junit(report: VerifyReport, path: Path) -> Path:
             suite,
             "testcase",
             classname="replan.verify",
-            name=check.name,
+            name=attribute(check.name),
             time=f"{check.seconds:.2f}",
         )
         if check.status == "failed":
-            failure = ET.SubElement(case, "failure", message=check.summary)
-            failure.text = "\n".join([check.failure_text, *check.replay])
+            failure = ET.SubElement(case, "failure", message=attribute(check.summary))
+            failure.text = xml("\n".join([check.failure_text, *check.replay]))
         elif check.status == "error":
-            error = ET.SubElement(case, "error", message=check.summary)
+            error = ET.SubElement(case, "error", message=attribute(check.summary))
             error.text = json.dumps(check.details.get("traceback", ""))
-        ET.SubElement(case, "system-out").text = check.summary
+        ET.SubElement(case, "system-out").text = xml(check.summary)
     root = ET.Element("testsuites")
     root.append(suite)
     return write_atomically(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

@@ -48,6 +48,7 @@ from replan.verification.report.locations import (
     text_location,
 )
 from replan.verification.report.records import CheckResult, VerifyReport
+from replan.verification.report.text import sarif as sarif_text
 from replan.verification.runtime.checkout import checkout_root
 
 SCHEMA_URI = (
@@ -617,7 +618,7 @@ def _result(
     return {
         "ruleId": rule,
         "level": level,
-        "message": {"text": text},
+        "message": {"text": sarif_text(text)},  # it quotes names: "[x](1)" would be a link
         "_places": list(dict.fromkeys(places)),
         "properties": properties,
     }
@@ -645,7 +646,7 @@ def _location(place: Location, root: Path) -> dict[str, Any]:
         }
     }
     if place.what:
-        location["message"] = {"text": place.what}
+        location["message"] = {"text": sarif_text(place.what)}
     return location
 
 

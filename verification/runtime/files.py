@@ -12,6 +12,11 @@ reader sees the old file or the new one, never part of one.
 they were made, once the command has finished; an interrupted (or crashed) command
 writes none of them. So a counterexample never lands without the report that names it,
 and a report never describes a run that did not finish.
+
+``announce(line)``: what a command says about a file it wrote ("wrote out/m.svg ...")
+is said once the file exists: inside ``held()`` the line waits for ``Held.commit()``
+(``Held.announcements``, printed by the command line after it), outside it is printed
+at once. A command that could not write its file never said it wrote it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ OUT = Path("out")
 _held: list[dict[Path, bytes]] = []
 #: Temporary files being written now (removed by the interrupt's last resort).
 _temporary: set[str] = set()
+#: The lines ``announce`` holds back, by the held block they wait for.
+_announced: dict[int, list[str]] = {}
 
 
 def _umask() -> int:
@@ -91,11 +98,26 @@ def _write_now(target: Path, payload: bytes) -> None:
             os.close(directory)
 
 
+def announce(line: str) -> None:
+    """Say ``line`` (that a file was written) once the held writes exist: kept for the
+    innermost ``held()`` block (``Held.announcements``), printed at once outside one."""
+    if _held:
+        _announced.setdefault(id(_held[-1]), []).append(line)
+    else:
+        print(line)
+
+
 class Held:
     """The writes of one ``held()`` block, written by ``commit``."""
 
     def __init__(self, pending: dict[Path, bytes]) -> None:
         self.pending = pending
+
+    @property
+    def announcements(self) -> list[str]:
+        """The lines ``announce`` kept for this block, to say once ``commit`` wrote
+        its files."""
+        return list(_announced.get(id(self.pending), []))
 
     @property
     def paths(self) -> list[Path]:
@@ -116,11 +138,13 @@ class Held:
                     try:
                         _write_now(target, payload)
                     except OSError as error:
-                        if error.filename is None:
-                            error.filename = str(target)
+                        # the file the command meant, not a temporary or a parent
+                        error.filename = str(target)
                         raise
                 del self.pending[target]
                 written.append(target)
+            if outer is not None:  # its lines wait for the outer block's writes
+                _announced.setdefault(id(outer), []).extend(_announced.pop(id(self.pending), []))
         return written
 
 
@@ -147,6 +171,7 @@ def held() -> Iterator[Held]:
         position = _position(pending)
         if position is not None:
             del _held[position]
+        _announced.pop(id(pending), None)
 
 
 def remove_temporary() -> None:

@@ -1,7 +1,7 @@
 """The reference episode: one SDK request with a scripted provider, then the host's
 evidence and the later proposals, recorded call by call and checked fact by fact.
 
-Owns: the episode (issue #7), its record (``run_reference_episode() -> dict``, the
+Owns: the episode, its record (``run_reference_episode() -> dict``, the
 document ``replan trace`` writes to ``evidence/replan-trace.json``), and the facts it
 must show. ``replan verify`` calls ``run_reference_episode`` too.
 
@@ -29,16 +29,27 @@ from typing import Any
 
 from replan.controller import Controller
 from replan.controller.agent import FUNCTION_INVOCATION, ControllerAgent
-from replan.controller.policy import DEFAULT_POLICY, Policy
-from replan.controller.records import EvidenceState, ExecuteResult, Observation, Plan, StopReason
+from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.records import (
+    Approval,
+    EvidenceState,
+    ExecuteResult,
+    Observation,
+    Plan,
+    StopReason,
+    plan_digest,
+)
 from replan.spec.reference import ReferenceController
 from replan.verification.core.harness import operations_from_trace, run_sequence
 from replan.verification.subjects.scripted import ScriptedChatClient, propose_then_execute
 
+#: How the record names the default policy.
+DEFAULT_POLICY_NAME = "default (spec/policy.toml)"
+
 #: Keys of the record that differ from run to run; everything else is reproducible.
 VOLATILE_KEYS = ("generated_at", "versions")
 
-#: The expected totals (issue #7): a fresh run must show exactly these.
+#: The expected totals: a fresh run must show exactly these.
 EXPECTED_TOTALS = {
     "executed_steps": 2,
     "proposals_considered": 4,
@@ -326,8 +337,181 @@ def run_reference_episode(
             "final_text": response.text,
         },
         "controller": class_name(controller_class),
-        "policy": "default (spec/policy.toml)",
+        "policy_name": DEFAULT_POLICY_NAME,
+        "policy": policy_to_dict(policy),
         "calls": calls,
+        "totals": totals,
+        "final": controller.snapshot(),
+        "facts": facts.items,
+        "holds": not facts.failing(),
+        "generated_at": when.isoformat(timespec="seconds"),
+        "versions": package_versions(),
+    }
+
+
+def run_episode(
+    policy: Policy = DEFAULT_POLICY,
+    controller_class: Callable[[Policy], Any] = Controller,
+    *,
+    policy_name: str = DEFAULT_POLICY_NAME,
+    timestamp: datetime | None = None,
+) -> dict[str, Any]:
+    """The episode of ``policy``: the reference episode for the default policy (its
+    script names the default policy's keys and steps), else ``policy_episode``."""
+    if policy == DEFAULT_POLICY:
+        return run_reference_episode(controller_class, timestamp=timestamp)
+    return policy_episode(policy, controller_class, policy_name=policy_name, timestamp=timestamp)
+
+
+def policy_episode(
+    policy: Policy,
+    controller_class: Callable[[Policy], Any] = Controller,
+    *,
+    policy_name: str,
+    timestamp: datetime | None = None,
+) -> dict[str, Any]:
+    """An episode written from ``policy`` itself, so that any policy has a run to
+    record, replay and review: one SDK request in which the scripted provider proposes
+    the first step that completes the run and executes it (denied while a key it
+    requires is not Passed); the host observes each of those keys Passed; the run's
+    plan, stale now, is proposed again and executed, approved first where the step
+    needs approval; the run completes. Its facts: every call the provider asked for
+    reached the controller, the step ran only once its keys were Passed, the run
+    completed (where its limits allow), and the calls replay on the reference model
+    with every property holding."""
+    controller = controller_class(policy)
+    facts = _Facts()
+    via: list[str] = []
+    notes: list[str] = []
+    step = next(s for s in policy.steps if s.completes_run)
+    resource = policy.resources[0]
+
+    def call(path: str, note: str, action: Callable[[], Any]) -> Any:
+        before = len(controller.trace)
+        result = action()
+        added = len(controller.trace) - before
+        via.extend([path] * added)
+        notes.extend([note] * added)
+        return result
+
+    # 1. One SDK request: the provider proposes the completing step and executes it.
+    p1 = {
+        "planId": "p1",
+        "revision": 1,
+        "evidenceRevision": 1,
+        "step": step.name,
+        "resource": resource,
+    }
+    provider = ScriptedChatClient(propose_then_execute(p1))
+    prompt = f"Evidence revision 1. Propose {step.name} on {resource} and execute it."
+    before = len(controller.trace)
+    response = ControllerAgent(controller, provider).request_sync(prompt)
+    sdk_records = controller.trace[before:]
+    via.extend(["sdk"] * len(sdk_records))
+    notes.extend(f"sdk: {record['op']} asked for by the provider" for record in sdk_records)
+    requested = [
+        request.name
+        for turn in provider.calls
+        if not isinstance(turn.reply, str)
+        for request in turn.reply
+    ]
+    facts.expect(
+        "every function call the provider asked for reached the controller once",
+        len(sdk_records),
+        len(requested),
+    )
+    answers = [record["result"] for record in sdk_records if record["op"] == "execute"]
+    if step.requires:
+        expected = str(ExecuteResult.PRECONDITION_DENIED)
+    elif step.needs_approval:
+        expected = str(ExecuteResult.AWAITING_APPROVAL)
+    else:
+        expected = str(ExecuteResult.EXECUTED)
+    facts.expect(
+        f"{step.name} runs only once {', '.join(step.requires) or 'nothing'} is Passed",
+        answers[:1],
+        [expected],
+    )
+
+    # 2. The host's evidence: every key the step requires, Passed.
+    for key in step.requires:
+        call(
+            "host",
+            f"host: {key} Passed (v1)",
+            lambda key=key: controller.observe(Observation(key, 1, EvidenceState.PASSED, "ci")),
+        )
+
+    # 3. The plan again (p1 is stale after new evidence), approved where it must be.
+    plan = Plan("p1", 1, 1, step.name, resource)
+    if step.requires and controller.stop_reason is None:
+        plan = Plan("p2", 2, controller.evidence_revision, step.name, resource)
+        note = f"direct: {plan.id} {step.name} citing the current revision"
+        call("direct", note, lambda: controller.propose(plan))
+        call("direct", f"direct: execute {plan.id}", lambda: controller.execute(plan.id))
+    approved = plan  # the plan the owner approves: the one waiting now
+    if step.needs_approval and controller.declared_state == "awaiting_approval":
+        call(
+            "host",
+            f"host: the owner approves {approved.id}",
+            lambda: controller.approve(Approval(approved.id, plan_digest(approved))),
+        )
+        call("direct", f"direct: execute {approved.id}", lambda: controller.execute(approved.id))
+    feasible = not step.requires or policy.max_proposals >= 2
+    if feasible:
+        stop = controller.stop_reason
+        facts.expect(
+            "the run stops", None if stop is None else str(stop), str(StopReason.COMPLETED)
+        )
+
+    trace = controller.trace
+    totals = {
+        "executed_steps": controller.steps,
+        "proposals_considered": controller.proposals,
+        "provider_calls_in_sdk_request": len(provider.calls),
+        "sdk_requests": 1,
+        "controller_calls": len(trace),
+        "controller_calls_via_sdk": via.count("sdk"),
+    }
+    report = run_sequence(
+        policy, operations_from_trace(trace), controller_class, ReferenceController
+    )
+    facts.expect(
+        "replayed against the reference model: same answers, no property broken",
+        report.failure is None,
+        True,
+    )
+    if report.failure is not None:
+        facts.items[-1]["observed"] = f"{report.failure}: {report.detail}"
+    when = timestamp or datetime.now(UTC)
+    return {
+        "episode": "policy",
+        "description": (
+            f"One SDK request in which the scripted provider proposes {step.name} (the "
+            "step that completes the run) and executes it; the host observes every key "
+            "it requires Passed; the plan, stale after that evidence, is proposed again "
+            "citing the current revision and executed (approved first where the step "
+            "needs approval); the run completes."
+        ),
+        "provider": {
+            "scripted": True,
+            "class": f"{ScriptedChatClient.__module__}.{ScriptedChatClient.__qualname__}",
+            "statement": PROVIDER_STATEMENT,
+        },
+        "sdk": {
+            "statement": SDK_STATEMENT,
+            "function_invocation": dict(FUNCTION_INVOCATION),
+            "prompt": prompt,
+            "tools_offered": list(provider.calls[0].offered_schemas) if provider.calls else [],
+            "provider_calls": [turn.to_json() for turn in provider.calls],
+            "final_text": response.text,
+        },
+        "controller": class_name(controller_class),
+        "policy_name": policy_name,
+        "policy": policy_to_dict(policy),
+        "calls": [
+            {**record, "via": via[index], "note": notes[index]}
+            for index, record in enumerate(trace)
+        ],
         "totals": totals,
         "final": controller.snapshot(),
         "facts": facts.items,

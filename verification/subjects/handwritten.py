@@ -319,7 +319,7 @@ class HandwrittenController:
     def pending(self) -> Plan | None:
         return self._pending
 
-    def state(self, key: str) -> EvidenceState:
+    def evidence_state(self, key: str) -> EvidenceState:
         """What is known about ``key`` (never observed reads as Unknown)."""
         return self._known.get(key, EvidenceState.UNKNOWN)
 
@@ -349,7 +349,7 @@ class HandwrittenController:
             "elapsed_ms": self._elapsed_ms,
             "pending": None if pending is None else _plain(pending),
             "evidence": {
-                key: {"version": version, "state": str(self.state(key))}
+                key: {"version": version, "state": str(self.evidence_state(key))}
                 for key, version in sorted(self._latest_version.items())
             },
             "contents": [

@@ -212,7 +212,7 @@ class ForeignDatabaseAdopted(SqliteJournal):
 
 
 class ReceiptsOnlyInWal(SqliteJournal):
-    """BROKEN: WAL mode (the journal before #15): a committed record lives in the
+    """BROKEN: WAL mode (a journal in write-ahead mode): a committed record lives in the
     ``-wal`` until a checkpoint, so a lost or damaged ``-wal`` loses receipts and the
     reopened journal runs those effects again."""
 

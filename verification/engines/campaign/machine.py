@@ -472,7 +472,13 @@ class CampaignMachine(RuleBasedStateMachine):
             self._do("observe", Observation(key, version, EvidenceState.PASSED, SOURCES[0]))
 
     def _not_passed(self) -> list[str]:
-        required = {key for step in self.policy.steps for key in step.requires}
+        policy = self.policy
+        required = {key for keys in policy.requirements.values() for key in keys} | {
+            key
+            for by_resource in policy.resource_requirements.values()
+            for keys in by_resource.values()
+            for key in keys
+        }
         return [
             key
             for key in self.policy.keys

@@ -393,7 +393,7 @@ def run_campaign(
             recorder.entered,
             seed=seed,
             steps=steps,
-            implementation=implementation_class,
+            implementation=implementation,  # as given: a finding names it so
             reference=reference,
             out_dir=out_dir,
             database=database,
@@ -491,7 +491,16 @@ def _record_failure(
     result.replayed = report.failure is not None
     if report.failure is not None:
         failed_at = report.failed_at if report.failed_at is not None else len(report.results) - 1
-        operations = list(failure.operations[: failed_at + 1])
+        operations = _shorten(
+            list(failure.operations[: failed_at + 1]),
+            report.failure,
+            lambda ops: run_sequence(
+                result.policy, ops, implementation, reference, checker=contract.checker
+            ),
+        )
+        report = run_sequence(
+            result.policy, operations, implementation, reference, checker=contract.checker
+        )
         results, property_name, detail = report.results, report.failure, report.detail
     else:  # kept as found; the report says it did not reproduce
         operations, results = failure.operations, failure.results
@@ -507,6 +516,37 @@ def _record_failure(
     )
     if out_dir is not None:
         save_finding(result, out_dir)
+
+
+#: The longest run of consecutive operations ``_shorten`` tries to leave out at once.
+SHORTEN_WINDOW = 4
+
+
+def _shorten(
+    operations: list[Operation],
+    property_name: str,
+    replay: Callable[[list[Operation]], Any],
+) -> list[Operation]:
+    """Leave out runs of consecutive operations while the replay still breaks the same
+    property, until none can go. Why after Hypothesis' shrinking: one rule may make
+    several operations (``untried`` tries each fresh event of a state in turn), and
+    the shrinker removes rules, never an operation inside one; a person reads the
+    operations."""
+    shortened = True
+    while shortened:
+        shortened = False
+        for width in range(min(SHORTEN_WINDOW, len(operations) - 1), 0, -1):
+            start = 0
+            while start + width <= len(operations) and len(operations) > 1:
+                candidate = operations[:start] + operations[start + width :]
+                report = replay(candidate)
+                if report.failure == property_name:
+                    failed_at = report.failed_at
+                    operations = candidate if failed_at is None else candidate[: failed_at + 1]
+                    shortened = True
+                else:
+                    start += 1
+    return operations
 
 
 def save_finding(result: CampaignResult, out_dir: str | Path) -> None:

@@ -11,18 +11,21 @@ breaks, is the divergence: its position, the call, both answers.
 A run log holds only the calls that changed the run, which is enough: a call that
 changed nothing changes nothing when left out. It names its policy and the
 declaration it ran under; a log of another declaration is refused (it cannot be
-checked against this model). A trace names no policy: ``--policy`` gives it.
+checked against this model). Each trace record names the digest of the policy it ran
+under (``policy_of_trace``): the trace is checked under that policy (the default, the
+one an episode record holds, or the one ``--policy`` gives, which must be that one),
+and refused in one line when the policy it names is not at hand: checked under
+another policy, a valid run would diverge.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replan.controller import Controller
+from replan.controller import Controller, input_limits
 from replan.controller._generated import DECLARATION_DIGEST
 from replan.controller.durable.log import (
     Entry,
@@ -94,10 +97,10 @@ def check(entries: list[Entry], policy: Policy) -> Divergence | None:
         try:
             parameter_type = Controller.events[entry.op][1]
             argument = decode_argument(parameter_type, entry.argument)
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, RecursionError) as error:
             raise ConformError(
-                f"position {entry.position}: {entry.op}({entry.argument}) is not a call of "
-                f"this declaration's events ({type(error).__name__}: {error})"
+                f"position {entry.position}: {entry.op}({entry.argument[:80]}) is not a call "
+                f"of this declaration's events ({type(error).__name__}: {str(error)[:120]})"
             ) from None
         call = observe_call(policy, reference, Operation(entry.op, argument))
         model = _answer(call.result)
@@ -198,8 +201,14 @@ def load(
     try:
         with path.open("rb") as handle:
             head = handle.read(16)
+        size = path.stat().st_size
     except OSError as error:
         raise ConformError(f"{path}: cannot read ({error.strerror})") from None
+    if head.startswith(b"SQLite format 3") and size > input_limits.RUN_LOG_BYTES:
+        raise ConformError(
+            f"{path}: more than {input_limits.RUN_LOG_BYTES // 2**20} MiB, the most a run log "
+            "may hold to be checked"
+        )
     if head.startswith(b"SQLite format 3") and _is_durable_store(path):
         return _load_store(path, run_id)
     if head.startswith(b"SQLite format 3"):
@@ -212,22 +221,89 @@ def load(
             entries = log.entries()
         except (RunLogError, sqlite3.Error) as error:
             raise ConformError(f"{path}: {error}") from None
+        except RecursionError:  # an entry nested past what Python reads
+            raise ConformError(f"{path}: nested more than {input_limits.MAX_DEPTH} deep") from None
         finally:
             log.close()
         return _checked("run log", header, entries, path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = input_limits.load_json(path, what="a trace")
+    except input_limits.InputLimitError as error:
+        raise ConformError(str(error)) from None
+    except OSError as error:
+        raise ConformError(f"{path}: cannot read ({error.strerror or error})") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ConformError(f"{path}: neither a run log nor JSON ({error})") from None
     records = document.get("calls") if isinstance(document, dict) else document
     if not isinstance(records, list):
         raise ConformError(f"{path}: JSON without a trace (a list of records, or 'calls')")
-    if policy is None and isinstance(document, dict) and isinstance(document.get("policy"), dict):
+    try:
+        used = policy_of_trace(document, records, policy)
+    except TracePolicyError as error:
+        raise ConformError(f"{path}: {error}") from None
+    return "trace", _trace_entries(records), used
+
+
+class TracePolicyError(ValueError):
+    """The policy a trace ran under is not at hand, or is not the one given."""
+
+
+def _digest(digest: str) -> str:
+    return digest[: len("sha256:") + 12]
+
+
+def policy_of_trace(
+    document: Any,
+    records: list[Any],
+    given: Policy | None,
+    known: tuple[Policy, ...] = (DEFAULT_POLICY,),
+    fallback: Policy | None = None,
+) -> Policy:
+    """The policy the trace ``records`` (of ``document``: a list, or an episode record
+    with ``calls``) ran under: the normal form an episode record holds, else the
+    policy whose digest its records name, taken from ``given`` (the one the user
+    named: it must be that one) or ``known`` (the default, say). A trace that names
+    no policy is checked under ``given``, else ``fallback``. ``TracePolicyError``
+    (one line, without the file's name) when none of them is the one it ran under."""
+    digests = sorted(
+        {r["policy"] for r in records if isinstance(r, dict) and isinstance(r.get("policy"), str)}
+    )
+    if len(digests) > 1:
+        named = ", ".join(_digest(d) for d in digests[:3])
+        raise TracePolicyError(f"its records name {len(digests)} policies ({named}): one run's")
+    digest = digests[0] if digests else None
+    stored = None
+    if isinstance(document, dict) and isinstance(document.get("policy"), dict):
         try:
-            policy = policy_from_dict(document["policy"])
+            stored = policy_from_dict(document["policy"])
         except PolicyError as error:
-            raise ConformError(f"{path}: its policy: {error}") from None
-    return "trace", _trace_entries(records), policy or DEFAULT_POLICY
+            raise TracePolicyError(f"its policy: {error}") from None
+        digest = digest or stored.digest
+        if stored.digest != digest:
+            raise TracePolicyError(
+                f"its policy ({_digest(stored.digest)}) is not the one its records name "
+                f"({_digest(digest)})"
+            )
+    if given is not None:
+        if digest is not None and given.digest != digest:
+            raise TracePolicyError(
+                f"it ran under policy {_digest(digest)}, and --policy names another "
+                f"({_digest(given.digest)}): give the policy it ran under"
+            )
+        return given
+    if stored is not None:
+        return stored
+    if digest is None:
+        if fallback is not None:
+            return fallback
+        raise TracePolicyError("it names no policy: give the one it ran under with --policy FILE")
+    for candidate in known:
+        if candidate.digest == digest:
+            return candidate
+    raise TracePolicyError(
+        f"it ran under policy {_digest(digest)}, not the default: give that policy with "
+        "--policy FILE"
+    )
 
 
 def conform(path: Path, policy: Policy | None = None, run_id: str | None = None) -> Conformance:

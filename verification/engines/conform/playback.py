@@ -1,7 +1,8 @@
 """A recorded run played back on the generated controller, one step per call.
 
-Owns turning a recording (a counterexample in the shared format, or an episode record
-such as ``evidence/replan-trace.json``) into the steps a reviewer walks through: the
+Owns turning a recording (a counterexample in the shared format, an episode record
+such as ``evidence/replan-trace.json``, or a run's own ``trace`` written as JSON) into
+the steps a reviewer walks through: the
 call and its answer, the declared transition it fired, the declared state before and
 after it, and the run after it (evidence revision, pending plan, counters, stop
 reason, evidence). The recording says *what was called*; the values shown are what the
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from replan.controller import input_limits
+from replan.controller._generated import Controller as Generated
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
 from replan.controller.records import Observation, Plan
 from replan.spec.model import MachineModel
@@ -32,6 +35,7 @@ from replan.verification.core.harness import (
     load_counterexample,
     operations_from_trace,
 )
+from replan.verification.engines.conform.check import TracePolicyError, policy_of_trace
 
 #: The fields of a trace record a recording and a replay are compared on.
 COMPARED = ("op", "args", "result", "evidence_revision", "stop_reason", "transition")
@@ -234,19 +238,26 @@ def _shown(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
 
 
-def load_playback(path: str | Path, model: MachineModel) -> Playback:
+def load_playback(path: str | Path, model: MachineModel, policy: Policy | None = None) -> Playback:
     """Play the recording at ``path``: a counterexample (``{"policy", "property",
-    "steps": [{"op", "args", "result"}]}``) or an episode record (``{"calls": [trace
-    records]}``, as ``replan trace`` writes, under the default policy)."""
+    "steps": [{"op", "args", "result"}]}``), an episode record (``{"calls": [trace
+    records]}``, as ``replan trace`` writes) or a run's own trace (``Controller.trace``
+    as a JSON list). A trace plays under the policy its records name
+    (``conform.check.policy_of_trace``): the one it holds, ``policy`` (the page's) or
+    the default; one that names none plays under ``policy``."""
     source = Path(path)
     try:
-        document = json.loads(source.read_text(encoding="utf-8"))
+        document = input_limits.load_json(source, what="a recording")
     except FileNotFoundError:
         raise PlaybackError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise PlaybackError(str(error)) from None
     except (OSError, ValueError) as error:
         raise PlaybackError(f"{source}: not a JSON recording ({error})") from None
-    if isinstance(document, dict) and isinstance(document.get("calls"), list):
-        return _episode(source, document, model)
+    if isinstance(document, list) or (
+        isinstance(document, dict) and isinstance(document.get("calls"), list)
+    ):
+        return _episode(source, document, model, policy)
     try:
         policy, property_name, operations, results = load_counterexample(source)
     except CounterexampleError as error:
@@ -269,31 +280,50 @@ def load_playback(path: str | Path, model: MachineModel) -> Playback:
     )
 
 
-def _episode(source: Path, document: dict[str, Any], model: MachineModel) -> Playback:
-    calls = document["calls"]
+def _episode(source: Path, document: Any, model: MachineModel, page: Policy | None) -> Playback:
+    """An episode record or a run's own trace: its calls replayed under the policy
+    they ran under."""
+    calls = document if isinstance(document, list) else document["calls"]
+    if not all(isinstance(call, dict) for call in calls):
+        raise PlaybackError(f"{source}: a trace is a list of trace records (objects)")
+    known = (DEFAULT_POLICY,) if page is None else (page, DEFAULT_POLICY)
     try:
-        operations = operations_from_trace(calls)
-    except CounterexampleError as error:
-        raise PlaybackError(f"{source}: {error}") from None
+        policy = policy_of_trace(document, calls, None, known, fallback=page or DEFAULT_POLICY)
+    except TracePolicyError as error:
+        raise PlaybackError(
+            f"{source}: {error}".replace("--policy FILE", "--policy FILE (the page's policy)")
+        ) from None
+    operations = [_operation(index, call, source) for index, call in enumerate(calls)]
     recorded: list[dict[str, Any] | None] = [
         {name: call[name] for name in COMPARED if name in call} for call in calls
     ]
-    steps = play(DEFAULT_POLICY, operations, recorded, model)
+    steps = play(policy, operations, recorded, model)
     notes = [str(call.get("note", "")) for call in calls]
     steps = [
         step if not note else _with_note(step, note)
         for step, note in zip(steps, notes, strict=True)
     ]
-    name = str(document.get("episode", source.stem))
-    return Playback(
-        f"{name} episode",
-        str(source),
-        "episode",
-        DEFAULT_POLICY,
-        "",
-        steps,
-        initial_run(DEFAULT_POLICY, model),
-    )
+    if isinstance(document, list):
+        title, kind = f"recorded run {source.stem}", "run"
+    else:
+        title, kind = f"{document.get('episode', source.stem)} episode", "episode"
+    return Playback(title, str(source), kind, policy, "", steps, initial_run(policy, model))
+
+
+def _operation(index: int, call: dict[str, Any], source: Path) -> Operation:
+    """One trace record as the call to replay. An argument the trace could only show
+    (a malformed plan, an observation the input check refused: rendered as text) is
+    replayed as what the trace shows, which the controller refuses alike."""
+    try:
+        [operation] = operations_from_trace([call])
+    except CounterexampleError as error:
+        op, args = call.get("op"), call.get("args")
+        if op not in Generated.events or not isinstance(args, dict):
+            problem = str(error).removeprefix("calls[0]: ")
+            raise PlaybackError(f"{source}: calls[{index}]: {problem}") from None
+        parameter = Generated.events[op][0]
+        return Operation(op, None if parameter is None else args.get(parameter))
+    return operation
 
 
 def _with_note(step: PlayedStep, note: str) -> PlayedStep:

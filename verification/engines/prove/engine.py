@@ -414,22 +414,73 @@ class DecisionDifference:
         return document
 
 
+#: The limits of a policy, in the file's order, as ``policy_changes`` compares them.
+_LIMITS = (
+    "max_steps",
+    "max_proposals",
+    "no_progress_limit",
+    "count_duplicate_deliveries",
+    "max_tokens",
+    "max_cost",
+    "max_wall_ms",
+    "currency",
+)
+
+
+def _limit_value(policy: Policy, name: str) -> str:
+    """A limit as a change names it: a budget left out (0) and no currency are none."""
+    value = getattr(policy, name)
+    if value is True or value is False:
+        return str(value).lower()
+    if name in ("max_tokens", "max_cost", "max_wall_ms", "currency") and not value:
+        return "none"
+    return str(value)
+
+
 def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
-    """What one policy declares and the other does not: keys and steps added and
-    removed, steps that complete the run under one of them only, and the shared steps
-    whose prerequisites changed (the commit decisions are compared over what both
-    share, ``decision_difference``)."""
-    old_steps = {s.name for s in old.steps}
-    new_steps = {s.name for s in new.steps}
+    """Every difference between two policies, by kind: the limits that changed (with
+    both values); keys, resources and steps added and removed; the per-resource keys
+    and the open slots; steps that complete the
+    run under one of them only; of the steps both declare, changed prerequisites,
+    approvals and resource arguments; the fixed workflow's keys; and lists that hold
+    the same names in another order. Two policies whose normal forms differ differ in
+    at least one of these (the commit decisions are compared over what both share,
+    ``decision_difference``)."""
+    old_steps = {s.name: s for s in old.steps}
+    new_steps = {s.name: s for s in new.steps}
+    shared = [s for s in new.steps if s.name in old_steps]
+
+    def names(values: tuple[str, ...]) -> str:
+        return ", ".join(values) or "nothing"
+
+    def reordered(label: str, before: list[str], after: list[str]) -> list[str]:
+        same = sorted(before) == sorted(after) and before != after
+        return [f"{label}: {', '.join(before)} -> {', '.join(after)}"] if same else []
+
     return {
+        "limits_changed": [
+            f"{name}: {_limit_value(old, name)} -> {_limit_value(new, name)}"
+            for name in _LIMITS
+            if _limit_value(old, name) != _limit_value(new, name)
+        ],
         "keys_added": [k for k in new.keys if k not in old.keys],
         "keys_removed": [k for k in old.keys if k not in new.keys],
+        "resources_added": [r for r in new.resources if r not in old.resources],
+        "resources_removed": [r for r in old.resources if r not in new.resources],
+        "per_resource_changed": (
+            [f"{names(old.per_resource)} -> {names(new.per_resource)}"]
+            if old.per_resource != new.per_resource
+            else []
+        ),
+        "open_changed": (
+            [f"{names(old.open_resources)} -> {names(new.open_resources)}"]
+            if old.open_resources != new.open_resources
+            else []
+        ),
         "steps_added": [s.name for s in new.steps if s.name not in old_steps],
         "steps_removed": [s.name for s in old.steps if s.name not in new_steps],
         "completes_only_new": [
-            s.name
-            for s in new.steps
-            if s.completes_run and s.name in old_steps and s.name not in old.terminal_steps
+            s.name for s in shared if s.completes_run and s.name not in old.terminal_steps
         ],
         "completes_only_old": [
             s.name
@@ -437,10 +488,34 @@ def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
             if s.completes_run and s.name in new_steps and s.name not in new.terminal_steps
         ],
         "requires_changed": [
-            f"{name}: {', '.join(old.requirements[name]) or 'nothing'} -> "
-            f"{', '.join(new.requirements[name]) or 'nothing'}"
-            for name in (s.name for s in new.steps if s.name in old_steps)
-            if set(old.requirements[name]) != set(new.requirements[name])
+            f"{s.name}: {names(old_steps[s.name].requires)} -> {names(s.requires)}"
+            for s in shared
+            if old_steps[s.name].requires != s.requires
+        ],
+        "approval_changed": [
+            f"{s.name}: "
+            + " -> ".join(
+                "needs approval" if step.needs_approval else "no approval"
+                for step in (old_steps[s.name], s)
+            )
+            for s in shared
+            if old_steps[s.name].needs_approval != s.needs_approval
+        ],
+        "resource_argument_changed": [
+            f"{s.name}: {old_steps[s.name].resource_argument or 'the one resource'} -> "
+            f"{s.resource_argument or 'the one resource'}"
+            for s in shared
+            if old_steps[s.name].resource_argument != s.resource_argument
+        ],
+        "workflow_changed": (
+            [f"ready_when_passed: {names(old.workflow_keys)} -> {names(new.workflow_keys)}"]
+            if old.workflow_keys != new.workflow_keys
+            else []
+        ),
+        "order_changed": [
+            *reordered("evidence.keys", list(old.keys), list(new.keys)),
+            *reordered("resources.allowed", list(old.resources), list(new.resources)),
+            *reordered("steps", [s.name for s in old.steps], [s.name for s in new.steps]),
         ],
     }
 

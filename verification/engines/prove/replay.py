@@ -61,7 +61,7 @@ def equivalence_holds(policy: Policy, start: Mapping[str, Any], result: object) 
     ``Executed`` exactly when ``decide`` says ``ReadyToCommit`` on its evidence."""
     run = Run(policy)
     run._import_state(start_state(start))
-    states = {key: run.state(key) for key in policy.keys}
+    states = {key: run.evidence_state(key) for key in policy.keys}
     decision = decide(states, policy)
     committed = result == ExecuteResult.EXECUTED
     shown = ", ".join(f"{k}={v}" for k, v in states.items() if v is not EvidenceState.PASSED)

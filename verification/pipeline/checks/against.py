@@ -15,13 +15,22 @@ from replan.verification.report.records import CheckResult
 
 #: The policy differences ``policy_changes`` names, as the check's lines say them.
 POLICY_CHANGE_LINES = (
+    ("limits_changed", "limits changed"),
     ("keys_added", "keys added"),
     ("keys_removed", "keys removed"),
+    ("resources_added", "resources added"),
+    ("resources_removed", "resources removed"),
+    ("per_resource_changed", "per-resource keys changed"),
+    ("open_changed", "open slots changed"),
     ("steps_added", "steps added"),
     ("steps_removed", "steps removed"),
     ("completes_only_new", "now completes the run"),
     ("completes_only_old", "no longer completes the run"),
     ("requires_changed", "prerequisites changed"),
+    ("approval_changed", "approval changed"),
+    ("resource_argument_changed", "resource argument changed"),
+    ("workflow_changed", "fixed workflow changed"),
+    ("order_changed", "order changed"),
 )
 #: What only one version can fire, as the check's lines say it.
 BEHAVIOUR_LINES = (

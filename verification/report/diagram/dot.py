@@ -13,12 +13,14 @@ their state, and the labels use Graphviz's own placement, which never overlaps t
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import shutil
 import subprocess
 
 from replan.verification.report.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.report.text import visible
 
 INSTALL_HINT = (
     "Graphviz `dot` is not on PATH: install it (Debian/Ubuntu: `apt-get install graphviz`; "
@@ -50,11 +52,15 @@ class GraphvizFailed(RuntimeError):
 
 
 def _escape(text: str) -> str:
-    return html.escape(text, quote=True)
+    """Text of an HTML-like label: markup escaped, and every control, line-break,
+    invisible or bidirectional character written visibly (``report.text.visible``),
+    since a name of the policy reaches the labels."""
+    return html.escape(visible(text), quote=True)
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT quoted string (a tooltip): one visible line, ``"`` and ``\\`` escaped."""
+    return '"' + visible(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _edge_colour(edge: Edge) -> str:
@@ -376,8 +382,35 @@ def _rows_in_order(diagram: Diagram, state: str) -> list[Edge]:
     )
 
 
+def graphviz_problem() -> str | None:
+    """Why Graphviz cannot draw SVG here, in one line (None: it can). A ``dot`` on PATH
+    may still fail: a half-installed Graphviz without its SVG plugin, or a file that is
+    no program. Asked once per ``dot`` found."""
+    executable = shutil.which("dot")
+    if executable is None:
+        return "Graphviz `dot` is not on PATH"
+    return _probe(executable)
+
+
+@functools.cache
+def _probe(executable: str) -> str | None:
+    """Draw a one-node graph as SVG with ``executable``; why that failed, or None."""
+    try:
+        completed = subprocess.run(
+            [executable, "-Tsvg"], input=b"digraph { a }", capture_output=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"{executable} -Tsvg could not run ({error})"
+    if completed.returncode != 0:
+        message = completed.stderr.decode(errors="replace").strip().splitlines()
+        return f"{executable} -Tsvg failed: {message[0] if message else 'no message'}"
+    return None
+
+
 def dot_available() -> bool:
-    return shutil.which("dot") is not None
+    """Graphviz is on PATH and draws SVG (``graphviz_problem``): where it does not, a
+    caller draws Mermaid only, as without Graphviz."""
+    return graphviz_problem() is None
 
 
 def render(source: str, output_format: str) -> bytes:
@@ -385,13 +418,16 @@ def render(source: str, output_format: str) -> bytes:
     executable = shutil.which("dot")
     if executable is None:
         raise GraphvizMissing(INSTALL_HINT)
-    completed = subprocess.run(
-        [executable, f"-T{output_format}"],
-        input=source.encode(),
-        capture_output=True,
-        check=False,
-        timeout=120,
-    )
+    try:
+        completed = subprocess.run(
+            [executable, f"-T{output_format}"],
+            input=source.encode(),
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:  # not a program, or it hangs
+        raise GraphvizFailed(f"{executable} -T{output_format} could not run ({error})") from None
     if completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip().splitlines()
         raise GraphvizFailed(f"dot -T{output_format} failed: {message[0] if message else '?'}")

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 from replan.verification.report.diagram.graph import Change, Diagram, Edge, Node
+from replan.verification.report.text import MERMAID_ENTITY, visible
+from replan.verification.report.text import mermaid as mermaid_label
 
 HEADER = "stateDiagram-v2"
 INDENT = "    "
@@ -58,8 +60,11 @@ def edge_label(edge: Edge) -> str:
 
 
 def _safe(text: str) -> str:
-    """Mermaid reads ``;`` as the end of a statement (and ``#name;`` as an entity)."""
-    return text.replace(";", ",")
+    """A label as text: what Mermaid would read as syntax (``;`` ends a statement, a
+    line break starts one, ``<`` is HTML, ...) written as its entity
+    (``report.text.mermaid``). A name of the policy or a recorded step reaches a label,
+    and must never add a statement (a transition, a ``click``) to the diagram."""
+    return mermaid_label(text)
 
 
 def _state_class(node: Node) -> str | None:
@@ -84,7 +89,8 @@ def to_mermaid(diagram: Diagram) -> str:
     lines = [
         INIT,
         HEADER,
-        f"{INDENT}%% {diagram.title}: {_safe(diagram.caption)}",
+        # a comment: one line, and no ";" (which ends a statement even here)
+        f"{INDENT}%% {diagram.title}: {visible(diagram.caption).replace(';', ',')}",
         f"{INDENT}%% drawn by `replan diagram --format mermaid` from the declaration; "
         "do not edit by hand",
     ]
@@ -97,7 +103,7 @@ def to_mermaid(diagram: Diagram) -> str:
             facts.append(str(node.change).upper())
         lines.append(f'{INDENT}state "{" ".join(facts)}" as {node.id}')
         if node.final:
-            lines.append(f"{INDENT}{node.id} : stop reason {node.stop_reason}")
+            lines.append(f"{INDENT}{node.id} : stop reason {_safe(str(node.stop_reason))}")
         for remark in node.notes:
             lines.append(f"{INDENT}{node.id} : {_safe(remark)}")
         mine = sorted(
@@ -133,7 +139,9 @@ def to_mermaid(diagram: Diagram) -> str:
     if finals:
         lines.append(f"{INDENT}note right of {finals[-1].id}")
         lines.append(f"{INDENT * 2}In every final state (a stopped run) nothing changes:")
-        lines += [f"{INDENT * 2}{call} → {answer}" for call, answer in diagram.final_answers]
+        lines += [
+            f"{INDENT * 2}{_safe(call)} → {_safe(answer)}" for call, answer in diagram.final_answers
+        ]
         lines.append(f"{INDENT}end note")
     initial = next((n for n in diagram.nodes if n.initial), None)
     if initial is not None:
@@ -204,7 +212,8 @@ _NOTE = re.compile(rf"^note (left|right) of ({_ID})$")
 _CLASSDEF = re.compile(rf"^classDef ({_ID}) ([a-z-]+:[^;\s]+(?:,[a-z-]+:[^;,]+)*)$")
 _CLASS = re.compile(rf"^class ({_ID}(?:,{_ID})*) ({_ID})$")
 _DIRECTION = re.compile(r"^direction (LR|RL|TB|BT)$")
-_ENTITY = re.compile(r"#\w+;")
+#: An entity Mermaid would decode that ``_safe`` never writes (it writes numeric ones).
+_ENTITY = re.compile(r"#[A-Za-z_]\w*;")
 
 
 def parse(text: str) -> ParsedStateDiagram:
@@ -241,7 +250,7 @@ def parse(text: str) -> ParsedStateDiagram:
             defined.add(match[1])
         elif match := _TRANSITION.match(line):
             label = match[3] or ""
-            if ";" in label:
+            if ";" in MERMAID_ENTITY.sub("", label):
                 raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
             for part in label.split(LINE_BREAK):
                 result.transitions.append((match[1], match[2], part))
@@ -262,7 +271,7 @@ def parse(text: str) -> ParsedStateDiagram:
             pass
         elif match := _DESCRIPTION.match(line):
             text = match[2]
-            if ";" in text:
+            if ";" in MERMAID_ENTITY.sub("", text):
                 raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
             result.descriptions.setdefault(match[1], []).append(text)
             if text.endswith(f" {INTERNAL_MARK}"):

@@ -36,12 +36,12 @@ from typing import Any
 
 from statemachine import StateMachine
 
+from replan.controller import input_limits
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy, policy_from_dict
 from replan.controller.records import PolicyError, StopReason
 from replan.controller.run import Run
 from replan.spec.model import DeclarationError, MachineModel, extract
-from replan.verification.core.harness import CounterexampleError, load_counterexample
-from replan.verification.engines.conform.playback import play
+from replan.verification.engines.conform.playback import PlaybackError, load_playback
 from replan.verification.report.diagram.graph import TraceStep
 
 DECLARATION_PATH = "spec/declaration.py"
@@ -116,9 +116,11 @@ def _absorbed_label(label: str) -> bool:
 
 def _read_json(source: Path) -> Any:
     try:
-        return json.loads(source.read_text(encoding="utf-8"))
+        return input_limits.load_json(source)
     except FileNotFoundError:
         raise OverlayError(f"{source}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise OverlayError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise OverlayError(f"{source}: cannot read ({error.__class__.__name__})") from None
     except json.JSONDecodeError as error:
@@ -140,24 +142,18 @@ class TracePath:
     differing: list[int]
 
 
-def load_trace(path: str | Path, model: MachineModel) -> TracePath:
-    """Replay a counterexample (the shared JSON format) on the generated controller
-    and read which declared transition each step fired from its trace
-    (``verification.engines.conform.playback``: the player of ``replan review`` reads
-    it the same way)."""
+def load_trace(path: str | Path, model: MachineModel, policy: Policy | None = None) -> TracePath:
+    """Replay a recording (a counterexample in the shared JSON format, an episode
+    record or a run's own trace) on the generated controller and read which declared
+    transition each step fired from its trace (``verification.engines.conform.
+    playback``: the player of ``replan review`` reads it the same way). A trace plays
+    under the policy its records name; ``policy`` is one it may name (``--policy``)."""
     try:
-        policy, property_name, operations, recorded = load_counterexample(path)
-    except CounterexampleError as error:
+        played = load_playback(path, model, policy)
+    except PlaybackError as error:
         raise OverlayError(str(error)) from None
-    played = play(
-        policy,
-        operations,
-        [None if result is None else {"result": result} for result in recorded],
-        model,
-        encoded_results=True,
-    )
-    steps = [TraceStep(s.number, s.op, s.transition, s.state_before, s.note) for s in played]
-    return TracePath(policy, property_name, steps, [s.number for s in played if s.differs])
+    steps = [TraceStep(s.number, s.op, s.transition, s.state_before, s.note) for s in played.steps]
+    return TracePath(played.policy, played.property_name, steps, played.differing)
 
 
 # ---- the older machine of a diff ------------------------------------------------------------
@@ -212,10 +208,18 @@ def load_old(
     policy_text = _git(repository, "show", f"{revision}:{policy_path}")
     policy = DEFAULT_POLICY
     if policy_text is not None:
+        where = f"{old}:{policy_path}"
         try:
-            policy = policy_from_dict(tomllib.loads(policy_text))
+            if len(policy_text.encode()) > input_limits.POLICY_BYTES:
+                raise input_limits.InputLimitError(
+                    f"{where}: more than {input_limits.POLICY_BYTES // 2**20} MiB, the most "
+                    "a policy file may hold"
+                )
+            policy = policy_from_dict(input_limits.loads_toml(policy_text, where))
+        except input_limits.InputLimitError as error:
+            raise OverlayError(str(error)) from None
         except (tomllib.TOMLDecodeError, PolicyError) as error:
-            raise OverlayError(f"{old}:{policy_path}: {error}") from None
+            raise OverlayError(f"{where}: {error}") from None
         used.append(policy_path)
     elif policy_file:
         raise OverlayError(f"{old}: {policy_path} does not exist at that revision of {repository}")

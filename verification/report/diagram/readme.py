@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from replan.controller import input_limits
+
 #: The page that embeds the default machine, relative to the checkout's root.
 PAGE = Path("docs") / "contract" / "machine.md"
 
@@ -30,9 +32,11 @@ def block(mermaid: str) -> str:
 
 def _split(path: Path) -> tuple[str, str, str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = input_limits.read_text(path, input_limits.PAGE_BYTES, "a Markdown page")
     except FileNotFoundError:
         raise ReadmeError(f"{path}: no such file") from None
+    except input_limits.InputLimitError as error:
+        raise ReadmeError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ReadmeError(f"{path}: cannot read ({error.__class__.__name__})") from None
     start = text.find(START)

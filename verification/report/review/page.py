@@ -18,6 +18,7 @@ from replan.verification.engines.conform.playback import Playback
 from replan.verification.report.diagram.graph import Change, Diagram
 from replan.verification.report.records import CheckResult
 from replan.verification.report.review.build import Review
+from replan.verification.report.text import visible_lines
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 STATUS_MARK = {"passed": "✔", "holds": "✔", "failed": "✖", "broken": "✖", "error": "⚠"}
@@ -30,7 +31,10 @@ def _asset(name: str) -> str:
 
 
 def _e(value: object) -> str:
-    return escape(str(value), quote=True)
+    """Text as HTML: markup escaped, and every control, invisible or bidirectional
+    character written visibly (a name of the policy must read as the text that runs);
+    the line breaks of a block (``<pre>``) stay."""
+    return escape(visible_lines(str(value)), quote=True)
 
 
 def _status(status: str) -> str:
@@ -418,9 +422,13 @@ def _policy(diagram: Diagram) -> str:
 
 
 def _data(review: Review) -> str:
+    """The records as the text of a ``<script>`` element: JSON with every ``<``, ``>``
+    and ``&`` written as its ``\\u`` escape, which JSON reads as the same character. In
+    a script element the HTML parser looks for ``</script`` and also for ``<!--``
+    (after which a ``<script`` hides the real end tag); a name of the policy may hold
+    either, and must not end or stall the page's script."""
     text = json.dumps(review.to_json(), separators=(",", ":"), sort_keys=True)
-    # inside <script>, "</" could end the element: JSON allows "<\/" for it
-    return text.replace("</", "<\\/")
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _font(review: Review) -> str:

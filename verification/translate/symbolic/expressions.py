@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
 import typing
 from collections.abc import Mapping
@@ -43,6 +44,7 @@ from replan.verification.translate.symbolic.values import (
     Tup,
     _Bound,
     _FieldAlias,
+    _InParameterNames,
     _Method,
     _Raised,
     _RunMethod,
@@ -237,7 +239,19 @@ class Expressions:
     def _eval_Subscript(self, node: ast.Subscript, frame: Frame) -> Any:
         container = self.eval(node.value, frame)
         index = self.eval(node.slice, frame)
+        return self._subscript(node, frame, container, index)
+
+    def _subscript(self, node: ast.Subscript, frame: Frame, container: Any, index: Any) -> Any:
+        if isinstance(container, Choice):  # one of the policy's mappings, by a symbolic key
+            return _flattened(
+                tuple(
+                    (condition, self._subscript(node, frame, option, index))
+                    for condition, option in container.options
+                )
+            )
         if isinstance(index, Const) and isinstance(index.value, int):
+            if isinstance(container, Const) and isinstance(container.value, tuple):
+                return Const(container.value[index.value])  # the policy's own data
             if isinstance(container, Tup):
                 return container.items[index.value]
             if isinstance(container, TraceLog):
@@ -419,22 +433,27 @@ class Expressions:
         raise self.fail(frame, node, "len of a value the translator does not model")
 
     def _input(self, frame: Frame, node: ast.Call) -> z3.BoolRef:
-        """A module function of the event's argument alone: a property of the input."""
+        """A module function of the event's argument alone: a property of the input.
+        A local standing for a part of the argument (``version`` after ``key, version,
+        state, source = obs``) is that part: the input is written in the event
+        parameter's name (``in_bounds(obs.version)``), so the same test is the same
+        input wherever it is written."""
         used = {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+        parts = {n for n in used if n in frame.paths}
         free = {
             n
-            for n in used
+            for n in used - parts
             if n not in frame.parameters and n not in self.globals and not hasattr(builtins, n)
         }
         if (
-            not used & frame.parameters
+            not (used & frame.parameters or parts)
             or free
             or any(
                 isinstance(n, ast.Name) and n.id == "self" for a in node.args for n in ast.walk(a)
             )
         ):
             raise self.fail(frame, node, "a call over the run's fields is not understood")
-        text = _where(node)
+        text = _where(_InParameterNames(frame.paths).visit(copy.deepcopy(node)))
         if text not in self.inputs:
             self.inputs[text] = z3.Bool(text)
         return self.inputs[text]
@@ -509,3 +528,14 @@ class Expressions:
         raise self.fail(frame, node, f"method {name!r} is not understood here")
 
     # -- statements ------------------------------------------------------------------------
+
+
+def _flattened(options: tuple[tuple[z3.BoolRef, Any], ...]) -> Choice:
+    """A choice among choices as one: each inner option under both conditions."""
+    flat: list[tuple[z3.BoolRef, Any]] = []
+    for condition, value in options:
+        if isinstance(value, Choice):
+            flat.extend((all_of(condition, inner), option) for inner, option in value.options)
+        else:
+            flat.append((condition, value))
+    return Choice(tuple(flat))

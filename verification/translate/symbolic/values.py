@@ -145,7 +145,7 @@ class _Bound:
 @dataclass(frozen=True, eq=False)
 class StateRef:
     """A run a property reads besides ``self``: the state before or after a call.
-    Its fields, read-only members (``run.steps``) and pure methods (``run.state(k)``)
+    Its fields, read-only members (``run.steps``) and pure methods (``run.evidence_state(k)``)
     read ``state``; nothing writes it."""
 
     state: State
@@ -194,6 +194,17 @@ POLICY = _PolicyRef()
 _RAISING = " raising"
 
 State = dict[str, Any]
+
+
+class _InParameterNames(ast.NodeTransformer):
+    """An expression with each local standing for a part of the event's argument
+    written as that part (``version`` -> ``obs.version``)."""
+
+    def __init__(self, paths: Mapping[str, ast.expr]) -> None:
+        self.paths = paths
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.paths.get(node.id, node)
 
 
 def _where(node: ast.AST) -> str:

@@ -61,6 +61,7 @@
 
   function highlight() {
     clearHighlight();
+    if (!trace()) { return; }  // no recording to play: nothing to highlight
     var current = step();
     var state = current ? current.state_after : trace().initial.state;
     (data.states[state] || []).forEach(function (id) {
