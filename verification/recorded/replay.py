@@ -43,7 +43,6 @@ from replan.controller.records import (
     ExecuteResult,
     Observation,
     StopReason,
-    plan_digest,
 )
 from replan.verification.recorded.tau import RecordedRun
 from replan.verification.subjects.scripted import (
@@ -140,13 +139,11 @@ def load_adapter(path: str | Path) -> AdapterFactory:
     return factory  # type: ignore[no-any-return]
 
 
-def approve_call(controller: Controller, executor: Executor, operation: Operation) -> bool:
-    """The host approves the call awaiting approval (the one place an approval is given:
-    the controller's plan approval, by the pending plan's digest)."""
-    pending = controller.pending
-    if pending is None or pending.id != operation.plan_id:
-        return False
-    return controller.approve(Approval(pending.id, plan_digest(pending)))
+def approve_call(guard: ReplanMiddleware, operation: Operation) -> bool:
+    """The host approves the call awaiting approval (the one place an approval is given):
+    the owner's approval of the call by its digest, recorded in the journal before the
+    controller approves the plan (``ReplanMiddleware.approve``)."""
+    return guard.approve(Approval(operation.plan_id, operation.digest())).accepted
 
 
 def _canon(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -221,7 +218,7 @@ class _Guard(ReplanMiddleware):
                 replay.error = replay.error or error
                 return performed
             replay.verdict = verdict
-            if verdict.approved and approve_call(self.run, self.executor, operation):
+            if verdict.approved and approve_call(self, operation):
                 replay.result.approvals += 1
                 performed = await super()._perform(operation, context, effect)
         return performed
