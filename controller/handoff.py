@@ -66,7 +66,10 @@ def handoff(run: RunView) -> dict[str, Any]:
         if limit > 0:
             summary[name] = f"{used} of {limit}{unit}"
     if pending is not None:
-        needs = policy.requirements.get(pending.step, ())
+        needs = (
+            *policy.requirements.get(pending.step, ()),
+            *policy.resource_requirements.get(pending.step, {}).get(pending.resource, ()),
+        )
         summary["pending"] = {
             "id": pending.id,
             "step": pending.step,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from replan.controller import Controller, EvidenceState, Observation, Plan
+from replan.controller import Controller, EvidenceState, Observation, Plan, handoff
 from replan.controller.policy import (
     DEFAULT_POLICY,
     load_policy,
@@ -63,6 +63,15 @@ def test_a_fact_about_one_resource_never_opens_a_step_on_another() -> None:
     r1 = Observation("cancellable@r1", 1, PASSED, "host")
     assert _cancel_on("r2", [known, r1]) is ExecuteResult.PRECONDITION_DENIED
     assert _cancel_on("r1", [known, r1]) is ExecuteResult.EXECUTED
+
+
+def test_the_handoff_names_the_per_resource_fact_a_pending_plan_waits_for() -> None:
+    run = Controller(POLICY)
+    run.observe(Observation("user_known", 1, PASSED, "host"))
+    run.observe(Observation("cancellable@r1", 1, PASSED, "host"))
+    run.observe(Observation("cancellable@r2", 1, EvidenceState.FAILED, "host"))
+    assert run.propose(Plan("c1", 1, run.evidence_revision, "cancel", "r2"))
+    assert handoff(run)["pending"]["waiting_for"] == {"cancellable@r2": "Failed"}
 
 
 def test_a_fixed_key_policy_reads_and_digests_as_before() -> None:
