@@ -84,6 +84,7 @@ LONG_FILES = (
     "test_scale.py",
     "test_review.py",
     "test_verify_catches_mutants.py",
+    "test_verify_boundary.py",
     "test_explore.py",
     "test_approval.py",
     "test_budgets.py",
@@ -112,6 +113,16 @@ SLOW_TESTS = frozenset(
         "tests/test_bench.py::test_the_scale_figures_compare_workers_and_ray",
         "tests/test_bench.py::test_the_table_shows_every_implementation_ratio_and_goal",
         "tests/test_bench.py::test_tool_measures_only_the_named_tools",
+        # test_boundary_bad_input.py
+        "tests/test_boundary_bad_input.py::test_replan_boundary_replays_no_file_that_is_not_a_counterexample",
+        # test_boundary_check.py
+        "tests/test_boundary_check.py::test_a_counterexample_is_json_and_says_what_it_shows",
+        "tests/test_boundary_check.py::test_each_seeded_bug_is_caught_and_named",
+        "tests/test_boundary_check.py::test_the_explorer_catches_a_model_that_reruns_an_in_doubt_call",
+        "tests/test_boundary_check.py::test_the_real_boundary_holds_every_rule",
+        # test_boundary_mutation.py
+        "tests/test_boundary_mutation.py::test_the_boundarys_own_operators_are_killed_naming_the_rule",
+        "tests/test_boundary_mutation.py::test_the_command_judges_a_boundary_mutant_and_counts_it_per_file",
         # test_budgets.py
         "tests/test_budgets.py::test_verify_strict_holds_on_the_budget_policy",
         # test_campaign.py
@@ -283,6 +294,9 @@ SLOW_TESTS = frozenset(
         "tests/test_verify.py::test_readme_verify_in_a_clone_leaves_it_clean_and_reproduces_the_evidence",
         "tests/test_verify.py::test_weakened_commit_gate_fails_the_proofs_with_a_readable_counterexample",
         "tests/test_verify.py::test_what_no_engine_exercised_is_a_gap",
+        # test_verify_boundary.py
+        "tests/test_verify_boundary.py::test_a_seeded_bug_fails_the_check_with_its_rule_counterexample_and_sarif",
+        "tests/test_verify_boundary.py::test_the_boundary_check_holds_on_a_policy_with_two_resources",
         # test_verify_catches_mutants.py
         "tests/test_verify_catches_mutants.py::test_every_engine_names_the_rule_in_a_whole_run",
         "tests/test_verify_catches_mutants.py::test_verify_fails_on_the_broken_controller_naming_its_rule",
