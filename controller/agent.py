@@ -44,7 +44,7 @@ from agent_framework import (
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replan.controller.middleware import GuardedCall, ModelView, ReplanMiddleware
+from replan.controller.middleware import GuardedCall, ModelView, ReplanMiddleware, answer_of
 from replan.controller.records import ExecuteResult, Plan
 from replan.controller.tool_arguments import unparseable_as_raw
 
@@ -330,4 +330,5 @@ __all__ = [
     "ProposePlanArguments",
     # Guard any agent's tools (controller/middleware.py).
     "ReplanMiddleware",
+    "answer_of",
 ]

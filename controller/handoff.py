@@ -1,13 +1,14 @@
 """What a run hands to the person or the next process when it stops (or is paused):
 the facts it accepted, what the pending plan still waits for, and why it stopped.
 
-The summary is read from the run's public view only (``state(key)``, ``pending``,
+The summary is read from the run's public view only (``evidence_state(key)``, ``pending``,
 ``stop_reason``, the counters and the policy), so it says exactly what the controller
 decided on, never what a plan's prose claimed. Stdlib only; JSON-ready.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from replan.controller.policy import Policy
@@ -78,3 +79,13 @@ def handoff(run: RunView) -> dict[str, Any]:
             "needs_approval": pending.step in policy.approval_steps,
         }
     return summary
+
+
+def stop_text(run: RunView) -> str:
+    """The line the model reads in its last tool result once the run has stopped: that
+    it stopped, why, and the handoff summary (what was done, what is still missing),
+    so a model's last answer can say so instead of trying another call."""
+    return (
+        f"The run has stopped ({run.stop_reason}): no further tool call will run. "
+        f"Handoff: {json.dumps(handoff(run), sort_keys=True, ensure_ascii=False)}"
+    )

@@ -54,11 +54,14 @@ from agent_framework import (
     Content,
     FunctionInvocationContext,
     FunctionMiddleware,
+    MiddlewareTermination,
+    ResponseStream,
 )
 from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from replan.controller.approval import Approved, approve_call
+from replan.controller.composite import agent_behind, unguarded_path
 from replan.controller.executor import (
     AsyncEffect,
     Execution,
@@ -69,6 +72,7 @@ from replan.controller.executor import (
     Performed,
     perform_async,
 )
+from replan.controller.handoff import stop_text
 from replan.controller.journal import JSONValue, canonical_json
 from replan.controller.policy import RESOURCE_SEPARATOR, Policy, Step
 from replan.controller.records import (
@@ -110,6 +114,8 @@ REFUSED: Final = "Refused"
 #: Where a tool finds its call's idempotency key (the call digest) in
 #: ``FunctionInvocationContext.metadata``: the same on every attempt of the call.
 IDEMPOTENCY_KEY: Final = "replan.idempotency_key"
+#: Why the guard ends the SDK's function-invocation loop (``MiddlewareTermination``).
+STOP_ENDS_RUN: Final = "the replan run has stopped"
 
 
 @dataclass(frozen=True)
@@ -270,6 +276,20 @@ def _misfit(model: object, arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
+def answer_of(response: object) -> str:
+    """What an agent's run ended with: the model's last text, or, when the guard ended
+    the run because it stopped, the last tool result (the call's answer and
+    ``stop_text``: why, and the handoff summary)."""
+    text = getattr(response, "text", "")
+    if isinstance(text, str) and text:
+        return text
+    for message in reversed(list(getattr(response, "messages", None) or ())):
+        for content in reversed(list(getattr(message, "contents", None) or ())):
+            if getattr(content, "type", None) == "function_result":
+                return _text(getattr(content, "result", ""))
+    return ""
+
+
 def refusal(kind: str, detail: str) -> str:
     """The line a refused call answers the model: ``Kind: detail``."""
     return f"{kind}: {detail}"
@@ -291,8 +311,23 @@ class ModelView(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         self.guard.seen_revision = self.guard.run.evidence_revision
+        started = self.guard.clock()
         elapsed = await self.guard._round_trip(context, call_next)
-        response = unparseable_as_raw(context.result)
+        result = context.result
+        if isinstance(result, ResponseStream):
+            # a streamed response (an agent used as a tool streams) reports its usage
+            # when the stream is final: charged then, with the time until then
+            def charge_when_final(final: object) -> None:
+                self._charge(final, _amount((self.guard.clock() - started) * 1000))
+
+            try:
+                result.with_result_transform(charge_when_final)
+            except RuntimeError:  # already consumed: what is known now
+                self._charge(None, elapsed)
+            return
+        self._charge(unparseable_as_raw(result), elapsed)
+
+    def _charge(self, response: object, elapsed: int) -> None:
         reported = getattr(response, "usage_details", None)
         usage = self.guard.response_usage(reported if isinstance(reported, Mapping) else {})
         self.guard.charge(Usage(usage.tokens, usage.cost, usage.elapsed_ms + elapsed))
@@ -311,6 +346,13 @@ class ReplanMiddleware(FunctionMiddleware):
     (default: the global one) receives the ``execute_tool`` spans and the controller
     calls' spans inside them. Calls are guarded one at a time: one controller is one
     run owned by one caller at a time, even under concurrent function invocation.
+
+    Once the run has stopped (any reason: completed, a limit, a budget, a cancel),
+    the call's result ends with ``stop_text`` (why, and the handoff summary) and the
+    SDK's function-invocation loop ends there with that result (``ends_on_stop``;
+    False: every later call is answered ``Stopped`` and the model goes on). An agent
+    used as a tool is a path (``controller.composite``): the guard must be installed
+    on that agent too, or the call is refused.
     """
 
     def __init__(
@@ -325,6 +367,7 @@ class ReplanMiddleware(FunctionMiddleware):
         response_usage: ResponseUsage = reported_tokens,
         clock: Callable[[], float] = time.perf_counter,
         step_of: StepOf | None = None,
+        ends_on_stop: bool = True,
     ) -> None:
         self.run = controller
         self.policy: Policy = controller.policy
@@ -364,6 +407,7 @@ class ReplanMiddleware(FunctionMiddleware):
         #: receipt and the charge) charges it then.
         self._charged: set[str] = set()
         self._lock = asyncio.Lock()
+        self.ends_on_stop = ends_on_stop
 
     @property
     def middleware(self) -> list[ChatMiddleware | FunctionMiddleware]:
@@ -376,29 +420,70 @@ class ReplanMiddleware(FunctionMiddleware):
     async def process(
         self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
     ) -> None:
+        name = context.function.name
+        call_id = context.metadata.get("call_id")
+        if agent_behind(context.function) is not None:
+            await self._through_agent(context, call_next, name, call_id)
+            return
         async with self._lock:
-            name = context.function.name
-            call_id = context.metadata.get("call_id")
-            if not self.controller.tracing:
-                self.calls.append(await self._guard(context, call_next, name, call_id))
-                self._tell_budget(context)
-                return
-            with self.tracer.start_as_current_span(
-                f"{EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL
-            ) as span:
-                recording = span.is_recording()
-                if recording:
-                    span.set_attribute(GEN_AI_OPERATION, EXECUTE_TOOL)
-                    span.set_attribute(GEN_AI_TOOL_NAME, name)
-                    span.set_attribute(GEN_AI_TOOL_TYPE, "function")
-                    if isinstance(call_id, str):
-                        span.set_attribute(GEN_AI_TOOL_CALL_ID, call_id)
-                        span.set_attribute(PLAN_ID, call_id)
-                call = await self._guard(context, call_next, name, call_id)
-                self.calls.append(call)
-                self._tell_budget(context)
-                if recording:
-                    span.set_attribute(RESULT, call.outcome)
+            await self._guard_and_trace(context, call_next, name, call_id)
+        if self.ends_on_stop and self.run.stop_reason is not None:
+            # the last tool result says why the run stopped and what is left, and the
+            # SDK's loop ends with it: no exception reaches the caller
+            context.result = f"{_text(context.result)}\n{stop_text(self.run)}"
+            raise MiddlewareTermination(STOP_ENDS_RUN, result=context.result)
+
+    async def _through_agent(
+        self,
+        context: FunctionInvocationContext,
+        call_next: Callable[[], Awaitable[None]],
+        name: str,
+        call_id: object,
+    ) -> None:
+        """An agent used as a tool (``controller.composite``): a path, not an effect.
+        Its agent's own tool calls come back to this guard one by one (so no lock is
+        held while it runs); an agent whose tools this guard would not see is refused."""
+        unguarded = unguarded_path(agent_behind(context.function), self)
+        if unguarded is None:
+            await call_next()
+            return
+        line = refusal(
+            REFUSED,
+            f"tool {name!r} runs agent {unguarded}, whose own tool calls this guard does "
+            "not see: install the guard's middleware on that agent too",
+        )
+        context.result = line
+        known_id = call_id if isinstance(call_id, str) else None
+        self.calls.append(GuardedCall(name, known_id, _arguments(context.arguments), REFUSED, line))
+
+    async def _guard_and_trace(
+        self,
+        context: FunctionInvocationContext,
+        call_next: Callable[[], Awaitable[None]],
+        name: str,
+        call_id: object,
+    ) -> None:
+        """One call guarded, in an ``execute_tool`` span when the controller traces."""
+        if not self.controller.tracing:
+            self.calls.append(await self._guard(context, call_next, name, call_id))
+            self._tell_budget(context)
+            return
+        with self.tracer.start_as_current_span(
+            f"{EXECUTE_TOOL} {name}", kind=SpanKind.INTERNAL
+        ) as span:
+            recording = span.is_recording()
+            if recording:
+                span.set_attribute(GEN_AI_OPERATION, EXECUTE_TOOL)
+                span.set_attribute(GEN_AI_TOOL_NAME, name)
+                span.set_attribute(GEN_AI_TOOL_TYPE, "function")
+                if isinstance(call_id, str):
+                    span.set_attribute(GEN_AI_TOOL_CALL_ID, call_id)
+                    span.set_attribute(PLAN_ID, call_id)
+            call = await self._guard(context, call_next, name, call_id)
+            self.calls.append(call)
+            self._tell_budget(context)
+            if recording:
+                span.set_attribute(RESULT, call.outcome)
 
     # ---- what the guard reads from the world (a durable guard records each) ----------
 

@@ -39,7 +39,7 @@ from agent_framework import Agent, FunctionTool
 from opentelemetry.trace import TracerProvider
 
 from replan.controller import Controller, EvidenceState, Observation
-from replan.controller.agent import FunctionInvokingChatClient, ReplanMiddleware
+from replan.controller.agent import FunctionInvokingChatClient, ReplanMiddleware, answer_of
 from replan.controller.executor import Executor, Grant
 from replan.controller.policy import policy_from_dict
 from replan.controller.sqlite_journal import SqliteJournal
@@ -223,7 +223,7 @@ async def run(directory: Path, tracer_provider: TracerProvider | None = None) ->
             (call.tool, call.call_id, call.outcome, call.result) for call in setup.guard.calls
         ],
         "invocations": dict(setup.tools.invocations),
-        "answers": [first.text, second.text],
+        "answers": [answer_of(first), answer_of(second)],
         "model_read": read,
         "stop_reason": _stop_reason(setup.controller),
         "steps": setup.controller.steps,
@@ -255,7 +255,7 @@ async def run_budget(directory: Path) -> dict[str, Any]:
         setup.journal.close()
     return {
         "model_read": read,
-        "answer": answer.text,
+        "answer": answer_of(answer),
         "invocations": dict(setup.tools.invocations),
         "tokens": setup.controller.tokens,
         "stop_reason": _stop_reason(setup.controller),

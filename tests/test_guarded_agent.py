@@ -58,10 +58,11 @@ def test_the_guarded_agent_refuses_denies_replays_and_completes(tmp_path: Path) 
     assert "commit_import -> PreconditionDenied: access is Failed" in outcome["model_read"]
     assert outcome["stop_reason"] == "Completed"
     assert (outcome["steps"], outcome["proposals"]) == (4, 6)
-    assert outcome["answers"] == [
-        "Access is Failed: the import needs its owner.",
-        "Imported 3 rows.",
-    ]
+    # the run completed with commit-3: the guard ended the SDK's loop there, with the
+    # call's result and why the run stopped as the run's answer
+    first, second = outcome["answers"]
+    assert first == "Access is Failed: the import needs its owner."
+    assert second.startswith('{"imported": 3, "into": "imports"}\nThe run has stopped (Completed)')
 
     # The receipts outlive the process: reopened, the journal holds one per executed call.
     journal = SqliteJournal(tmp_path / "run.journal")
@@ -87,12 +88,16 @@ def test_a_budget_ends_the_run_after_the_model_was_warned(tmp_path: Path) -> Non
     outcome = asyncio.run(_example().run_budget(tmp_path))
     read = outcome["model_read"]
     warned = [i for i, line in enumerate(read) if "Budget: tokens 400 of 500 (80%)" in line]
-    stopped = [i for i, line in enumerate(read) if "Stopped: BudgetExhausted" in line]
-    assert warned and stopped and warned[0] < stopped[0]
+    assert warned
     assert not any("Budget:" in line for line in read[: warned[0]])
     assert outcome["stop_reason"] == "BudgetExhausted"
     assert outcome["tokens"] == 500
-    assert outcome["invocations"] == {"read_config": stopped[0]}
+    # the refused call's answer ends the run: why it stopped and what is left
+    assert outcome["answer"].startswith("Stopped: BudgetExhausted")
+    assert "The run has stopped (BudgetExhausted)" in outcome["answer"]
+    assert '"tokens": "500 of 500"' in outcome["answer"]
+    # every call the model read an answer of ran; the refused one did not
+    assert outcome["invocations"] == {"read_config": len(read)}
 
 
 def test_what_a_provider_reports_never_makes_charge_raise() -> None:

@@ -29,7 +29,12 @@ from replan.controller import (
     Usage,
 )
 from replan.controller._generated import LABELS, TRANSITIONS
-from replan.controller.agent import FunctionInvokingChatClient, GuardedCall, ReplanMiddleware
+from replan.controller.agent import (
+    FunctionInvokingChatClient,
+    GuardedCall,
+    ReplanMiddleware,
+    answer_of,
+)
 from replan.controller.executor import Executor, Grant
 from replan.controller.sqlite_journal import SqliteJournal
 from replan.controller.telemetry import TracedController, agent_run
@@ -79,6 +84,9 @@ class Harness:
     #: The provider stacked the way the SDK's own clients are (no replan client in
     #: the chat path): only the guard's middleware stands between it and the tools.
     sdk_layered: bool = False
+    ends_on_stop: bool = True
+    #: what the agent's run answered (``answer_of``), per request
+    answered: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.controller = self.controller_class(self.policy)
@@ -96,6 +104,7 @@ class Harness:
             observe_result=self.observe,
             tracer_provider=self.provider,
             tool_usage=lambda done: Usage(7, 3, 0),
+            ends_on_stop=self.ends_on_stop,
             **({} if self.clock is None else {"clock": self.clock}),
         )
 
@@ -138,7 +147,7 @@ class Harness:
             tools=[self.tool(name) for name in tools],
             middleware=self.guard.middleware if self.with_model_view else [self.guard],
         )
-        asyncio.run(agent.run("go"))
+        self.answered.append(answer_of(asyncio.run(agent.run("go"))))
 
     def answers(self) -> list[tuple[str | None, str]]:
         return [(done.call_id, done.result) for done in self.guard.calls]
@@ -275,8 +284,8 @@ def test_without_the_model_view_a_call_cites_the_revision_it_arrives_at() -> Non
     ]
 
 
-def test_a_stopped_run_refuses_every_call() -> None:
-    harness = Harness(
+def _one_step_policy_harness(**options: Any) -> Harness:
+    return Harness(
         policy=Policy(
             keys=(),
             steps=(
@@ -287,7 +296,26 @@ def test_a_stopped_run_refuses_every_call() -> None:
             max_steps=1,
         ),
         grant=Grant([RESOURCE], ["inspect", "commit"]),
+        **options,
     )
+
+
+def test_a_stop_ends_the_agents_run_with_why_and_the_handoff() -> None:
+    """The call that finds the run stopped is refused, its result says why and what
+    is left, and the SDK's loop ends there: the model is asked nothing more, and the
+    agent's run answers with that result (no exception)."""
+    harness = _one_step_policy_harness()
+    harness.request([call("commit", "c1")], [call("commit", "c2")], [call("inspect", "i1")])
+    assert harness.answers() == [("c1", "commit done on input-A"), ("c2", "Stopped: StepLimit")]
+    [answered] = harness.answered
+    assert answered.startswith("Stopped: StepLimit\nThe run has stopped (StepLimit)")
+    assert '"steps": "1 of 1"' in answered
+    assert len(harness.chat.calls) == 2  # nothing asked after the stop
+    assert harness.runs == Counter({"commit": 1})
+
+
+def test_a_stopped_run_refuses_every_call_when_the_loop_goes_on() -> None:
+    harness = _one_step_policy_harness(ends_on_stop=False)
     harness.request([call("commit", "c1")], [call("commit", "c2")], [call("inspect", "i1")])
     assert harness.answers() == [
         ("c1", "commit done on input-A"),
@@ -349,7 +377,8 @@ def test_each_tool_call_and_each_provider_response_is_charged() -> None:
     tool_charges = [usage for usage in charges if (usage.tokens, usage.cost) == (7, 3)]
     assert len(tool_charges) == 2  # i1 and c1 ran
     response_charges = [usage for usage in charges if usage.tokens == 11]
-    assert len(response_charges) == len(harness.chat.calls) == 3
+    # two provider calls: c1 completes the run, which ends the agent's run
+    assert len(response_charges) == len(harness.chat.calls) == 2
     assert len(charges) == len(tool_charges) + len(response_charges)
     assert all(type(amount) is int and amount >= 0 for usage in charges for amount in usage)
 

@@ -189,11 +189,13 @@ class _Recorder(FunctionMiddleware):
             return
         stopped_before = replay.guard.run.stop_reason
         replay.read_at = read_at  # the message of the result, should the call run
-        await call_next()
         try:
-            replay.after(replay.guard.calls[-1], call_id, position, stopped_before)
-        except ReplayError as error:
-            replay.error = replay.error or error
+            await call_next()
+        finally:  # also when the guard ends the SDK's loop on a stopped run
+            try:
+                replay.after(replay.guard.calls[-1], call_id, position, stopped_before)
+            except ReplayError as error:
+                replay.error = replay.error or error
 
 
 class _Guard(ReplanMiddleware):

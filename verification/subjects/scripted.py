@@ -17,9 +17,11 @@ layer (``controller.agent``) hands back in the next request's messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from agent_framework import ChatResponseUpdate, ResponseStream
 
 from replan.controller.agent import (
     EXECUTE_STEP,
@@ -124,7 +126,8 @@ def _tool_description(tool: Any) -> tuple[str, dict[str, Any]]:
 
 class ScriptedChatClient(BaseChatClient[Any]):
     """A chat client whose every answer comes from ``script``; no service, no network,
-    no model. Non-streaming requests only."""
+    no model. A streaming request (an agent used as a tool runs its agent streaming)
+    gets the same answer as one update per message."""
 
     OTEL_PROVIDER_NAME = "scripted"
 
@@ -145,8 +148,23 @@ class ScriptedChatClient(BaseChatClient[Any]):
         **kwargs: Any,
     ) -> Any:
         if stream:
-            raise ValueError("ScriptedChatClient answers non-streaming requests only")
+            return ResponseStream(
+                self._stream(messages, options), finalizer=ChatResponse.from_updates
+            )
         return self._respond(messages, options)
+
+    async def _stream(
+        self, messages: Sequence[Message], options: Mapping[str, Any]
+    ) -> AsyncIterator[ChatResponseUpdate]:
+        response = await self._respond(messages, options)
+        for message in response.messages:
+            usage = [] if self.usage is None else [Content.from_usage(dict(self.usage))]  # type: ignore[arg-type]
+            yield ChatResponseUpdate(
+                role=message.role,
+                contents=[*message.contents, *usage],
+                response_id=response.response_id,
+                finish_reason=response.finish_reason,
+            )
 
     async def _respond(
         self, messages: Sequence[Message], options: Mapping[str, Any]
