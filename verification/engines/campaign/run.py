@@ -42,9 +42,6 @@ from replan.verification.engines.campaign.machine import (
     DEFAULT_DATABASE,
     DEFAULT_OUT_DIR,
     PROFILES,
-    Progress,
-    PropertyFailure,
-    Recorder,
     _slug,
     build_machine,
 )
@@ -53,6 +50,7 @@ from replan.verification.engines.campaign.memory import (
     engine_budgets,
     engine_seed,
 )
+from replan.verification.engines.campaign.recorder import Progress, PropertyFailure, Recorder
 from replan.verification.runtime.files import write_atomically
 
 
