@@ -95,6 +95,10 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``replan campaign``.
+
+    Long: one ``add_argument`` per option; a list of flags reads best as one list, and
+    splitting it would only scatter the ``--help`` text."""
     add_policy_option(parser)
     parser.add_argument(
         "--profile",

@@ -54,7 +54,6 @@ loop (restore, key, hash, memo) a sixth; the generated controller's calls a tent
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -557,9 +556,6 @@ def _finding(engine: StateSearch, violation: Violation, invariant: str, name: st
     )
 
 
-# ---- is a proof's counterexample state reachable? -----------------------------------
-
-
 # ---- the explorer's side of campaign coverage and shortest equivalent traces ------------
 
 
@@ -600,7 +596,3 @@ def shortest_path_to_violation(
         )
         candidates += [f for f in result.findings if f.property == invariant_name]
     return min(candidates, key=lambda finding: len(finding.operations), default=None)
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
