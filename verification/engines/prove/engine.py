@@ -25,24 +25,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from replan.controller.policy import Policy, policy_to_dict, workflow_disagreements
-from replan.controller.records import EvidenceState, Observation, Plan, PolicyError
+from replan.controller.policy import Policy, workflow_disagreements
+from replan.controller.records import EvidenceState, Observation, Plan
 from replan.controller.run import Run
 from replan.controller.workflow import decide
 from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.verification.engines.prove.describe import (
-    _state_line,
-    describe_state,
-    describe_step,
-    step_text,
-)
+from replan.spec.vocabulary import Property
 
 # Re-exported: callers ask for the policy comparison through this module too.
+from replan.verification.engines.prove.describe import describe_counterexample
 from replan.verification.engines.prove.difference import (  # noqa: F401
     DecisionDifference,
     decision_difference,
@@ -120,35 +117,9 @@ def prove_equivalence(
         solver.add(gate.opens != ready)
         if solve(solver) == z3.unsat:
             continue
-        constraints = [gate.premise, gate.opens != ready]
-        witness = minimal_model(constraints, gate.evidence)
-        assert witness is not None
-        assignment = evidence_assignment(witness, gate.evidence)
-        commits = z3.is_true(witness.eval(gate.opens, model_completion=True))
-        relevant = set(policy.requirements[step]) | set(policy.workflow_keys)
-        shown = [k for k in policy.keys if k in relevant or assignment[k] != "Passed"]
-        shown_assignment = {k: assignment[k] for k in shown}
-        pattern = not_passed_pattern(constraints, gate.evidence, assignment, shown)
-        states = {k: EvidenceState(v) for k, v in assignment.items()}
-        decision = decide(states, policy)
-        controller = "commits" if commits else "refuses"
-        message = (
-            f"{render_assignment(shown_assignment)}: controller {controller}, "
-            f"workflow says {decision}"
+        message, counterexample = _equivalence_counterexample(
+            policy, step, gate, ready, model, model_class
         )
-        if pattern != shown_assignment:
-            message += f"\n(the same for {render_assignment(pattern)})"
-        for line in workflow_disagreements(policy):
-            message += f"\nfix: {line}"
-        finding = equivalence_finding(policy, gate, witness, decision, model, model_class)
-        counterexample = {
-            "step": step,
-            "assignment": shown_assignment,
-            "pattern": pattern,
-            "controller": controller,
-            "workflow": str(decision),
-            "replay": finding.to_json(),
-        }
         return PropertyResult(
             "commit-equivalence",
             "equivalence",
@@ -161,6 +132,48 @@ def prove_equivalence(
     return PropertyResult(
         "commit-equivalence", "equivalence", True, time.perf_counter() - started, statement
     )
+
+
+def _equivalence_counterexample(
+    policy: Policy,
+    step: str,
+    gate: Gate,
+    ready: z3.BoolRef,
+    model: MachineModel,
+    model_class: type,
+) -> tuple[str, dict[str, Any]]:
+    """Where the gate of ``step`` and ``decide`` disagree: the message (a minimal
+    evidence assignment, generalised where a key's other not-Passed value disagrees
+    too, and the policy's own disagreements as fixes) and the counterexample with its
+    replayable episode."""
+    constraints = [gate.premise, gate.opens != ready]
+    witness = minimal_model(constraints, gate.evidence)
+    assert witness is not None
+    assignment = evidence_assignment(witness, gate.evidence)
+    commits = z3.is_true(witness.eval(gate.opens, model_completion=True))
+    relevant = set(policy.requirements[step]) | set(policy.workflow_keys)
+    shown = [k for k in policy.keys if k in relevant or assignment[k] != "Passed"]
+    shown_assignment = {k: assignment[k] for k in shown}
+    pattern = not_passed_pattern(constraints, gate.evidence, assignment, shown)
+    states = {k: EvidenceState(v) for k, v in assignment.items()}
+    decision = decide(states, policy)
+    controller = "commits" if commits else "refuses"
+    message = (
+        f"{render_assignment(shown_assignment)}: controller {controller}, workflow says {decision}"
+    )
+    if pattern != shown_assignment:
+        message += f"\n(the same for {render_assignment(pattern)})"
+    for line in workflow_disagreements(policy):
+        message += f"\nfix: {line}"
+    finding = equivalence_finding(policy, gate, witness, decision, model, model_class)
+    return message, {
+        "step": step,
+        "assignment": shown_assignment,
+        "pattern": pattern,
+        "controller": controller,
+        "workflow": str(decision),
+        "replay": finding.to_json(),
+    }
 
 
 def equivalence_operations(policy: Policy, step: str, assignment: Mapping[str, str]) -> list[Any]:
@@ -299,19 +312,9 @@ def _check(
                 f"{label}: z3 could not decide ({solver.reason_unknown()})",
                 {"obligation": label, "unknown": solver.reason_unknown()},
             )
-        model = solver.model()
-        if step is not None:
-            description = describe_step(model, step)
-            try:
-                description["replay"] = _induction_replay(model, step, name, label)
-            except (PolicyError, ValueError, KeyError, TypeError) as error:
-                # the proof's verdict stands; only the replayable form is missing
-                description["unreplayable"] = f"{type(error).__name__}: {error}"
-            message = f"{label}: counterexample to induction\n{step_text(description)}"
-        else:
-            assert state is not None
-            description = {"state": describe_state(model, universe, state)}
-            message = f"{label}: violated by {_state_line(description['state'])}"
+        message, description = describe_counterexample(
+            solver.model(), step, state, universe, name, label
+        )
         return PropertyResult(
             name,
             kind,
@@ -322,28 +325,6 @@ def _check(
             {"obligation": label, **description},
         )
     return PropertyResult(name, kind, True, time.perf_counter() - started, statement)
-
-
-def _induction_replay(
-    model: z3.ModelRef, step: StepEncoding, name: str, label: str
-) -> dict[str, Any]:
-    """A counterexample to induction as ``replan replay`` runs it: the policy at the
-    model's limits, the state before the step (made concrete) and the step's call."""
-    from replan.verification.core.harness import _arguments
-    from replan.verification.engines.prove.concrete import Concretizer
-
-    concrete = Concretizer(model, step.universe)
-    operation = concrete.operation(step)
-    return {
-        "policy": policy_to_dict(concrete.policy(step.universe.policy)),
-        "property": name,
-        "source": "prove",
-        "check": "induction",
-        "obligation": label,
-        "event": step.event,
-        "start": concrete.snapshot(step.pre, concrete.step_ids(step), concrete.step_entries(step)),
-        "steps": [{"op": operation.op, "args": _arguments(operation), "result": None}],
-    }
 
 
 class Ticker:
@@ -397,78 +378,120 @@ def prove_invariants(
     steps = [encode_event(u, event, model_class) for event in chosen]
     contract = contract_or_default(contract)
     reachable = Reachable(translator, contract)
-    premises = {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps}
+    obligations = _Obligations(
+        u,
+        translator,
+        init,
+        steps,
+        {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps},
+    )
     satisfiable = Satisfiable()
     results = []
+
+    def check(name: str, kind: str, statement: str, queries: Sequence[Query]) -> None:
+        results.append(tick(_check(name, kind, statement, queries, u, satisfiable)))
+
     for prop in reachable.invariants:
+        queries = obligations.inductive(prop, initial)
+        statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
+        if queries:
+            check(prop.name, prop.kind, statement, queries)
+    for prop in contract.of_kind("initial") if initial else []:
+        check(prop.name, "initial", f"{prop.meaning} (Init)", obligations.initial(prop))
+    for prop in contract.of_kind("call"):
+        queries = obligations.every_step(prop)
+        statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
+        if queries:
+            check(prop.name, "property", statement, queries)
+    well_defined = obligations.well_defined()
+    check(
+        "bodies-well-defined",
+        "well-defined",
+        f"{len(well_defined)} conditions the bodies take for granted (no None "
+        "dereference, no missing key, a transition for every case) hold when reached",
+        well_defined,
+    )
+    return results
+
+
+@dataclass
+class _Obligations:
+    """The proof obligations of one contract over the steps of the chosen events: each
+    method states one kind of obligation as queries for ``_check``."""
+
+    u: Universe
+    translator: Translator
+    init: State
+    steps: list[StepEncoding]
+    #: per event: its step's assumptions and the reachable-state invariants of its pre
+    premises: dict[str, list[z3.BoolRef]]
+
+    def inductive(self, prop: Property, initial: bool) -> list[Query]:
+        """A state invariant holds initially (when ``initial``) and after every step
+        from a state satisfying them all."""
+        translator = self.translator
         queries: list[Query] = (
-            [("Init ⇒ Inv", u.assumptions, state_term(translator, prop, init), None, init)]
+            [
+                (
+                    "Init ⇒ Inv",
+                    self.u.assumptions,
+                    state_term(translator, prop, self.init),
+                    None,
+                    self.init,
+                )
+            ]
             if initial
             else []
         )
         queries += [
             (
                 f"Inv ∧ {step.event} ⇒ Inv'",
-                premises[step.event],
+                self.premises[step.event],
                 state_term(translator, prop, step.post),
                 step,
                 None,
             )
-            for step in steps
+            for step in self.steps
         ]
-        statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
-        if queries:
-            results.append(tick(_check(prop.name, prop.kind, statement, queries, u, satisfiable)))
-    for prop in contract.of_kind("initial") if initial else []:
+        return queries
+
+    def initial(self, prop: Property) -> list[Query]:
+        """An initial property of the initial state, under the policy."""
+        translator, init = self.translator, self.init
         frame = property_frame(translator, init, f"initial {prop.name!r}")
         _, value = translator.run_function(
             prop.function, [StateRef(init), POLICY], frame, state=init, where=prop.name
         )
         term = translator.boolean(frame, value)
-        queries = [("Init ⇒ " + prop.name, u.assumptions, term, None, init)]
-        statement = f"{prop.meaning} (Init)"
-        results.append(tick(_check(prop.name, "initial", statement, queries, u, satisfiable)))
-    for prop in contract.of_kind("call"):
-        relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
-        if not relevant:
-            continue
-        queries = [
+        return [("Init ⇒ " + prop.name, self.u.assumptions, term, None, init)]
+
+    def every_step(self, prop: Property) -> list[Query]:
+        """A call property for every step it applies to, from a reachable state."""
+        return [
             (
                 f"Reach ∧ {step.event} ⇒ {prop.name}",
-                premises[step.event],
-                call_term(translator, prop, step),
+                self.premises[step.event],
+                call_term(self.translator, prop, step),
                 step,
                 None,
             )
-            for step in relevant
+            for step in self.steps
+            if prop.applies_to(step.event) and step.models(prop)
         ]
-        statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
-        results.append(tick(_check(prop.name, "property", statement, queries, u, satisfiable)))
-    obligations: list[Query] = [
-        (
-            f"{step.event}: {obligation.text}",
-            premises[step.event],
-            obligation.condition,
-            step,
-            None,
-        )
-        for step in steps
-        for obligation in step.obligations
-    ]
-    results.append(
-        tick(
-            _check(
-                "bodies-well-defined",
-                "well-defined",
-                f"{len(obligations)} conditions the bodies take for granted (no None "
-                "dereference, no missing key, a transition for every case) hold when reached",
-                obligations,
-                u,
-                satisfiable,
+
+    def well_defined(self) -> list[Query]:
+        """What the bodies take for granted, where a reachable state reaches it."""
+        return [
+            (
+                f"{step.event}: {obligation.text}",
+                self.premises[step.event],
+                obligation.condition,
+                step,
+                None,
             )
-        )
-    )
-    return results
+            for step in self.steps
+            for obligation in step.obligations
+        ]
 
 
 def cannot_fire(
