@@ -90,7 +90,11 @@ def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
     approvals and resource arguments; the fixed workflow's keys; and lists that hold
     the same names in another order. Two policies whose normal forms differ differ in
     at least one of these (the commit decisions are compared over what both share,
-    ``decision_difference``)."""
+    ``decision_difference``).
+
+    Long: one table: an entry per kind of difference, each a short comprehension;
+    splitting it would hide that the kinds are listed together, in the report's order.
+    """
     old_steps = {s.name: s for s in old.steps}
     new_steps = {s.name: s for s in new.steps}
     shared = [s for s in new.steps if s.name in old_steps]

@@ -163,6 +163,11 @@ class Operations:
     # -- comparisons ---------------------------------------------------------------------
 
     def equal(self, frame: Frame, a: Any, b: Any) -> z3.BoolRef:
+        """``a == b`` as a z3 term, over any two values the translator makes.
+
+        Long: one dispatch on the kinds of the two values compared; each branch is a few
+        lines, and the order of the tests (normalising which side is which first)
+        is the comparison's meaning."""
         if a is POLICY or b is POLICY:
             return z3.BoolVal(a is b)
         if isinstance(b, FMap | FSet | IdSet | ContentMap) and isinstance(a, Const):
