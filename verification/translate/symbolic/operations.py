@@ -67,7 +67,11 @@ class Operations:
         raise self.fail(frame, frame.where, f"{value!r} is not a boolean")
 
     def merge(self, condition: z3.BoolRef, a: Any, b: Any) -> Any:
-        """``a if condition else b`` for any symbolic value."""
+        """``a if condition else b`` for any symbolic value.
+
+        Long: one dispatch on the kinds of the two values merged, a few lines per
+        kind; together they are the one definition of a conditional value.
+        """
         if a is b:
             return a
         if isinstance(a, TraceLog) and isinstance(b, TraceLog):
