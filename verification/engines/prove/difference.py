@@ -208,14 +208,7 @@ def decision_difference(
     steps = [s.name for s in new.steps if s.completes_run and s.name in old.terminal_steps]
     for never_observed in (True, False) if own else (True,):
         for step in steps:
-            constraints: list[z3.BoolRef] = []
-            decisions: list[z3.BoolRef] = []
-            for label, policy in (("old", old), ("new", new)):
-                declaration, bodies = builds[label]
-                gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
-                constraints.append(gate.premise)
-                constraints += [gate.evidence[k] == {**shared, **own}[k] for k in policy.keys]
-                decisions.append(gate.opens)
+            constraints, decisions = _both_gates(step, old, new, builds, {**shared, **own})
             if never_observed:
                 constraints += [term == unknown for term in own.values()]
             constraints.append(decisions[0] != decisions[1])
@@ -230,3 +223,24 @@ def decision_difference(
                 evidence_assignment(witness, own),
             )
     return None
+
+
+def _both_gates(
+    step: str,
+    old: Policy,
+    new: Policy,
+    builds: dict[str, tuple[MachineModel, type]],
+    evidence: dict[str, z3.ExprRef],
+) -> tuple[list[z3.BoolRef], list[z3.BoolRef]]:
+    """The old and the new policy's commit gates of ``step`` over one shared set of
+    evidence terms: their premises (each gate's keys bound to ``evidence``) and
+    whether each opens."""
+    constraints: list[z3.BoolRef] = []
+    decisions: list[z3.BoolRef] = []
+    for label, policy in (("old", old), ("new", new)):
+        declaration, bodies = builds[label]
+        gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
+        constraints.append(gate.premise)
+        constraints += [gate.evidence[k] == evidence[k] for k in policy.keys]
+        decisions.append(gate.opens)
+    return constraints, decisions
