@@ -78,7 +78,8 @@ from replan.verification.core.liveness import liveness, stop_reasons_entered
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import Subject
 from replan.verification.engines.explore.graph import ExploredGraph
-from replan.verification.engines.explore.search import StateSearch, Violation, search_serial
+from replan.verification.engines.explore.search import StateSearch, Violation
+from replan.verification.engines.explore.serial import search_serial
 
 __all__ = [
     "Domains",

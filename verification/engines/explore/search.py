@@ -2,16 +2,14 @@
 
 Owns ``StateSearch`` (the design is in ``engines/explore/engine.py``'s docstring:
 tracked containers, interned parts, properties evaluated once per distinct edge where
-they cannot read the argument, symmetry) and ``search_serial``, which drives it in one
-process; ``engines/explore/sharded.py`` drives the same objects level by level over
+they cannot read the argument, symmetry); ``engines/explore/serial.py`` drives it in
+one process, ``engines/explore/sharded.py`` the same objects level by level over
 several. Leaves the report to ``engine.py``.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
-import time
 import zlib
 from array import array
 from collections.abc import Callable
@@ -41,15 +39,14 @@ from replan.verification.core.domains import (
     GROUPS,
     PARAMETER_TYPES,
     InputSpace,
-    id_order,
 )
 from replan.verification.core.harness import Operation, violated
+from replan.verification.engines.explore.symmetry import renaming
 from replan.verification.engines.explore.tracked import (
     container_slots,
     replacement_check,
     tracked,
 )
-from replan.verification.runtime import interrupt
 
 _STOP_VALUES = frozenset(reason.value for reason in StopReason)
 _STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopReason}
@@ -307,42 +304,13 @@ class StateSearch:
 
     # -- symmetry -------------------------------------------------------------------------
 
-    def _renamable(self, plan_id: Any) -> bool:
-        if not isinstance(plan_id, str):
-            return False
-        pool = self.space.pool
-        if pool is not None:
-            return plan_id in pool
-        return id_order(plan_id)[0] < (1 << 30)
-
     def _canon_parts(
         self, pending_id: Any, accepted_part: int, completed_part: int
     ) -> tuple[dict[str, str] | None, int, int]:
         accepted = self.parts[accepted_part]
         completed = self.parts[completed_part]
-        mentioned = {*accepted, *completed, *(() if pending_id is None else (pending_id,))}
-        movable = [plan_id for plan_id in mentioned if self._renamable(plan_id)]
-        in_accepted, in_completed = set(accepted), set(completed)
-        # Ids with the same signature are interchangeable, so any order among them
-        # gives the same renamed state; id_order only makes the choice deterministic.
-        movable.sort(
-            key=lambda plan_id: (
-                plan_id not in in_accepted,
-                plan_id not in in_completed,
-                plan_id != pending_id,
-                id_order(plan_id),
-            )
-        )
-        names = self.space.pool if self.space.pool is not None else None
-        taken = {plan_id for plan_id in mentioned if plan_id not in movable}
-        fresh = (f"p{n}" for n in itertools.count(1)) if names is None else iter(names)
-        rename: dict[str, str] = {}
-        for plan_id in movable:
-            name = next(fresh)
-            while name in taken:
-                name = next(fresh)
-            rename[plan_id] = name
-        if all(old == new for old, new in rename.items()):
+        rename = renaming(accepted, completed, pending_id, self.space.pool)
+        if rename is None:
             return None, accepted_part, completed_part
         return (
             rename,
@@ -680,61 +648,3 @@ class StateSearch:
                     reaches[index] = True
                     changed = True
         return sorted(index for index, ok in reaches.items() if not ok)
-
-
-# ---- driving the search: one process, or a layer at a time over several ----------------
-
-
-def search_serial(
-    engine: StateSearch,
-    max_states: int | None,
-    max_depth: int | None,
-    stop_at_first: bool,
-    progress: Callable[[str], None] | None,
-    progress_every: float,
-    label: str,
-) -> tuple[int, str | None]:
-    """Expand states in index order (which is breadth-first order): (depth, why it
-    stopped early or None)."""
-    started = last_report = time.perf_counter()
-    depth = 0
-    layer_end = 1
-    cursor = 0
-    while cursor < len(engine.keys):
-        if cursor == layer_end:
-            depth += 1
-            layer_end = len(engine.keys)
-        if max_depth is not None and depth >= max_depth:
-            return depth, "max_depth"
-        if max_states is not None and len(engine.keys) >= max_states:
-            return depth, "max_states"
-        engine.expand(cursor)
-        cursor += 1
-        if engine.violations and stop_at_first:
-            return depth, "violation"
-        if cursor % 128 == 0:
-            interrupt.check()
-        if progress is not None and cursor % 128 == 0:
-            now = time.perf_counter()
-            if now - last_report >= progress_every:
-                last_report = now
-                _progress(progress, label, depth, engine, cursor, now - started)
-    return depth, None
-
-
-def _progress(
-    progress: Callable[[str], None],
-    label: str,
-    depth: int,
-    engine: StateSearch,
-    expanded: int,
-    elapsed: float,
-) -> None:
-    states = len(engine.keys)
-    rate = max(elapsed, 1e-9)
-    progress(
-        f"explore ({label}): depth {depth}, {states:,} states, frontier "
-        f"{max(states - expanded, 0):,}, {engine.transitions:,} transitions; "
-        f"{states / rate:,.0f} states/s, {engine.transitions / rate:,.0f} transitions/s, "
-        f"{elapsed:.0f} s"
-    )
