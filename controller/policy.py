@@ -189,14 +189,35 @@ def _parse(
     its structure (``check_structure``: what ``policy_schema()`` states), then what JSON
     Schema cannot state (``LOADER_CHECKS``), each problem naming its path."""
     document = check_structure(document)
-    limits = document.get("limits", {})
+    limits = _limits(document.get("limits", {}), defaults)
+    keys = tuple(document["evidence"]["keys"])
+    per_resource = tuple(document["evidence"].get("per_resource", ()))
+    open_resources = tuple(document["resources"].get("open", ()))
+    _check_open(document["resources"]["allowed"], open_resources)
+    resources = (*document["resources"]["allowed"], *open_resources)
+    _check_scoped_names(keys, per_resource)
+    key_set = frozenset(keys) | frozenset(per_resource)
+    declared = _listing([*keys, *per_resource])
+    steps = _steps(document["steps"], key_set, declared)
+    workflow_keys = _workflow_keys(document.get("workflow", {}), steps, per_resource)
+    _check_workflow(steps, workflow_keys, per_resource, key_set, declared)
+    return dict(
+        keys=keys,
+        steps=steps,
+        resources=resources,
+        **limits,
+        workflow_keys=workflow_keys,
+        per_resource=per_resource,
+        open_resources=open_resources,
+    )
+
+
+def _limits(limits: Mapping[str, Any], defaults: Mapping[str, int | bool]) -> dict[str, Any]:
+    """``Policy``'s limit fields: each as given, else its default (``max_proposals``
+    derived from ``max_steps``); a cost budget needs the currency it is counted in."""
     max_steps = limits.get("max_steps", defaults["max_steps"])
     max_proposals = limits.get(
         "max_proposals", default_max_proposals(max_steps, int(defaults["proposals_per_step"]))
-    )
-    no_progress_limit = limits.get("no_progress_limit", defaults["no_progress_limit"])
-    count_duplicates = limits.get(
-        "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
     )
     budgets = {name: limits.get(name, 0) for name in BUDGETS}
     currency = limits.get("currency", "")
@@ -206,18 +227,25 @@ def _parse(
             "missing field: max_cost is counted in micro-units of a currency you name "
             '(currency = "USD", say)',
         )
-    keys = tuple(document["evidence"]["keys"])
-    per_resource = tuple(document["evidence"].get("per_resource", ()))
-    open_resources = tuple(document["resources"].get("open", ()))
-    _check_open(document["resources"]["allowed"], open_resources)
-    resources = (*document["resources"]["allowed"], *open_resources)
-    _check_scoped_names(keys, per_resource)
+    return dict(
+        max_steps=max_steps,
+        max_proposals=max_proposals,
+        no_progress_limit=limits.get("no_progress_limit", defaults["no_progress_limit"]),
+        count_duplicate_deliveries=limits.get(
+            "count_duplicate_deliveries", defaults["count_duplicate_deliveries"]
+        ),
+        **budgets,
+        currency=currency,
+    )
 
+
+def _steps(
+    raw_steps: Sequence[Mapping[str, Any]], key_set: frozenset[str], declared: str
+) -> tuple[Step, ...]:
+    """The steps, defaults filled in: names unique, every required key declared."""
     steps: list[Step] = []
     step_names: set[str] = set()
-    key_set = frozenset(keys) | frozenset(per_resource)
-    declared = _listing([*keys, *per_resource])
-    for index, raw in enumerate(document["steps"]):
+    for index, raw in enumerate(raw_steps):
         entry = {**_STEP_DEFAULTS, **raw}
         name = entry["name"]
         if name in step_names:
@@ -239,21 +267,37 @@ def _parse(
                 entry.get("resource_argument"),
             )
         )
+    return tuple(steps)
 
-    workflow = document.get("workflow", {})
+
+def _workflow_keys(
+    workflow: Mapping[str, Any], steps: Sequence[Step], per_resource: Sequence[str]
+) -> tuple[str, ...]:
+    """The fixed workflow's prerequisites: as listed, else the keys the one step that
+    completes the run requires."""
     if "ready_when_passed" in workflow:
-        workflow_keys = tuple(workflow["ready_when_passed"])
-    else:
-        completing = [step for step in steps if step.completes_run]
-        if len(completing) != 1:
-            names = ", ".join(step.name for step in completing)
-            raise _fail(
-                "workflow.ready_when_passed",
-                f"missing field: {len(completing)} steps complete the run ({names}), so "
-                "the fixed workflow's prerequisites cannot be taken from one of them; "
-                "list the keys it requires",
-            )
-        workflow_keys = completing[0].requires
+        return tuple(workflow["ready_when_passed"])
+    completing = [step for step in steps if step.completes_run]
+    if len(completing) != 1:
+        names = ", ".join(step.name for step in completing)
+        raise _fail(
+            "workflow.ready_when_passed",
+            f"missing field: {len(completing)} steps complete the run ({names}), so "
+            "the fixed workflow's prerequisites cannot be taken from one of them; "
+            "list the keys it requires",
+        )
+    return completing[0].requires
+
+
+def _check_workflow(
+    steps: Sequence[Step],
+    workflow_keys: Sequence[str],
+    per_resource: Sequence[str],
+    key_set: frozenset[str],
+    declared: str,
+) -> None:
+    """The fixed workflow decides over the run's own keys: neither its prerequisites
+    nor what a completing step requires may be per-resource, and each is declared."""
     for index, step in enumerate(steps):
         scoped = [key for key in step.requires if key in per_resource]
         if step.completes_run and scoped:
@@ -275,20 +319,6 @@ def _parse(
                 f"workflow.ready_when_passed[{key_index}]",
                 f"{key!r} is not a declared evidence key (declared: {declared})",
             )
-    return dict(
-        keys=keys,
-        steps=tuple(steps),
-        resources=resources,
-        max_steps=max_steps,
-        max_proposals=max_proposals,
-        no_progress_limit=no_progress_limit,
-        count_duplicate_deliveries=count_duplicates,
-        **budgets,
-        currency=currency,
-        workflow_keys=workflow_keys,
-        per_resource=per_resource,
-        open_resources=open_resources,
-    )
 
 
 def _check_open(allowed: Sequence[str], open_resources: Sequence[str]) -> None:

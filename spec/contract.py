@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
+from types import ModuleType
 from typing import Any
 
 from replan.spec.checker import Checker
@@ -39,6 +40,20 @@ class Contract:
         """Every property a decorator tagged among ``namespace``'s values (a module's
         ``globals()``), in the order they were defined."""
         return cls(prop for value in namespace.values() if (prop := property_of(value)) is not None)
+
+    @classmethod
+    def defined_in(cls, *modules: ModuleType) -> Contract:
+        """Every property a decorator tagged among the functions ``modules`` define
+        (not those they merely import), module by module, each in the order defined:
+        a contract written over several modules lists its properties in one fixed
+        order, however the modules import each other."""
+        return cls(
+            prop
+            for module in modules
+            for value in vars(module).values()
+            if (prop := property_of(value)) is not None
+            and getattr(value, "__module__", None) == module.__name__
+        )
 
     def __iter__(self) -> Iterator[Property]:
         return iter(self._by_name.values())

@@ -227,6 +227,22 @@ def extract(machine_class: type[StateMachine], model_class: type = Run) -> Machi
             f"{machine_class.__name__}: declare `interface`, a dict of event name -> "
             "EventInterface (parameter, answer type, check, answer when stopped)"
         )
+    transitions = _transitions(machine_class, interface)
+    _check_names(model_class, transitions, interface)
+    return MachineModel(
+        name=machine_class.__name__,
+        module=machine_class.__module__,
+        states=states,
+        transitions=tuple(transitions),
+        interface=dict(interface),
+    )
+
+
+def _transitions(
+    machine_class: type[StateMachine], interface: dict[str, Any]
+) -> list[TransitionInfo]:
+    """Every declared transition, numbered in declaration order, each with its
+    priority among its state's transitions on the same event."""
     transitions: list[TransitionInfo] = []
     priorities: dict[tuple[str, str], int] = {}
     for state in machine_class.states:
@@ -250,6 +266,14 @@ def extract(machine_class: type[StateMachine], model_class: type = Run) -> Machi
                     priority=rank,
                 )
                 transitions.append(info)
+    return transitions
+
+
+def _check_names(
+    model_class: type, transitions: list[TransitionInfo], interface: dict[str, Any]
+) -> None:
+    """No transition declared twice, and every guard, action and check a name the
+    run's class defines."""
     labels = [t.label for t in transitions]
     for label in labels:
         if labels.count(label) > 1:
@@ -262,13 +286,6 @@ def extract(machine_class: type[StateMachine], model_class: type = Run) -> Machi
         _require_member(model_class, entry.when_stopped, f"final states on {event}", "action")
         if entry.check is not None:
             _require_member(model_class, entry.check, f"{event}'s input check", "check")
-    return MachineModel(
-        name=machine_class.__name__,
-        module=machine_class.__module__,
-        states=states,
-        transitions=tuple(transitions),
-        interface=dict(interface),
-    )
 
 
 def _require_member(model_class: type, name: str, where: str, kind: str) -> None:

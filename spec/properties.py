@@ -15,178 +15,53 @@ contract is caught: ``propose-revision-must-increase`` says what ``plan_outdated
 must decide, it does not call it. The names are the rule's own, so one ``grep``
 finds a rule in the contract, here, in a counterexample and in a proof.
 
-Read a property as "when the rule applies (the ``if``), this is what happens". The
-state invariants and the auxiliary ones (the facts the inductive proofs need) follow.
+Read a property as "when the rule applies (the ``if``), this is what happens". This
+module holds the rules of each event; the predicates they are written in are
+``spec/readings.py``, the termination argument ``spec/termination.py``, and the
+state invariants and auxiliary ones (the facts the inductive proofs need)
+``spec/invariants.py``. ``CONTRACT`` gathers them all, and every name of those
+modules is importable from here as well.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from replan.controller.policy import Policy
-from replan.controller.records import (
-    Approval,
-    EvidenceState,
-    ExecuteResult,
-    InvalidInput,
-    Observation,
-    ObservationConflict,
-    Plan,
-    StopReason,
-    Usage,
-    in_bounds,
-    plan_digest,
-)
+from replan.controller.records import ExecuteResult, InvalidInput, ObservationConflict, StopReason
 from replan.controller.run import Run
+from replan.spec import invariants, termination
 from replan.spec.contract import Contract
-from replan.spec.vocabulary import (
-    auxiliary_invariant,
-    call_property,
-    initial_property,
-    policy_property,
-    raised,
-    state_invariant,
-    unchanged,
-    with_entry,
-    with_member,
+
+# Every name of the modules the contract is written over is importable from here too.
+from replan.spec.invariants import *  # noqa: F403
+from replan.spec.readings import *  # noqa: F403
+from replan.spec.readings import (
+    FINAL,
+    active,
+    approved,
+    approves_waiting_plan,
+    completed_id,
+    considered,
+    counted_no_progress,
+    latest,
+    meaningful,
+    needs_approval,
+    new_observation,
+    other_keys_unchanged,
+    pending_id,
+    prerequisites_passed,
+    reaches_a_budget,
+    rejected,
+    runnable,
+    stopped,
+    well_formed_approval,
+    well_formed_observation,
+    well_formed_plan,
+    well_formed_usage,
 )
-
-PASSED = EvidenceState.PASSED
-FINAL = frozenset(StopReason)
-
-# ---- reading a run (each a single expression, so every engine reads it alike) --------
-
-
-def stopped(run: Run) -> bool:
-    """The run has a stop reason."""
-    return run._declared_state in FINAL
-
-
-def active(run: Run) -> bool:
-    return run._declared_state not in FINAL
-
-
-def latest(run: Run, key: str) -> int:
-    """The key's latest recorded version (0: never observed)."""
-    return run._latest_version.get(key, 0)
-
-
-def well_formed_observation(obs: Any, run: Run) -> bool:
-    """observe rule 1: an Observation of a declared key, an int version in
-    1..LARGEST_INT (exactly an int: a bool or an int subclass is not), an
-    EvidenceState, a non-empty source."""
-    return (
-        type(obs) is Observation
-        and type(obs.key) is str
-        and obs.key in run.policy.key_set
-        and type(obs.version) is int
-        and obs.version >= 1
-        and in_bounds(obs.version)
-        and type(obs.state) is EvidenceState
-        and type(obs.source) is str
-        and obs.source != ""
-    )
-
-
-def new_observation(run: Run, obs: Any) -> bool:
-    """A well-formed observation, on an active run, of a (key, version) never seen."""
-    return (
-        well_formed_observation(obs, run)
-        and active(run)
-        and run._contents.get((obs.key, obs.version)) is None
-    )
-
-
-def meaningful(run: Run, obs: Any) -> bool:
-    """observe rule 7's case: new, not older than the key's latest, another state."""
-    return (
-        new_observation(run, obs)
-        and latest(run, obs.key) <= obs.version
-        and obs.state != run.evidence_state(obs.key)
-    )
-
-
-def other_keys_unchanged(before: Run, after: Run, key: str) -> bool:
-    return all(
-        after.evidence_state(k) == before.evidence_state(k)
-        and latest(after, k) == latest(before, k)
-        for k in before.policy.keys
-        if k != key
-    )
-
-
-def counted_no_progress(before: Run, after: Run) -> bool:
-    """ "Count no progress": one more; reaching the limit stops the run NoNewEvidence."""
-    reaches = before.no_progress + 1 >= before.policy.no_progress_limit
-    return after.no_progress == before.no_progress + 1 and after._declared_state == (
-        StopReason.NO_NEW_EVIDENCE if reaches else before._declared_state
-    )
-
-
-def well_formed_plan(plan: Any) -> bool:
-    """propose rule 4: a Plan with a non-empty str id, int revisions (exactly: a bool
-    is not an int) of magnitude at most LARGEST_INT, and str step and resource."""
-    return (
-        type(plan) is Plan
-        and type(plan.id) is str
-        and plan.id != ""
-        and type(plan.revision) is int
-        and in_bounds(plan.revision)
-        and type(plan.evidence_revision) is int
-        and in_bounds(plan.evidence_revision)
-        and type(plan.step) is str
-        and type(plan.resource) is str
-    )
-
-
-def considered(run: Run) -> bool:
-    """propose rule 3: an active run with a proposal slot left."""
-    return active(run) and run.proposals < run.policy.max_proposals
-
-
-def rejected(before: Run, answer: Any, after: Run) -> bool:
-    """propose rule 4: False, and nothing changes but the slot it used."""
-    return answer is False and unchanged(before, after, "proposals")
-
-
-def completed_id(run: Run, plan_id: Any) -> bool:
-    return type(plan_id) is str and plan_id in run._completed
-
-
-def pending_id(run: Run, plan_id: Any) -> bool:
-    return type(plan_id) is str and run.pending is not None and run.pending.id == plan_id
-
-
-def runnable(run: Run, plan_id: Any) -> bool:
-    """execute rules 4-6 apply: an active run, ``plan_id`` the pending plan's."""
-    return active(run) and not completed_id(run, plan_id) and pending_id(run, plan_id)
-
-
-def approved(run: Run) -> bool:
-    """A person approved the pending plan (the run's approval is its declared state:
-    ``approval-is-for-the-exact-plan`` says what being in it means)."""
-    return run._declared_state == "approved"
-
-
-def needs_approval(run: Run) -> bool:
-    """The pending plan's step needs a person's approval."""
-    pending = run.pending
-    assert pending is not None
-    return pending.step in run.policy.approval_steps
-
-
-def prerequisites_passed(run: Run) -> bool:
-    """Every key the pending plan's step requires is Passed: a per-resource key, of
-    the resource the plan names (its own fact, never another resource's)."""
-    pending = run.pending
-    assert pending is not None
-    return all(
-        run.evidence_state(k) == PASSED for k in run.policy.requirements[pending.step]
-    ) and all(
-        run.evidence_state(k) == PASSED
-        for k in run.policy.resource_requirements[pending.step][pending.resource]
-    )
-
+from replan.spec.termination import *  # noqa: F403
+from replan.spec.vocabulary import call_property, raised, unchanged, with_entry, with_member
 
 # ==== observe(obs): host-only ===========================================================
 
@@ -564,28 +439,6 @@ def execute_needs_approval(before: Run, plan_id: Any, answer: Any, after: Run) -
 # ==== approve(approval): host-only ========================================================
 
 
-def well_formed_approval(approval: Any) -> bool:
-    """An Approval of non-empty strings (exactly: a str subclass is not one)."""
-    return (
-        type(approval) is Approval
-        and type(approval.plan_id) is str
-        and approval.plan_id != ""
-        and type(approval.digest) is str
-        and approval.digest != ""
-    )
-
-
-def approves_waiting_plan(run: Run, approval: Any) -> bool:
-    """The run awaits approval and ``approval`` names its pending plan by id and by
-    the SHA-256 of its content."""
-    return (
-        run._declared_state == "awaiting_approval"
-        and run.pending is not None
-        and approval.plan_id == run.pending.id
-        and approval.digest == plan_digest(run.pending)
-    )
-
-
 @call_property("approve-malformed-raises", "approve", rule="approval 2")
 def approve_malformed_raises(before: Run, approval: Any, answer: Any, after: Run) -> bool:
     """A malformed approval raises InvalidInput and changes nothing, stopped or not."""
@@ -630,32 +483,6 @@ def approval_is_for_the_exact_plan(
 
 
 # ==== charge(usage): host-only =============================================================
-
-
-def well_formed_usage(usage: Any) -> bool:
-    """A Usage of ints in 0..LARGEST_INT (exactly: a bool or an int subclass is not
-    one)."""
-    return (
-        type(usage) is Usage
-        and type(usage.tokens) is int
-        and usage.tokens >= 0
-        and in_bounds(usage.tokens)
-        and type(usage.cost) is int
-        and usage.cost >= 0
-        and in_bounds(usage.cost)
-        and type(usage.elapsed_ms) is int
-        and usage.elapsed_ms >= 0
-        and in_bounds(usage.elapsed_ms)
-    )
-
-
-def reaches_a_budget(run: Run, usage: Usage) -> bool:
-    """Adding ``usage`` reaches a limit the policy sets (a limit of 0 is none)."""
-    return (
-        0 < run.policy.max_tokens <= run._tokens + usage.tokens
-        or 0 < run.policy.max_cost <= run._cost + usage.cost
-        or 0 < run.policy.max_wall_ms <= run._elapsed_ms + usage.elapsed_ms
-    )
 
 
 @call_property("charge-malformed-raises", "charge", rule="budget 1")
@@ -754,329 +581,8 @@ def trace_one_record_per_call(
     )
 
 
-# ==== termination ===========================================================================
-
-
-def rank(run: Run) -> int:
-    """What a run has left to spend: 3 per proposal slot, 1 per step, 1 per call
-    without progress, and 2 for a plan pending (1 while it awaits approval). Every
-    model-facing call and every observation that teaches nothing lowers it or
-    changes nothing (``calls-lower-the-rank``); it is never negative while the run is
-    active (``rank-bounded``). So between two pieces of new evidence, a run makes at
-    most ``termination_bound`` calls that change it, the last of them the one that
-    stops it."""
-    return (
-        slots_left(run)
-        + slots_left(run)
-        + slots_left(run)
-        + (run.policy.max_steps - run.steps)
-        + (run.policy.no_progress_limit - run.no_progress)
-        + (
-            2
-            if run._declared_state == "pending"
-            else 1
-            if run._declared_state == "awaiting_approval"
-            else 0
-        )
-    )
-
-
-def slots_left(run: Run) -> int:
-    """Proposal slots the run has left."""
-    return run.policy.max_proposals - run.proposals
-
-
-def termination_bound(policy: Policy) -> int:
-    """The initial rank plus the stopping call: 3 * max_proposals + max_steps +
-    no_progress_limit + 1 (a fresh run is idle)."""
-    return (
-        policy.max_proposals
-        + policy.max_proposals
-        + policy.max_proposals
-        + policy.max_steps
-        + policy.no_progress_limit
-        + 1
-    )
-
-
-@call_property("calls-lower-the-rank", rule="termination")
-def calls_lower_the_rank(event: str, before: Run, argument: Any, answer: Any, after: Run) -> bool:
-    """A propose, an execute, or an observation that is not progress (new evidence
-    is the host's to give) either changes nothing, stops the run, or lowers its rank:
-    a model cannot keep a run going by calling, only by being given new evidence."""
-    if not active(before) or event not in ("propose", "execute", "observe"):
-        return True
-    if event == "observe" and meaningful(before, argument):
-        return True
-    return unchanged(before, after) or stopped(after) or rank(after) < rank(before)
-
-
-@state_invariant("rank-bounded", rule="termination")
-def rank_bounded(run: Run) -> bool:
-    """An active run's rank is never negative, and never above the initial one."""
-    return stopped(run) or 0 <= rank(run) <= termination_bound(run.policy) - 1
-
-
-# ==== the state of one run ===================================================================
-
-
-@initial_property("initial-state", rule="state of one run")
-def initial_state(run: Run, policy: Any) -> bool:
-    """A run starts under the policy it was given, with evidence_revision 1,
-    plan_revision 0, no plan pending, every counter 0, no stop reason, and nothing
-    recorded, remembered, accepted or completed."""
-    return (
-        run.policy is policy
-        and run.evidence_revision == 1
-        and run.plan_revision == 0
-        and run.pending is None
-        and run.steps == 0
-        and run.proposals == 0
-        and run.no_progress == 0
-        and run._tokens == 0
-        and run._cost == 0
-        and run._elapsed_ms == 0
-        and active(run)
-        and all(
-            latest(run, k) == 0 and run.evidence_state(k) == EvidenceState.UNKNOWN
-            for k in run.policy.keys
-        )
-        and run._contents == {}
-        and run._accepted == set()
-        and run._completed == set()
-    )
-
-
-# ==== the contract's safety invariants ======================================================
-
-
-@call_property("commit-grounded", "execute", rule="invariant")
-def commit_grounded(before: Run, plan_id: Any, answer: Any, after: Run) -> bool:
-    """Every executed step had all its required keys Passed when it ran."""
-    if answer is not ExecuteResult.EXECUTED:
-        return True
-    return pending_id(before, plan_id) and prerequisites_passed(before)
-
-
-@call_property("revision-honest", rule="invariant")
-def revision_honest(event: str, before: Run, argument: Any, answer: Any, after: Run) -> bool:
-    """evidence_revision rises by exactly 1 on a meaningful observation and never
-    otherwise; a renumbered same-state observation never raises it."""
-    if event != "observe":
-        return after.evidence_revision == before.evidence_revision
-    rise = 1 if meaningful(before, argument) else 0
-    return after.evidence_revision == before.evidence_revision + rise
-
-
-@call_property("replay-inert", "execute", rule="invariant")
-def replay_inert(before: Run, plan_id: Any, answer: Any, after: Run) -> bool:
-    """Replayed changes nothing; no id executes twice."""
-    if answer is ExecuteResult.REPLAYED:
-        return unchanged(before, after) and completed_id(before, plan_id)
-    if answer is ExecuteResult.EXECUTED:
-        return not completed_id(before, plan_id)
-    return True
-
-
-@call_property("rejection-atomic", rule="invariant")
-def rejection_atomic(event: str, before: Run, answer: Any, after: Run) -> bool:
-    """A rejected call or a raised error changes nothing beyond the documented
-    counters and stop."""
-    if raised(answer):
-        return unchanged(before, after)
-    if event == "propose" and answer is False:
-        return unchanged(before, after, "proposals", "declared_state")
-    if event == "approve" and answer is False:
-        return unchanged(before, after)
-    if event == "execute" and answer is not ExecuteResult.EXECUTED:
-        return unchanged(before, after, "declared_state")
-    if event == "observe" and answer is False:
-        return all(
-            after.evidence_state(k) == before.evidence_state(k) for k in before.policy.keys
-        ) and unchanged(before, after, "no_progress", "contents", "evidence", "declared_state")
-    return True
-
-
-@call_property("completed-iff-terminal-step", rule="invariant")
-def completed_iff_terminal_step(event: str, before: Run, answer: Any, after: Run) -> bool:
-    """The run stops with Completed exactly when a completes_run step executed."""
-    newly = (
-        before._declared_state != StopReason.COMPLETED
-        and after._declared_state == StopReason.COMPLETED
-    )
-    if event != "execute":
-        return not newly
-    terminal = (
-        answer is ExecuteResult.EXECUTED
-        and before.pending is not None
-        and before.pending.step in before.policy.terminal_steps
-    )
-    return newly == terminal
-
-
-@state_invariant("step-bound", rule="invariant")
-def step_bound(run: Run) -> bool:
-    """steps <= max_steps."""
-    return run.steps <= run.policy.max_steps
-
-
-@state_invariant("budget-bound", rule="budget 4")
-def budget_bound(run: Run) -> bool:
-    """An active run is within every budget the policy sets; a dimension without a
-    limit is never counted."""
-    policy = run.policy
-    return (
-        (run._tokens < policy.max_tokens if policy.max_tokens > 0 else run._tokens == 0)
-        and (run._cost < policy.max_cost if policy.max_cost > 0 else run._cost == 0)
-        and (
-            run._elapsed_ms < policy.max_wall_ms if policy.max_wall_ms > 0 else run._elapsed_ms == 0
-        )
-    ) or (
-        stopped(run)
-        and (
-            (policy.max_tokens > 0 or run._tokens == 0)
-            and (policy.max_cost > 0 or run._cost == 0)
-            and (policy.max_wall_ms > 0 or run._elapsed_ms == 0)
-        )
-    )
-
-
-@state_invariant("proposal-bound", rule="invariant")
-def proposal_bound(run: Run) -> bool:
-    """proposals <= max_proposals."""
-    return run.proposals <= run.policy.max_proposals
-
-
-@state_invariant("pending-current", rule="invariant")
-def pending_current(run: Run) -> bool:
-    """A pending plan cites the current evidence revision."""
-    return run.pending is None or run.pending.evidence_revision == run.evidence_revision
-
-
-@state_invariant("latest-is-newest", rule="invariant")
-def latest_is_newest(run: Run) -> bool:
-    """The latest record of a key has the highest version seen for it, and that
-    version's content is remembered."""
-    return all(version <= latest(run, key) for key, version in run._contents) and all(
-        (key, latest(run, key)) in run._contents
-        for key in run.policy.keys
-        if key in run._latest_version
-    )
-
-
-# ==== auxiliary invariants: what the inductive proofs need ====================================
-
-
-@auxiliary_invariant("counters-in-range")
-def counters_in_range(run: Run) -> bool:
-    """evidence_revision >= 1; plan_revision, steps, proposals, no_progress >= 0."""
-    return (
-        run.evidence_revision >= 1
-        and run.plan_revision >= 0
-        and run.steps >= 0
-        and run.proposals >= 0
-        and run.no_progress >= 0
-    )
-
-
-@auxiliary_invariant("no-progress-below-limit")
-def no_progress_below_limit(run: Run) -> bool:
-    """An active run has counted fewer calls without progress than the limit."""
-    return stopped(run) or run.no_progress < run.policy.no_progress_limit
-
-
-@auxiliary_invariant("passed-tracks-known")
-def passed_tracks_known(run: Run) -> bool:
-    """A key is in the passed set exactly when its latest state is Passed."""
-    return all((k in run._passed) == (run.evidence_state(k) == PASSED) for k in run.policy.keys)
-
-
-@auxiliary_invariant("pending-matches-state")
-def pending_matches_state(run: Run) -> bool:
-    """Idle has no pending plan; every other active state has one, naming a declared
-    step and an allowed resource, with a revision no higher than plan_revision, and its
-    id accepted."""
-    if run._declared_state == "idle":
-        return run.pending is None
-    if active(run):
-        return (
-            run.pending is not None
-            and run.pending.step in run.policy.requirements
-            and run.pending.resource in run.policy.resource_set
-            and run.pending.revision <= run.plan_revision
-            and run.pending.id in run._accepted
-        )
-    return True
-
-
-@auxiliary_invariant("waiting-plan-is-runnable")
-def waiting_plan_is_runnable(run: Run) -> bool:
-    """A plan awaiting approval, or approved, needs approval and would run: its
-    prerequisites Passed and a step left (nothing that changes either keeps it)."""
-    if run._declared_state not in ("awaiting_approval", "approved"):
-        return True
-    return (
-        run.pending is not None
-        and run.pending.step in run.policy.approval_steps
-        and run.steps < run.policy.max_steps
-        and prerequisites_passed(run)
-    )
-
-
-@auxiliary_invariant("pending-not-completed")
-def pending_not_completed(run: Run) -> bool:
-    """The pending plan's id has never been executed."""
-    return run.pending is None or run.pending.id not in run._completed
-
-
-@auxiliary_invariant("known-are-recorded")
-def known_are_recorded(run: Run) -> bool:
-    """A key with a known state has a latest version."""
-    return all(k in run._latest_version or k not in run._known for k in run.policy.keys)
-
-
-@auxiliary_invariant("public-view-honest")
-def public_view_honest(run: Run) -> bool:
-    """The read-only view shows the run's own fields (what a host reads is what the
-    controller decides on)."""
-    return (
-        run.evidence_revision == run._evidence_revision
-        and run.plan_revision == run._plan_revision
-        and run.steps == run._steps
-        and run.proposals == run._proposals
-        and run.no_progress == run._no_progress
-        and run.pending == run._pending
-    )
-
-
-# ==== the policy ============================================================================
-
-#: The smallest valid policy document: every limit left to its default.
-MINIMAL_POLICY: dict[str, Any] = {
-    "evidence": {"keys": ["k"]},
-    "resources": {"allowed": ["r"]},
-    "steps": [{"name": "s", "completes_run": True}],
-}
-
-
-@policy_property("policy-defaults", rule="vocabulary")
-def policy_defaults(load: Any) -> bool:
-    """A policy that leaves its limits out gets the contract's: max_steps 4,
-    max_proposals 2 * max_steps (following a max_steps it does give),
-    no_progress_limit 3, count_duplicate_deliveries true, and no budget."""
-    default = load(MINIMAL_POLICY)
-    six_steps = load({**MINIMAL_POLICY, "limits": {"max_steps": 6}})
-    return (
-        default.max_steps == 4
-        and default.max_proposals == 2 * default.max_steps
-        and six_steps.max_proposals == 12
-        and default.no_progress_limit == 3
-        and default.count_duplicate_deliveries is True
-        and default.max_tokens == default.max_cost == default.max_wall_ms == 0
-    )
-
-
 # ==== the contract ==========================================================================
 
-#: Every property above, in the order they are declared: the contract the engines check.
-CONTRACT = Contract.collect(globals())
+#: Every property, in the order they are declared: this module's rules of each event,
+#: then termination's, then the invariants. The contract the engines check.
+CONTRACT = Contract.defined_in(sys.modules[__name__], termination, invariants)

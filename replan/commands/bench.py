@@ -58,6 +58,10 @@ QUICK_OUTPUT = Path(tempfile.gettempdir()) / "replan-bench-quick.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``replan bench``.
+
+    Long: one ``add_argument`` per option; a list of flags reads best as one list, and
+    splitting it would only scatter the ``--help`` text."""
     parser.add_argument(
         "-o",
         "--output",

@@ -55,6 +55,7 @@ import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from replan.common import (
     CliError,
@@ -88,8 +89,16 @@ from replan.verification.runtime.files import write_atomically
 from replan.verification.subjects import mutants
 from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
+if TYPE_CHECKING:
+    from replan.verification.core.harness import Finding
+    from replan.verification.engines.explore.coverage import CampaignComparison
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``replan campaign``.
+
+    Long: one ``add_argument`` per option; a list of flags reads best as one list, and
+    splitting it would only scatter the ``--help`` text."""
     add_policy_option(parser)
     parser.add_argument(
         "--profile",
@@ -208,45 +217,11 @@ def run(args: argparse.Namespace) -> int:
             raise CliError("--threads (one shared run) and --workers/--ray: choose one")
         return run_concurrent(args, policy)
     check_writable(args.junit, "--junit")
-    reference = ReferenceController
-    try:
-        if args.mutant is not None:
-            implementation = mutant_implementation(args.mutant)
-            # the mutant's own reference: its broken bodies under python-statemachine,
-            # or none when it changes the declaration (the properties judge alone)
-            reference = MUTANTS[args.mutant].reference
-        else:
-            implementation = args.implementation or DEFAULT_IMPLEMENTATION
-        resolve_implementation(implementation)
-    except ImplementationError as error:
-        raise CliError(str(error)) from None
+    implementation, reference = _subject(args)
     show, drawn = _progress_printer()
     out = Path(args.output)
-    budget = PROFILES[args.profile]
-    if args.no_database and args.database is not None:
-        raise CliError("--database and --no-database: choose one")
-    database: str | Path | None = (
-        None
-        if args.no_database
-        else args.database
-        if args.database is not None
-        else out / ".hypothesis" / "examples"
-    )
-    try:
-        check_database(database)
-    except DatabaseError as error:
-        raise CliError(str(error)) from None
-    shares = (
-        f" as {args.workers} shares" + (f" on Ray ({args.ray})" if args.ray else "")
-        if args.workers > 1 or args.ray
-        else ""
-    )
-    print(
-        f"replan campaign: {args.examples or budget.examples} examples x "
-        f"{args.steps or budget.steps} steps against {implementation}{shares} ...",
-        file=sys.stderr,
-        flush=True,
-    )
+    database = _database(args, out)
+    _announce_budget(args, implementation)
     with hypothesis_home(out / ".hypothesis"):
         if args.workers > 1 or args.ray:
             result = _run_shares(args, policy, implementation, reference, database, out)
@@ -276,6 +251,67 @@ def run(args: argparse.Namespace) -> int:
         comparison = compare_campaign(
             result, policy, resolve_implementation(implementation), Path(args.output)
         )
+    _report(args, result, comparison, coverage_failed)
+    return 1 if (result.finding is not None or coverage_failed) else 0
+
+
+def _subject(args: argparse.Namespace) -> tuple[str, Any]:
+    """The implementation to test ("module:Class") and the reference it runs in
+    lockstep with: a mutant brings its own, or none when it changes the declaration
+    (the properties judge alone)."""
+    reference: Any = ReferenceController
+    try:
+        if args.mutant is not None:
+            implementation = mutant_implementation(args.mutant)
+            reference = MUTANTS[args.mutant].reference
+        else:
+            implementation = args.implementation or DEFAULT_IMPLEMENTATION
+        resolve_implementation(implementation)
+    except ImplementationError as error:
+        raise CliError(str(error)) from None
+    return implementation, reference
+
+
+def _database(args: argparse.Namespace, out: Path) -> str | Path | None:
+    """The Hypothesis example database: --database, none with --no-database, else a
+    directory under the output."""
+    if args.no_database and args.database is not None:
+        raise CliError("--database and --no-database: choose one")
+    database: str | Path | None = (
+        None
+        if args.no_database
+        else args.database
+        if args.database is not None
+        else out / ".hypothesis" / "examples"
+    )
+    try:
+        check_database(database)
+    except DatabaseError as error:
+        raise CliError(str(error)) from None
+    return database
+
+
+def _announce_budget(args: argparse.Namespace, implementation: str) -> None:
+    budget = PROFILES[args.profile]
+    shares = (
+        f" as {args.workers} shares" + (f" on Ray ({args.ray})" if args.ray else "")
+        if args.workers > 1 or args.ray
+        else ""
+    )
+    print(
+        f"replan campaign: {args.examples or budget.examples} examples x "
+        f"{args.steps or budget.steps} steps against {implementation}{shares} ...",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _report(
+    args: argparse.Namespace,
+    result: CampaignResult,
+    comparison: CampaignComparison | None,
+    coverage_failed: bool,
+) -> None:
     if args.json:
         document = result.to_json()
         document["exit_code"] = 1 if (result.finding or coverage_failed) else 0
@@ -290,7 +326,6 @@ def run(args: argparse.Namespace) -> int:
             print_failure(result)
         elif coverage_failed:
             print("coverage incomplete (--require-full-coverage): see MISSED above")
-    return 1 if (result.finding is not None or coverage_failed) else 0
 
 
 def _run_shares(
@@ -347,16 +382,7 @@ def run_concurrent(args: argparse.Namespace, policy: Policy) -> int:
         run_concurrent_campaign,
     )
 
-    if args.threads < 2:
-        raise CliError(f"--threads {args.threads}: the concurrent mode needs at least 2")
-    for given, name in (
-        (args.mutant, "--mutant"),
-        (args.junit, "--junit"),
-        (args.coverage_vs_explorer, "--coverage-vs-explorer"),
-        (args.require_full_coverage, "--require-full-coverage"),
-    ):
-        if given:
-            raise CliError(f"{name} is not offered with --threads (the sequential campaign's)")
+    _check_concurrent_options(args)
     implementation = args.implementation or DEFAULT_CONCURRENT_IMPLEMENTATION
     try:
         factory = resolve_implementation(implementation)
@@ -393,17 +419,36 @@ def run_concurrent(args: argparse.Namespace, policy: Policy) -> int:
         print_json({**result.to_json(), "exit_code": 0 if result.passed else 1})
     else:
         print("\n".join(result.summary_lines()))
-        finding = result.finding
-        if finding is not None:
-            print()
-            print(f"FAILED: {finding.property} - {finding.message}")
-            print(f"the serialized history ({len(finding.operations)} operation(s)):")
-            print(program(finding.operations, finding.results))
-            for path in result.saved:
-                print(f"saved: {path}")
-                if finding.property != LINEARIZABLE:
-                    print(f"replay: replan replay {path}")
+        if result.finding is not None:
+            _print_concurrent_failure(result.finding, result.saved, LINEARIZABLE)
     return 0 if result.passed else 1
+
+
+def _check_concurrent_options(args: argparse.Namespace) -> None:
+    """Refuse the sequential campaign's options in the concurrent mode."""
+    if args.threads < 2:
+        raise CliError(f"--threads {args.threads}: the concurrent mode needs at least 2")
+    for given, name in (
+        (args.mutant, "--mutant"),
+        (args.junit, "--junit"),
+        (args.coverage_vs_explorer, "--coverage-vs-explorer"),
+        (args.require_full_coverage, "--require-full-coverage"),
+    ):
+        if given:
+            raise CliError(f"{name} is not offered with --threads (the sequential campaign's)")
+
+
+def _print_concurrent_failure(finding: Finding, saved: list[Path], linearizable: str) -> None:
+    """The serialized history that failed, and how to replay it where a replay can
+    show the failure (a linearizability failure is not one run's property)."""
+    print()
+    print(f"FAILED: {finding.property} - {finding.message}")
+    print(f"the serialized history ({len(finding.operations)} operation(s)):")
+    print(program(finding.operations, finding.results))
+    for path in saved:
+        print(f"saved: {path}")
+        if finding.property != linearizable:
+            print(f"replay: replan replay {path}")
 
 
 def print_failure(result: CampaignResult) -> None:

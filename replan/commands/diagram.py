@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from replan.common import (
     CliError,
@@ -62,6 +63,9 @@ from replan.common import (
     policy_from_args,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from replan.verification.report.diagram.graph import Diagram
 from replan.verification.runtime.files import announce, write_atomically
 
 
@@ -111,10 +115,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.check_readme or args.update_readme:
         return _readme(args)
+    output_format = _output_format(args)
+    check_writable(args.output, "-o")  # before any work: a file that cannot be, is not
+    diagram = _diagram(args)
+    if output_format == "png" and args.output is None and sys.stdout.isatty():
+        raise CliError("png is binary: write it to a file with -o FILE")
+    _write(args, _render(diagram, output_format, args.view))
+    summary = _summary(args, diagram, output_format)
+    if args.json:
+        print_json(summary)
+    elif args.output:
+        overlays = f", overlays: {', '.join(summary['overlays'])}" if diagram.overlays else ""
+        announce(
+            f"wrote {args.output} ({output_format}: {summary['states']} states, "
+            f"{summary['transitions']} transitions, {summary['internal']} internal{overlays})"
+        )
+    return 0
+
+
+def _output_format(args: argparse.Namespace) -> str:
+    """--format, else the one -o's suffix names (Mermaid when there is none)."""
+    from replan.verification.report.diagram import SUFFIXES
+
+    if args.format is not None:
+        return str(args.format)
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    if suffix and suffix not in SUFFIXES:
+        raise CliError(
+            f"-o {args.output}: no format for {suffix} (suffixes: "
+            f"{', '.join(sorted(SUFFIXES))}); give --format to write it anyway"
+        )
+    return SUFFIXES.get(suffix, "mermaid")
+
+
+def _diagram(args: argparse.Namespace) -> Diagram:
+    """The declared machine under the policy (a trace's own unless --policy is
+    given), or its diff against --diff, with the coverage and trace overlays."""
     from replan.spec.declaration import Replanning
     from replan.spec.model import extract
-    from replan.verification.report.diagram import SUFFIXES, render
-    from replan.verification.report.diagram.dot import GraphvizFailed, GraphvizMissing
     from replan.verification.report.diagram.graph import build, diff, with_coverage, with_trace
     from replan.verification.report.diagram.overlays import (
         OverlayError,
@@ -123,16 +161,6 @@ def run(args: argparse.Namespace) -> int:
         load_trace,
     )
 
-    output_format = args.format
-    if output_format is None:
-        suffix = Path(args.output).suffix.lower() if args.output else ""
-        if suffix and suffix not in SUFFIXES:
-            raise CliError(
-                f"-o {args.output}: no format for {suffix} (suffixes: "
-                f"{', '.join(sorted(SUFFIXES))}); give --format to write it anyway"
-            )
-        output_format = SUFFIXES.get(suffix, "mermaid")
-    check_writable(args.output, "-o")  # before any work: a file that cannot be, is not
     model = extract(Replanning)
     try:
         given = policy_from_args(args) if args.policy else None
@@ -159,16 +187,27 @@ def run(args: argparse.Namespace) -> int:
                 )
     except (OverlayError, ValueError) as error:  # ValueError: a trace of another machine
         raise CliError(str(error)) from None
-    if output_format == "png" and args.output is None and sys.stdout.isatty():
-        raise CliError("png is binary: write it to a file with -o FILE")
+    return diagram
+
+
+def _render(diagram: Diagram, output_format: str, view: str) -> bytes:
+    """The diagram's bytes, each way rendering can fail said in one line."""
+    from replan.verification.report.diagram import render
+    from replan.verification.report.diagram.dot import GraphvizFailed, GraphvizMissing
+
     try:
-        data = render(diagram, output_format, args.view)
+        data: bytes = render(diagram, output_format, view)
     except ValueError as error:  # the overview in Mermaid
-        raise CliError(f"--view {args.view}: {error}") from None
+        raise CliError(f"--view {view}: {error}") from None
     except GraphvizMissing as error:
         raise CliError(str(error)) from None
     except GraphvizFailed as error:  # our DOT was refused: a bug, still one line
         raise CliError(str(error)) from None
+    return data
+
+
+def _write(args: argparse.Namespace, data: bytes) -> None:
+    """To -o (atomically), else to stdout unless --json is on it."""
     if args.output:
         target = Path(args.output)
         try:
@@ -178,7 +217,11 @@ def run(args: argparse.Namespace) -> int:
     elif not args.json:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
-    summary = {
+
+
+def _summary(args: argparse.Namespace, diagram: Diagram, output_format: str) -> dict[str, Any]:
+    """What was drawn: counts, overlays, and what the coverage and diff overlays say."""
+    summary: dict[str, Any] = {
         "format": output_format,
         "view": args.view,
         "output": args.output,
@@ -196,15 +239,7 @@ def run(args: argparse.Namespace) -> int:
             for e in diagram.edges
             if e.change is not None and str(e.change) != "unchanged"
         }
-    if args.json:
-        print_json(summary)
-    elif args.output:
-        overlays = f", overlays: {', '.join(summary['overlays'])}" if diagram.overlays else ""
-        announce(
-            f"wrote {args.output} ({output_format}: {summary['states']} states, "
-            f"{summary['transitions']} transitions, {summary['internal']} internal{overlays})"
-        )
-    return 0
+    return summary
 
 
 def _readme(args: argparse.Namespace) -> int:

@@ -83,6 +83,10 @@ DEFAULT_MAX_STATES = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``replan explore``.
+
+    Long: one ``add_argument`` per option; a list of flags reads best as one list, and
+    splitting it would only scatter the ``--help`` text."""
     add_policy_option(parser)
     parser.add_argument(
         "--spin-domains",

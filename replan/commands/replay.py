@@ -24,6 +24,7 @@ both hold (a counterexample to induction may start from a state no run reaches).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from replan.controller.input_limits import load_json
 from replan.spec.reference import ReferenceController
 from replan.verification.core.harness import (
     CounterexampleError,
+    Operation,
+    RunReport,
     encode_result,
     load_counterexample,
     result_text,
@@ -70,7 +73,7 @@ def _document(path: Path) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def _recorded_implementation(document: dict[str, Any]) -> str | None:
+def _recorded_implementation(document: Mapping[str, Any]) -> str | None:
     named = document.get("implementation")
     return named if isinstance(named, str) and named else None
 
@@ -106,16 +109,7 @@ def run(args: argparse.Namespace) -> int:
     except CounterexampleError as error:
         raise CliError(str(error)) from None
     document = _document(path)
-    try:
-        if args.mutant is not None:
-            implementation = mutant_implementation(args.mutant)
-        else:
-            implementation = (
-                args.implementation or _recorded_implementation(document) or DEFAULT_IMPLEMENTATION
-            )
-        subject = resolve_implementation(implementation)
-    except ImplementationError as error:
-        raise CliError(str(error)) from None
+    implementation, subject = _implementation(args, document)
 
     if document.get("source") == "prove" and not operations:
         raise CliError(
@@ -129,18 +123,6 @@ def run(args: argparse.Namespace) -> int:
     if document.get("check") in PROOF_CHECKS:
         proof = replay_proof(document, policy, operations, report, _subject(args, implementation))
         still_fails = proof.still_fails
-    steps: list[dict[str, Any]] = []
-    for index, operation in enumerate(operations):
-        ran = index < len(report.results)
-        steps.append(
-            {
-                "index": index + 1,
-                "operation": readable(operation),
-                "result": encode_result(report.results[index]) if ran else None,
-                "recorded": recorded[index] if index < len(recorded) else None,
-                "ran": ran,
-            }
-        )
     if args.json:
         print_json(
             {
@@ -152,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 "failure": report.failure,
                 "failed_at": None if report.failed_at is None else report.failed_at + 1,
                 "detail": report.detail,
-                "steps": steps,
+                "steps": _steps_json(operations, report, recorded),
                 "from_saved_state": start is not None,
                 "proof": None if proof is None else _proof_json(proof),
             }
@@ -164,14 +146,7 @@ def run(args: argparse.Namespace) -> int:
         f"replaying {path}: {len(operations)} operation(s) recorded for {property_name!r}, "
         f"{origin}, on {implementation} beside the reference model"
     )
-    for index, operation in enumerate(operations):
-        if index >= len(report.results):
-            print(f"{index + 1:3}. {readable(operation)}  (not run)")
-            continue
-        line = f"{index + 1:3}. {readable(operation)}  ->  {result_text(report.results[index])}"
-        if index == report.failed_at:
-            line += f"    <-- {report.failure}"
-        print(line)
+    _print_steps(operations, report)
     if proof is not None:
         return _report_proof(proof, len(operations))
     if still_fails:
@@ -187,6 +162,52 @@ def run(args: argparse.Namespace) -> int:
         "and the implementation agreed with the reference model"
     )
     return 0
+
+
+def _implementation(args: argparse.Namespace, document: Mapping[str, Any]) -> tuple[str, Any]:
+    """The implementation to replay on ("module:Class") and its class: the mutant's,
+    --implementation, the one the file records, else the generated controller."""
+    try:
+        if args.mutant is not None:
+            implementation = mutant_implementation(args.mutant)
+        else:
+            implementation = (
+                args.implementation or _recorded_implementation(document) or DEFAULT_IMPLEMENTATION
+            )
+        return implementation, resolve_implementation(implementation)
+    except ImplementationError as error:
+        raise CliError(str(error)) from None
+
+
+def _steps_json(
+    operations: Sequence[Operation], report: RunReport, recorded: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """Each operation with the answer it got now and the one the file recorded."""
+    steps: list[dict[str, Any]] = []
+    for index, operation in enumerate(operations):
+        ran = index < len(report.results)
+        steps.append(
+            {
+                "index": index + 1,
+                "operation": readable(operation),
+                "result": encode_result(report.results[index]) if ran else None,
+                "recorded": recorded[index] if index < len(recorded) else None,
+                "ran": ran,
+            }
+        )
+    return steps
+
+
+def _print_steps(operations: Sequence[Operation], report: RunReport) -> None:
+    """One line per operation with its answer, the failing one marked."""
+    for index, operation in enumerate(operations):
+        if index >= len(report.results):
+            print(f"{index + 1:3}. {readable(operation)}  (not run)")
+            continue
+        line = f"{index + 1:3}. {readable(operation)}  ->  {result_text(report.results[index])}"
+        if index == report.failed_at:
+            line += f"    <-- {report.failure}"
+        print(line)
 
 
 def _proof_json(proof: ProofReplay) -> dict[str, Any]:

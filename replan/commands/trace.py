@@ -47,6 +47,7 @@ from replan.common import (
     print_json,
     write_json,
 )
+from replan.controller.policy import Policy
 from replan.verification.runtime.files import announce
 
 #: out/ is in .gitignore; the committed evidence/replan-trace.json is `replan evidence`'s.
@@ -140,29 +141,12 @@ def run(args: argparse.Namespace) -> int:
 
     controller_class = _controller_class(args.mutant)
     policy = policy_from_args(args)
-    if args.output is not None:
-        output: Path | None = Path(args.output)
-    elif args.mutant:
-        output = None
-    elif args.policy:
-        output = OUT / "trace" / Path(args.policy).stem / DEFAULT_OUTPUT.name
-    else:
-        output = DEFAULT_OUTPUT
-    if args.workflow_output is not None:
-        workflow_output: Path | None = Path(args.workflow_output)
-    else:
-        workflow_output = None if output is None else output.with_name(WORKFLOW_FILE)
-    otel_output = None if args.otel is None else Path(args.otel)
+    outputs = _outputs(args)
+    output, workflow_output, otel_output = outputs
     if otel_output is not None and args.policy:
         raise CliError("--otel records the reference episode, under the default policy only")
-    rows = 3 ** len(policy.workflow_keys) * len(policy.terminal_steps)
-    if rows > MAX_WORKFLOW_ROWS:
-        raise CliError(
-            f"--policy {args.policy}: the fixed-workflow table would have {rows:,} rows "
-            f"(3 ** {len(policy.workflow_keys)} workflow keys); at most "
-            f"{MAX_WORKFLOW_ROWS:,} are run here (`replan prove` checks any number)"
-        )
-    for path in (output, workflow_output, otel_output):
+    _check_table_size(args.policy, policy)
+    for path in outputs:
         if path is not None and path.exists() and path.is_dir():
             raise CliError(f"{path}: is a directory, expected a file to write")
 
@@ -177,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     spans = None if otel_output is None else _otel_spans(controller_class)
     try:
-        for path, document in ((output, record), (workflow_output, table), (otel_output, spans)):
+        for path, document in zip(outputs, (record, table, spans), strict=True):
             if path is not None:
                 write_json(path, document)
     except OSError as error:
@@ -203,27 +187,64 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        versions = record["versions"]
-        print(
-            f"{record['episode']} episode: scripted provider (not a model), "
-            f"agent-framework-core {versions['agent-framework-core']}, "
-            f"controller {record['controller']}"
-        )
-        for call in record["calls"]:
-            print(_describe(call))
-        totals = record["totals"]
-        print(
-            f"totals: {totals['executed_steps']} executed steps, "
-            f"{totals['proposals_considered']} proposals considered, "
-            f"{totals['provider_calls_in_sdk_request']} provider calls in the one SDK request"
-        )
-        print(
-            f"fixed workflow: {table['agreeing']}/{table['combinations']} combinations agree "
-            "with decide()"
-        )
-        for line in failing:
-            print(f"FAILED: {line}")
-        written = [str(path) for path in (output, workflow_output, otel_output) if path is not None]
-        if written:
-            announce(f"wrote {', '.join(written)}")
+        _print_report(record, table, failing, [path for path in outputs if path is not None])
     return 0 if holds else 1
+
+
+def _outputs(args: argparse.Namespace) -> tuple[Path | None, Path | None, Path | None]:
+    """(the record, the fixed-workflow table, the OpenTelemetry spans): where each is
+    written, None for not at all. A mutant's record is written only where asked; a
+    policy's goes beside the reference record, under the policy's name."""
+    if args.output is not None:
+        output: Path | None = Path(args.output)
+    elif args.mutant:
+        output = None
+    elif args.policy:
+        output = OUT / "trace" / Path(args.policy).stem / DEFAULT_OUTPUT.name
+    else:
+        output = DEFAULT_OUTPUT
+    if args.workflow_output is not None:
+        workflow_output: Path | None = Path(args.workflow_output)
+    else:
+        workflow_output = None if output is None else output.with_name(WORKFLOW_FILE)
+    otel_output = None if args.otel is None else Path(args.otel)
+    return output, workflow_output, otel_output
+
+
+def _check_table_size(policy_path: str | None, policy: Policy) -> None:
+    """Refuse a policy whose fixed-workflow table is too large to run here."""
+    rows = 3 ** len(policy.workflow_keys) * len(policy.terminal_steps)
+    if rows > MAX_WORKFLOW_ROWS:
+        raise CliError(
+            f"--policy {policy_path}: the fixed-workflow table would have {rows:,} rows "
+            f"(3 ** {len(policy.workflow_keys)} workflow keys); at most "
+            f"{MAX_WORKFLOW_ROWS:,} are run here (`replan prove` checks any number)"
+        )
+
+
+def _print_report(
+    record: dict[str, Any], table: dict[str, Any], failing: list[str], written: list[Path]
+) -> None:
+    """The episode for a reader: its calls one a line, the totals, the table's verdict."""
+    versions = record["versions"]
+    print(
+        f"{record['episode']} episode: scripted provider (not a model), "
+        f"agent-framework-core {versions['agent-framework-core']}, "
+        f"controller {record['controller']}"
+    )
+    for call in record["calls"]:
+        print(_describe(call))
+    totals = record["totals"]
+    print(
+        f"totals: {totals['executed_steps']} executed steps, "
+        f"{totals['proposals_considered']} proposals considered, "
+        f"{totals['provider_calls_in_sdk_request']} provider calls in the one SDK request"
+    )
+    print(
+        f"fixed workflow: {table['agreeing']}/{table['combinations']} combinations agree "
+        "with decide()"
+    )
+    for line in failing:
+        print(f"FAILED: {line}")
+    if written:
+        announce(f"wrote {', '.join(map(str, written))}")

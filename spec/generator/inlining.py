@@ -162,30 +162,12 @@ class Inlining(GeneratorState):
         definition = bodies.method_definition(self.model_class, name)
         if definition is None or self.scope is None:
             return None
-        arguments = definition.args
-        parameters = [a.arg for a in arguments.args]
         parameter = self.model.interface[event].parameter
-        if (
-            arguments.posonlyargs
-            or arguments.vararg
-            or arguments.kwonlyargs
-            or arguments.kwarg
-            or arguments.defaults
-            or not 1 <= len(parameters) <= 2
-            or (len(parameters) == 2 and parameter is None)
-        ):
-            return None
+        parameters = _simple_parameters(definition.args, parameter)
         body = bodies.statements(definition)
+        if parameters is None or not _copyable(body):
+            return None
         last = body[-1] if body else None
-        for tree in body:
-            for node in ast.walk(tree):
-                if (
-                    isinstance(node, _NOT_INLINED)
-                    or (isinstance(node, ast.Raise) and node.exc is None)
-                    or (isinstance(node, ast.Name) and node.id in _FRAME_NAMES)
-                    or (isinstance(node, ast.Return) and node is not last)
-                ):
-                    return None
         answer: ast.expr | None = None
         raises = isinstance(last, ast.Raise)
         if isinstance(last, ast.Return):
@@ -206,6 +188,22 @@ class Inlining(GeneratorState):
         free = names - locals_ - set(parameters)
         if self._globals_of(free, module, f"{name!r}") is not None:
             return None
+        return self._rewritten(name, body, answer, raises, parameters, parameter, locals_)
+
+    def _rewritten(
+        self,
+        name: str,
+        body: list[ast.stmt],
+        answer: ast.expr | None,
+        raises: bool,
+        parameters: list[str],
+        parameter: str | None,
+        locals_: set[str],
+    ) -> _Body | None:
+        """A copyable body of method ``name`` rewritten for the event's method: its
+        parameters renamed to the method's, the guards it calls inlined, argument
+        fields read from locals, aliases removed and locals given final names."""
+        assert self.scope is not None
         # Parameters become the method's own names; locals get placeholders no source
         # can contain until their final names are chosen.
         mapping = {parameters[0]: "self"}
@@ -263,3 +261,36 @@ class Inlining(GeneratorState):
             assign = ast.Assign(targets=[ast.Name(id="result", ctx=ast.Store())], value=answer)
             nodes.append(_Line(ast.fix_missing_locations(assign)))
         return nodes, body.raises
+
+
+def _simple_parameters(arguments: ast.arguments, parameter: str | None) -> list[str] | None:
+    """The parameter names of a body that can be written into an event method: plain
+    positional ``self`` and at most the event's argument, no defaults; else None."""
+    parameters = [a.arg for a in arguments.args]
+    if (
+        arguments.posonlyargs
+        or arguments.vararg
+        or arguments.kwonlyargs
+        or arguments.kwarg
+        or arguments.defaults
+        or not 1 <= len(parameters) <= 2
+        or (len(parameters) == 2 and parameter is None)
+    ):
+        return None
+    return parameters
+
+
+def _copyable(body: list[ast.stmt]) -> bool:
+    """No statement a copy would change the meaning of: nothing in ``_NOT_INLINED``,
+    no bare ``raise``, no frame names, and a ``return`` only as the last statement."""
+    last = body[-1] if body else None
+    for tree in body:
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, _NOT_INLINED)
+                or (isinstance(node, ast.Raise) and node.exc is None)
+                or (isinstance(node, ast.Name) and node.id in _FRAME_NAMES)
+                or (isinstance(node, ast.Return) and node is not last)
+            ):
+                return False
+    return True

@@ -162,7 +162,7 @@ def spin_comparison(
     figures: dict[str, Any] = {"versions": versions, "ids": ids, "rounds": rounds}
     for name, taken in samples.items():
         figures[name] = _median(taken) if taken else {"status": "absent", "why": why_not[name]}
-    one, two = figures["explore_1_workers"], figures["explore_2_workers"]
+    one = figures["explore_1_workers"]
     if kernel is not None:
         figures["kernel"]["build_seconds"] = round(kernel_build_seconds, 2)
         figures["kernel"]["same_counts_as_python_explorer"] = (
@@ -171,15 +171,27 @@ def spin_comparison(
         ) == (one["states"], one["transitions"])
     # The translated model once per domain (compiling pan takes longer than its search).
     progress(f"explore bench: (V, K) = ({versions}, {ids}), replan explore --engine spin")
+    figures["spin_engine"] = _spin_engine_compared(domains, one)
+    _compare(figures)
+    return figures
+
+
+def _spin_engine_compared(domains: Any, one: dict[str, Any]) -> dict[str, Any]:
+    """``replan explore --engine spin`` once, with its rate and whether it stores the
+    states the one-worker explorer does; absent, with why, when it cannot run."""
     try:
         engine = _spin_engine_figure(domains)
-        engine["transitions_per_second"] = round(
-            engine["transitions"] / max(engine["seconds"], 1e-9)
-        )
-        engine["same_states_as_python_explorer"] = engine["states"] == one["states"]
-        figures["spin_engine"] = engine
     except (OSError, ValueError, RuntimeError) as error:
-        figures["spin_engine"] = {"status": "absent", "why": str(error)}
+        return {"status": "absent", "why": str(error)}
+    engine["transitions_per_second"] = round(engine["transitions"] / max(engine["seconds"], 1e-9))
+    engine["same_states_as_python_explorer"] = engine["states"] == one["states"]
+    return engine
+
+
+def _compare(figures: dict[str, Any]) -> None:
+    """The cross-checks and ratios: the two-worker speedup, the same counts across
+    workers and against SPIN, and how much faster SPIN is per transition."""
+    one, two = figures["explore_1_workers"], figures["explore_2_workers"]
     figures["two_workers_speedup"] = round(one["seconds"] / max(two["seconds"], 1e-9), 2)
     figures["same_counts_across_workers"] = (one["states"], one["transitions"]) == (
         two["states"],
@@ -195,7 +207,6 @@ def spin_comparison(
             figures[name]["spin_faster_per_transition"] = round(
                 spin["transitions_per_second"] / max(ours, 1), 1
             )
-    return figures
 
 
 #: Runs the measured command and prints its peak RSS. Linux carries a process's peak
@@ -307,51 +318,65 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
     """The figures as the bench's table prints them."""
     lines = ["explorer against SPIN (same model, same domains; medians of interleaved rounds):"]
     for each in figures["spin"]:
-        lines.append(f"  (V, K) = ({each['versions']}, {each['ids']}), {each['rounds']} rounds")
-        for name, shown in (
-            ("spin", "SPIN"),
-            ("kernel", "replan explore --engine kernel"),
-            ("explore_1_workers", "replan explore, 1 worker"),
-            ("explore_2_workers", "replan explore, 2 workers"),
-        ):
-            figure = each[name]
-            if "seconds" not in figure:
-                lines.append(f"    {shown:28} absent: {figure.get('why')}")
-                continue
-            ratio = figure.get("spin_faster_per_transition")
-            lines.append(
-                f"    {shown:28} {figure['states']:>11,} states {figure['transitions']:>12,} "
-                f"transitions {figure['seconds']:>8.2f} s {figure['transitions_per_second']:>11,}"
-                f"/s" + ("" if ratio is None else f"  (SPIN {ratio}x faster per transition)")
-            )
-        kernel = each.get("kernel", {})
-        if "build_seconds" in kernel:
-            lines.append(
-                f"    {'':28} the kernel's search timed; + generate {kernel['build_seconds']} s;"
-                " same states and transitions as the Python explorer: "
-                f"{'yes' if kernel['same_counts_as_python_explorer'] else 'NO'}"
-            )
-        engine = each.get("spin_engine", {})
-        if "seconds" in engine:
-            lines.append(
-                f"    {'replan explore --engine spin':28} {engine['states']:>11,} states "
-                f"{engine['transitions']:>12,} transitions {engine['seconds']:>8.2f} s "
-                f"{engine['transitions_per_second']:>11,}/s  (+ translate "
-                f"{engine['translate_seconds']} s, compile {engine['compile_seconds']} s); "
-                f"same states as the Python explorer: "
-                f"{'yes' if engine['same_states_as_python_explorer'] else 'NO'}"
-            )
-        elif engine:
-            lines.append(f"    {'replan explore --engine spin':28} absent: {engine.get('why')}")
+        lines += _domain_lines(each)
+    lines += _campaign_lines(figures)
+    return lines
+
+
+def _domain_lines(each: dict[str, Any]) -> list[str]:
+    """One (V, K) domain: each engine's figures, then the cross-checks."""
+    lines: list[str] = []
+    lines.append(f"  (V, K) = ({each['versions']}, {each['ids']}), {each['rounds']} rounds")
+    for name, shown in (
+        ("spin", "SPIN"),
+        ("kernel", "replan explore --engine kernel"),
+        ("explore_1_workers", "replan explore, 1 worker"),
+        ("explore_2_workers", "replan explore, 2 workers"),
+    ):
+        figure = each[name]
+        if "seconds" not in figure:
+            lines.append(f"    {shown:28} absent: {figure.get('why')}")
+            continue
+        ratio = figure.get("spin_faster_per_transition")
         lines.append(
-            f"    2 workers against 1: {each['two_workers_speedup']}x; same counts: "
-            f"{'yes' if each['same_counts_across_workers'] else 'NO'}"
-            + (
-                ""
-                if "same_states_as_spin" not in each
-                else f"; same states as SPIN: {'yes' if each['same_states_as_spin'] else 'NO'}"
-            )
+            f"    {shown:28} {figure['states']:>11,} states {figure['transitions']:>12,} "
+            f"transitions {figure['seconds']:>8.2f} s {figure['transitions_per_second']:>11,}"
+            f"/s" + ("" if ratio is None else f"  (SPIN {ratio}x faster per transition)")
         )
+    kernel = each.get("kernel", {})
+    if "build_seconds" in kernel:
+        lines.append(
+            f"    {'':28} the kernel's search timed; + generate {kernel['build_seconds']} s;"
+            " same states and transitions as the Python explorer: "
+            f"{'yes' if kernel['same_counts_as_python_explorer'] else 'NO'}"
+        )
+    engine = each.get("spin_engine", {})
+    if "seconds" in engine:
+        lines.append(
+            f"    {'replan explore --engine spin':28} {engine['states']:>11,} states "
+            f"{engine['transitions']:>12,} transitions {engine['seconds']:>8.2f} s "
+            f"{engine['transitions_per_second']:>11,}/s  (+ translate "
+            f"{engine['translate_seconds']} s, compile {engine['compile_seconds']} s); "
+            f"same states as the Python explorer: "
+            f"{'yes' if engine['same_states_as_python_explorer'] else 'NO'}"
+        )
+    elif engine:
+        lines.append(f"    {'replan explore --engine spin':28} absent: {engine.get('why')}")
+    lines.append(
+        f"    2 workers against 1: {each['two_workers_speedup']}x; same counts: "
+        f"{'yes' if each['same_counts_across_workers'] else 'NO'}"
+        + (
+            ""
+            if "same_states_as_spin" not in each
+            else f"; same states as SPIN: {'yes' if each['same_states_as_spin'] else 'NO'}"
+        )
+    )
+    return lines
+
+
+def _campaign_lines(figures: dict[str, Any]) -> list[str]:
+    """The campaign's throughput and the first policy's run, where measured."""
+    lines: list[str] = []
     throughput = figures.get("campaign")
     if throughput:
         lines.append(

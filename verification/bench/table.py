@@ -93,27 +93,7 @@ def render_table(document: dict[str, Any]) -> str:
         "thread CPU time per episode (wall clock beside it)",
     ]
     for name, workload in document["workloads"].items():
-        lines += ["", f"{name}: records {workload['records']}"]
-        lines.append(
-            f"  {'implementation':<20} {'median us':>10} {'min-max us':>19} "
-            f"{'wall us':>10} {'peak B':>8} {'kept B':>8} {'completed':>11}"
-        )
-        for impl, figures in workload["implementations"].items():
-            span = f"{figures['min_us']:.2f}-{figures['max_us']:.2f}"
-            done = f"{figures['episodes_completed']}/{figures['episodes_run']}"
-            lines.append(
-                f"  {impl:<20} {figures['median_us']:>10.2f} {span:>19} "
-                f"{figures['wall_median_us']:>10.2f} "
-                f"{_bytes(figures['memory']['peak_bytes']):>8} "
-                f"{_bytes(figures['memory']['retained_bytes']):>8} {done:>11}"
-            )
-        lines.append("  ratios of time per episode, sample by sample: median [min-max]")
-        for pair, ratio in workload["ratios"].items():
-            goal = f"  goal {ratio['goal']}" if ratio["goal"] else ""
-            lines.append(
-                f"  {pair:<34} {ratio['median']:>9.2f}  "
-                f"[{ratio['min']:.2f}-{ratio['max']:.2f}]  wall {ratio['wall_median']:.2f}{goal}"
-            )
+        lines += ["", *_workload_lines(name, workload)]
     lines += ["", "goals (figures, not asserts):"]
     for goal in document["goals"]:
         lines.append(
@@ -121,49 +101,82 @@ def render_table(document: dict[str, Any]) -> str:
         )
     lines += ["", "other tools:"]
     for name, figures in document["tools"].items():
-        hidden = (
-            "status",
-            "module",
-            "workloads",
-            "differences",
-            "memory",
-            "spin",
-            "first_policy",
-            "runs_s",
-            *DURABLE_PARTS,
-        )
-        shown = {k: v for k, v in figures.items() if k not in hidden}
-        detail = ", ".join(f"{k}={v}" for k, v in shown.items())
-        lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
-        for workload, numbers in figures.get("workloads", {}).items():
-            lines.append(
-                f"    {workload:<34} wall {numbers['median_us']:>11,.1f} us "
-                f"[{numbers['min_us']:,.1f}-{numbers['max_us']:,.1f}]  "
-                f"cpu {numbers['cpu_median_us']:>9,.1f} us  "
-                f"peak {_bytes(numbers['peak_bytes'])} B  "
-                f"({numbers['episodes_per_sample']} episodes/sample)"
-            )
-        for difference, numbers in figures.get("differences", {}).items():
-            lines.append(
-                f"    {difference:<44} cpu {numbers['cpu_median_us']:>9,.1f} us "
-                f"[{numbers['cpu_min_us']:,.1f}-{numbers['cpu_max_us']:,.1f}]"
-            )
-        if name == "durable" and figures["status"] == "measured":
-            lines += durable_lines(figures)
-        if "memory" in figures:
-            lines += campaign_memory_lines(figures["memory"])
-        if name == "explore" and figures["status"] == "measured":
-            from replan.verification.bench.explore import explore_lines
-
-            lines += [f"    {line}" for line in explore_lines(figures)]
-        if name == "scale" and figures["status"] == "measured":
-            from replan.verification.bench.scale import scale_lines
-
-            lines += [f"    {line}" for line in scale_lines(figures)]
-        if name == "boundary" and figures["status"] == "measured":
-            from replan.verification.bench.boundary import boundary_lines
-
-            lines += [f"    {line}" for line in boundary_lines(figures)]
+        lines += _tool_lines(name, figures)
     if not document["all_episodes_completed"]:
         lines += ["", f"EPISODES THAT DID NOT COMPLETE: {', '.join(document['incomplete'])}"]
     return "\n".join(lines)
+
+
+def _workload_lines(name: str, workload: dict[str, Any]) -> list[str]:
+    """One workload's table: each implementation's figures, then the ratios."""
+    lines = [f"{name}: records {workload['records']}"]
+    lines.append(
+        f"  {'implementation':<20} {'median us':>10} {'min-max us':>19} "
+        f"{'wall us':>10} {'peak B':>8} {'kept B':>8} {'completed':>11}"
+    )
+    for impl, figures in workload["implementations"].items():
+        span = f"{figures['min_us']:.2f}-{figures['max_us']:.2f}"
+        done = f"{figures['episodes_completed']}/{figures['episodes_run']}"
+        lines.append(
+            f"  {impl:<20} {figures['median_us']:>10.2f} {span:>19} "
+            f"{figures['wall_median_us']:>10.2f} "
+            f"{_bytes(figures['memory']['peak_bytes']):>8} "
+            f"{_bytes(figures['memory']['retained_bytes']):>8} {done:>11}"
+        )
+    lines.append("  ratios of time per episode, sample by sample: median [min-max]")
+    for pair, ratio in workload["ratios"].items():
+        goal = f"  goal {ratio['goal']}" if ratio["goal"] else ""
+        lines.append(
+            f"  {pair:<34} {ratio['median']:>9.2f}  "
+            f"[{ratio['min']:.2f}-{ratio['max']:.2f}]  wall {ratio['wall_median']:.2f}{goal}"
+        )
+    return lines
+
+
+def _tool_lines(name: str, figures: dict[str, Any]) -> list[str]:
+    """One other tool's line, and the lines its own figures add."""
+    lines: list[str] = []
+    hidden = (
+        "status",
+        "module",
+        "workloads",
+        "differences",
+        "memory",
+        "spin",
+        "first_policy",
+        "runs_s",
+        *DURABLE_PARTS,
+    )
+    shown = {k: v for k, v in figures.items() if k not in hidden}
+    detail = ", ".join(f"{k}={v}" for k, v in shown.items())
+    lines.append(f"  {name:<10} {figures['status']}{': ' + detail if detail else ''}")
+    for workload, numbers in figures.get("workloads", {}).items():
+        lines.append(
+            f"    {workload:<34} wall {numbers['median_us']:>11,.1f} us "
+            f"[{numbers['min_us']:,.1f}-{numbers['max_us']:,.1f}]  "
+            f"cpu {numbers['cpu_median_us']:>9,.1f} us  "
+            f"peak {_bytes(numbers['peak_bytes'])} B  "
+            f"({numbers['episodes_per_sample']} episodes/sample)"
+        )
+    for difference, numbers in figures.get("differences", {}).items():
+        lines.append(
+            f"    {difference:<44} cpu {numbers['cpu_median_us']:>9,.1f} us "
+            f"[{numbers['cpu_min_us']:,.1f}-{numbers['cpu_max_us']:,.1f}]"
+        )
+    if name == "durable" and figures["status"] == "measured":
+        lines += durable_lines(figures)
+    if "memory" in figures:
+        lines += campaign_memory_lines(figures["memory"])
+    if name == "explore" and figures["status"] == "measured":
+        from replan.verification.bench.explore import explore_lines
+
+        lines += [f"    {line}" for line in explore_lines(figures)]
+    if name == "scale" and figures["status"] == "measured":
+        from replan.verification.bench.scale import scale_lines
+
+        lines += [f"    {line}" for line in scale_lines(figures)]
+    if name == "boundary" and figures["status"] == "measured":
+        from replan.verification.bench.boundary import boundary_lines
+
+        lines += [f"    {line}" for line in boundary_lines(figures)]
+    return lines

@@ -375,27 +375,25 @@ def run_sequence(
                 index,
                 f"{operation} -> {result_text(call.result)} breaks {', '.join(broken)}",
             )
-        if twin is not None:
-            expected = apply(twin, operation)
-            if not same_outcome(call.result, expected):
-                return RunReport(
-                    results,
-                    "divergence",
-                    index,
-                    f"{operation}: implementation answered {result_text(call.result)}, "
-                    f"the reference model {result_text(expected)}",
-                )
-            if subject.snapshot() != twin.snapshot():
-                differing = sorted(
-                    k for k, v in subject.snapshot().items() if twin.snapshot()[k] != v
-                )
-                return RunReport(
-                    results,
-                    "divergence",
-                    index,
-                    f"{operation}: same answer but the snapshots differ in {', '.join(differing)}",
-                )
+        divergence = None if twin is None else _divergence(subject, twin, operation, call)
+        if divergence is not None:
+            return RunReport(results, "divergence", index, divergence)
     return RunReport(results)
+
+
+def _divergence(subject: Any, twin: Any, operation: Operation, call: Call) -> str | None:
+    """How ``subject`` and the reference ``twin`` part after ``operation`` (``call``
+    is the subject's): another answer, or the same answer and another snapshot."""
+    expected = apply(twin, operation)
+    if not same_outcome(call.result, expected):
+        return (
+            f"{operation}: implementation answered {result_text(call.result)}, "
+            f"the reference model {result_text(expected)}"
+        )
+    if subject.snapshot() != twin.snapshot():
+        differing = sorted(k for k, v in subject.snapshot().items() if twin.snapshot()[k] != v)
+        return f"{operation}: same answer but the snapshots differ in {', '.join(differing)}"
+    return None
 
 
 def pytest_source(

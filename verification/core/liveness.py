@@ -202,22 +202,39 @@ def liveness(model_class: type, policy: Policy, labels: Sequence[str]) -> Livene
         elif not _satisfiable(formula, {}):
             found.dead[transition.label] = "its guard can never hold"
         elif not any(_satisfiable(formula, fixed) for fixed in settings):
-            used = sorted(
-                {
-                    node.id
-                    for tree, _ in formula
-                    if tree is not None
-                    for node in ast.walk(tree)
-                    if isinstance(node, ast.Name) and (node.id in switches or node.id in by_step)
-                }
-            )
-            found.disabled[transition.label] = "; ".join(
-                f"{name} is always {switches[name]} under this policy"
-                if name in switches
-                else f"{name} is {', '.join(map(str, by_step[name]))} for the policy's "
-                "steps, in order"
-                for name in used
-            )
+            found.disabled[transition.label] = _why_disabled(formula, switches, by_step)
+    found.out_of_reach.update(_out_of_reach(parsed, found))
+    return found
+
+
+def _why_disabled(
+    formula: list[tuple[Any, bool]],
+    switches: Mapping[str, Any],
+    by_step: Mapping[str, Sequence[Any]],
+) -> str:
+    """Why the policy switches a transition off: each policy constant its guard (or
+    an earlier one's) reads, with the value the policy gives it."""
+    used = sorted(
+        {
+            node.id
+            for tree, _ in formula
+            if tree is not None
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and (node.id in switches or node.id in by_step)
+        }
+    )
+    return "; ".join(
+        f"{name} is always {switches[name]} under this policy"
+        if name in switches
+        else f"{name} is {', '.join(map(str, by_step[name]))} for the policy's steps, in order"
+        for name in used
+    )
+
+
+def _out_of_reach(parsed: Sequence[_Transition], found: Liveness) -> dict[str, str]:
+    """The transitions that could fire but leave a state nothing that can fire
+    enters (from the initial state)."""
+    out: dict[str, str] = {}
     can_fire = [t for t in parsed if t.label not in found.dead and t.label not in found.disabled]
     entered = {INITIAL}
     growing = True
@@ -227,10 +244,8 @@ def liveness(model_class: type, policy: Policy, labels: Sequence[str]) -> Livene
         entered |= reached
     for t in can_fire:
         if t.source not in entered:
-            found.out_of_reach[t.label] = (
-                f"nothing that can fire under this policy enters {t.source}"
-            )
-    return found
+            out[t.label] = f"nothing that can fire under this policy enters {t.source}"
+    return out
 
 
 def stop_reasons_entered(

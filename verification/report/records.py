@@ -237,6 +237,15 @@ def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None
     Markdown escaping: GitHub's job summary renders the page, and a name must show as
     text there, never as a heading, a table row, a link or HTML."""
     timings = report.timed if timings is None else timings
+    lines = _summary_table(report, timings)
+    lines += _sections(report)
+    written = f" in {report.seconds:.0f} s" if timings else " (`replan evidence`: no timings)"
+    lines += ["", f"Written by `replan verify`{written}.", ""]
+    return write_atomically(path, "\n".join(lines))
+
+
+def _summary_table(report: VerifyReport, timings: bool) -> list[str]:
+    """The verdict, the profile and policy in one line, and one row per check."""
     policy = report.policy
     md = text.markdown
     keys = md(", ".join(policy.keys)) or "none"
@@ -259,6 +268,15 @@ def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None
         lines.append(row + (f" {check.seconds:.1f} s |" if timings else ""))
     for name in report.not_run:
         lines.append(f"| {md(name)} | not run (`--fail-fast`) | |" + (" |" if timings else ""))
+    return lines
+
+
+def _sections(report: VerifyReport) -> list[str]:
+    """The sections that follow the table, each present only when it has content:
+    broken properties, gaps, dead transitions, findings, counterexamples, what
+    changed, coverage, and the machine."""
+    md = text.markdown
+    lines: list[str] = []
     broken = report.broken_properties
     if broken:
         lines += ["", "## Broken properties", "", "| property | found by |", "|---|---|"]
@@ -299,9 +317,7 @@ def write_markdown(report: VerifyReport, path: Path, timings: bool | None = None
         lines += ["", "## Coverage", "", *text.markdown_fence(campaign.summary)]
     if report.mermaid:
         lines += ["", "## The machine", "", *text.markdown_fence(report.mermaid, "mermaid")]
-    written = f" in {report.seconds:.0f} s" if timings else " (`replan evidence`: no timings)"
-    lines += ["", f"Written by `replan verify`{written}.", ""]
-    return write_atomically(path, "\n".join(lines))
+    return lines
 
 
 def write_junit(report: VerifyReport, path: Path) -> Path:

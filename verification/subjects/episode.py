@@ -29,7 +29,7 @@ from typing import Any
 
 from replan.controller import Controller
 from replan.controller.agent import FUNCTION_INVOCATION, ControllerAgent
-from replan.controller.policy import DEFAULT_POLICY, Policy, policy_to_dict
+from replan.controller.policy import DEFAULT_POLICY, Policy, Step, policy_to_dict
 from replan.controller.records import (
     Approval,
     EvidenceState,
@@ -127,6 +127,130 @@ def _as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+class _EpisodeRun:
+    """One episode in progress: the controller, the facts so far, and for every trace
+    record which path made the call and why. Both episodes share it, so that their
+    records name calls, count totals and replay the same way."""
+
+    def __init__(self, policy: Policy, controller_class: Callable[[Policy], Any]) -> None:
+        self.policy = policy
+        self.controller_class = controller_class
+        self.controller = controller_class(policy)
+        self.facts = _Facts()
+        self.via: list[str] = []
+        self.notes: list[str] = []
+
+    def call(self, path: str, note: str, action: Callable[[], Any]) -> Any:
+        """Make a controller call outside the SDK and label the records it adds."""
+        before = len(self.controller.trace)
+        result = action()
+        added = len(self.controller.trace) - before
+        self.via.extend([path] * added)
+        self.notes.extend([note] * added)
+        return result
+
+    def observe(self, note: str, obs: Observation) -> Any:
+        """The host delivering evidence: always ``observe`` directly, never a tool."""
+        return self.call("host", note, lambda: self.controller.observe(obs))
+
+    def direct(self, note: str, action: Callable[[], Any]) -> Any:
+        return self.call("direct", note, action)
+
+    def sdk_request(self, provider: ScriptedChatClient, prompt: str) -> tuple[Any, list[Any]]:
+        """One SDK request around ``provider``; returns the response and the trace
+        records it added, labelled ``sdk`` (the caller writes their notes)."""
+        before = len(self.controller.trace)
+        response = ControllerAgent(self.controller, provider).request_sync(prompt)
+        sdk_records = self.controller.trace[before:]
+        self.via.extend(["sdk"] * len(sdk_records))
+        return response, sdk_records
+
+    def totals(self, provider: ScriptedChatClient) -> dict[str, int]:
+        controller = self.controller
+        return {
+            "executed_steps": controller.steps,
+            "proposals_considered": controller.proposals,
+            "provider_calls_in_sdk_request": len(provider.calls),
+            "sdk_requests": 1,
+            "controller_calls": len(controller.trace),
+            "controller_calls_via_sdk": self.via.count("sdk"),
+        }
+
+    def expect_replay_holds(self) -> None:
+        """Replay the calls on a fresh controller of the same class in lockstep with
+        the reference model (python-statemachine), every property checked after every
+        call: the episode's record is only evidence if the model agrees with it."""
+        report = run_sequence(
+            self.policy,
+            operations_from_trace(self.controller.trace),
+            self.controller_class,
+            ReferenceController,
+        )
+        self.facts.expect(
+            "replayed against the reference model: same answers, no property broken",
+            report.failure is None,
+            True,
+        )
+        if report.failure is not None:
+            self.facts.items[-1]["observed"] = f"{report.failure}: {report.detail}"
+
+    def record(
+        self,
+        *,
+        episode: str,
+        description: str,
+        provider: ScriptedChatClient,
+        prompt: str,
+        response: Any,
+        policy_name: str,
+        totals: dict[str, int],
+        timestamp: datetime | None,
+    ) -> dict[str, Any]:
+        """The episode's record, in the layout ``replan trace`` writes."""
+        trace = self.controller.trace
+        when = timestamp or datetime.now(UTC)
+        return {
+            "episode": episode,
+            "description": description,
+            "provider": {
+                "scripted": True,
+                "class": f"{ScriptedChatClient.__module__}.{ScriptedChatClient.__qualname__}",
+                "statement": PROVIDER_STATEMENT,
+            },
+            "sdk": {
+                "statement": SDK_STATEMENT,
+                "function_invocation": dict(FUNCTION_INVOCATION),
+                "prompt": prompt,
+                "tools_offered": list(provider.calls[0].offered_schemas) if provider.calls else [],
+                "provider_calls": [turn.to_json() for turn in provider.calls],
+                "final_text": response.text,
+            },
+            "controller": class_name(self.controller_class),
+            "policy_name": policy_name,
+            "policy": policy_to_dict(self.policy),
+            "calls": [
+                {**record, "via": self.via[index], "note": self.notes[index]}
+                for index, record in enumerate(trace)
+            ],
+            "totals": totals,
+            "final": self.controller.snapshot(),
+            "facts": self.facts.items,
+            "holds": not self.facts.failing(),
+            "generated_at": when.isoformat(timespec="seconds"),
+            "versions": package_versions(),
+        }
+
+
+REFERENCE_DESCRIPTION = (
+    "parser Unknown at evidence revision 1; one SDK request in which the scripted "
+    "provider proposes p1 (inspect-parser, citing revision 1) and executes it; the "
+    "host supplies parser Passed and access Failed (revision 3); a proposal citing "
+    "revision 1 is refused as stale; p2 (commit-import, revision 3) answers "
+    "PreconditionDenied; the owner confirms access Passed (revision 4) and p2 turns "
+    "StalePlan; p3 citing revision 4 executes and the run stops Completed."
+)
+
+
 def run_reference_episode(
     controller_class: Callable[[Policy], Any] = Controller,
     *,
@@ -136,41 +260,43 @@ def run_reference_episode(
     return its record: every call in order with its result and which path made it,
     the provider's view of the SDK request, the totals, the facts (``holds`` is True
     only when every one of them held), package versions and a timestamp."""
-    policy = DEFAULT_POLICY
-    controller = controller_class(policy)
-    facts = _Facts()
-    via: list[str] = []
-    notes: list[str] = []
+    run = _EpisodeRun(DEFAULT_POLICY, controller_class)
+    _reference_unknown_parser(run)
+    provider = ScriptedChatClient(propose_then_execute(P1))
+    response = _reference_sdk_request(run, provider)
+    _reference_host_evidence(run)
+    _reference_stale_and_denied(run)
+    _reference_completion(run)
+    totals = run.totals(provider)
+    for name, expected in EXPECTED_TOTALS.items():
+        run.facts.expect(f"total {name}", totals[name], expected)
+    run.expect_replay_holds()
+    return run.record(
+        episode="reference",
+        description=REFERENCE_DESCRIPTION,
+        provider=provider,
+        prompt=SDK_PROMPT,
+        response=response,
+        policy_name=DEFAULT_POLICY_NAME,
+        totals=totals,
+        timestamp=timestamp,
+    )
 
-    def host_observes(note: str, obs: Observation) -> Any:
-        return _call("host", note, lambda: controller.observe(obs))
 
-    def direct(note: str, call: Callable[[], Any]) -> Any:
-        return _call("direct", note, call)
-
-    def _call(path: str, note: str, call: Callable[[], Any]) -> Any:
-        before = len(controller.trace)
-        result = call()
-        added = len(controller.trace) - before
-        via.extend([path] * added)
-        notes.extend([note] * added)
-        return result
-
-    # 1. Nothing known yet: parser reads Unknown at evidence revision 1. Observing it
-    #    is not progress (a never-observed key already reads Unknown).
-    answer = host_observes(
+def _reference_unknown_parser(run: _EpisodeRun) -> None:
+    """Nothing known yet: parser reads Unknown at evidence revision 1. Observing it is
+    not progress (a never-observed key already reads Unknown)."""
+    answer = run.observe(
         "host: parser Unknown (v1)", Observation("parser", 1, EvidenceState.UNKNOWN, "ci")
     )
-    facts.expect("parser Unknown (v1) is not meaningful", answer, False)
-    facts.expect("evidence revision after parser Unknown", controller.evidence_revision, 1)
+    run.facts.expect("parser Unknown (v1) is not meaningful", answer, False)
+    run.facts.expect("evidence revision after parser Unknown", run.controller.evidence_revision, 1)
 
-    # 2. One SDK request: the scripted provider proposes p1 and executes it.
-    provider = ScriptedChatClient(propose_then_execute(P1))
-    agent = ControllerAgent(controller, provider)
-    before = len(controller.trace)
-    response = agent.request_sync(SDK_PROMPT)
-    sdk_records = controller.trace[before:]
-    via.extend(["sdk"] * len(sdk_records))
+
+def _reference_sdk_request(run: _EpisodeRun, provider: ScriptedChatClient) -> Any:
+    """One SDK request: the scripted provider proposes p1 and executes it. Each record
+    the SDK added is matched to the provider's function call that asked for it."""
+    response, sdk_records = run.sdk_request(provider, SDK_PROMPT)
     requested = [
         (call.number, f"call-{call.number}-{index}", request.name)
         for call in provider.calls
@@ -180,9 +306,10 @@ def run_reference_episode(
     for index in range(len(sdk_records)):
         if index < len(requested):
             number, call_id, name = requested[index]
-            notes.append(f"sdk: {name} asked for by provider call {number} ({call_id})")
+            run.notes.append(f"sdk: {name} asked for by provider call {number} ({call_id})")
         else:
-            notes.append("sdk: not matched to a provider request")
+            run.notes.append("sdk: not matched to a provider request")
+    facts = run.facts
     facts.expect(
         "every function call the provider asked for reached the controller once",
         len(sdk_records),
@@ -212,28 +339,37 @@ def run_reference_episode(
         [[], ["true"], ["true", "Executed"]],
     )
     facts.expect("the provider's last reply is plain text", response.text, provider.calls[-1].reply)
-    facts.expect("steps after the SDK request", controller.steps, 1)
+    facts.expect("steps after the SDK request", run.controller.steps, 1)
+    return response
 
-    # 3. The host's evidence: parser Passed, access Failed -> revision 3.
-    parser_passed = host_observes(
+
+def _reference_host_evidence(run: _EpisodeRun) -> None:
+    """The host's evidence: parser Passed, access Failed -> revision 3."""
+    parser_passed = run.observe(
         "host: parser Passed (v2)", Observation("parser", 2, EvidenceState.PASSED, "ci")
     )
-    access_failed = host_observes(
+    access_failed = run.observe(
         "host: access Failed (v1)", Observation("access", 1, EvidenceState.FAILED, "ci")
     )
-    facts.expect(
+    run.facts.expect(
         "parser Passed and access Failed are meaningful",
         [parser_passed, access_failed],
         [True, True],
     )
-    facts.expect(
-        "evidence revision after parser Passed, access Failed", controller.evidence_revision, 3
+    run.facts.expect(
+        "evidence revision after parser Passed, access Failed",
+        run.controller.evidence_revision,
+        3,
     )
-    facts.expect("no plan pending at revision 3", controller.pending, None)
+    run.facts.expect("no plan pending at revision 3", run.controller.pending, None)
 
-    # 4. A proposal citing revision 1 is refused as stale.
+
+def _reference_stale_and_denied(run: _EpisodeRun) -> None:
+    """A proposal citing revision 1 is refused as stale; p2 (commit-import at revision
+    3) is accepted but denied, since access is Failed."""
+    controller, facts = run.controller, run.facts
     before = len(controller.trace)
-    stale = direct(
+    stale = run.direct(
         "direct: commit-import citing revision 1",
         lambda: controller.propose(Plan("p2-early", 2, 1, "commit-import", "input-A")),
     )
@@ -244,14 +380,12 @@ def run_reference_episode(
         isinstance(refusal, str) and "[evidence_stale]" in refusal,
         True,
     )
-
-    # 5. p2 (commit-import at revision 3) is accepted but denied: access is Failed.
-    accepted = direct(
+    accepted = run.direct(
         "direct: p2 commit-import citing revision 3",
         lambda: controller.propose(Plan("p2", 3, 3, "commit-import", "input-A")),
     )
     steps_before = controller.steps
-    denied = direct("direct: execute p2", lambda: controller.execute("p2"))
+    denied = run.direct("direct: execute p2", lambda: controller.execute("p2"))
     facts.expect("p2 citing revision 3 is accepted", accepted, True)
     facts.expect(
         "executing p2 with access Failed", str(denied), str(ExecuteResult.PRECONDITION_DENIED)
@@ -260,8 +394,12 @@ def run_reference_episode(
     pending = controller.pending
     facts.expect("p2 stays pending after the denial", None if pending is None else pending.id, "p2")
 
-    # 6. The owner confirms access Passed at a newer version: revision 4, p2 stale.
-    confirmed = host_observes(
+
+def _reference_completion(run: _EpisodeRun) -> None:
+    """The owner confirms access Passed at a newer version: revision 4, p2 stale; p3
+    citing revision 4 executes and the run completes."""
+    controller, facts = run.controller, run.facts
+    confirmed = run.observe(
         "host: owner confirms access Passed (v2)",
         Observation("access", 2, EvidenceState.PASSED, "owner"),
     )
@@ -269,84 +407,17 @@ def run_reference_episode(
     facts.expect(
         "evidence revision after the owner's confirmation", controller.evidence_revision, 4
     )
-    stale_plan = direct("direct: execute p2 again", lambda: controller.execute("p2"))
+    stale_plan = run.direct("direct: execute p2 again", lambda: controller.execute("p2"))
     facts.expect("p2 after revision 4", str(stale_plan), str(ExecuteResult.STALE_PLAN))
-
-    # 7. p3 citing revision 4 executes and the run completes.
-    p3_accepted = direct(
+    p3_accepted = run.direct(
         "direct: p3 commit-import citing revision 4",
         lambda: controller.propose(Plan("p3", 4, 4, "commit-import", "input-A")),
     )
-    executed = direct("direct: execute p3", lambda: controller.execute("p3"))
+    executed = run.direct("direct: execute p3", lambda: controller.execute("p3"))
     facts.expect("p3 citing revision 4 is accepted", p3_accepted, True)
     facts.expect("executing p3", str(executed), str(ExecuteResult.EXECUTED))
     stop = controller.stop_reason
     facts.expect("the run stops", None if stop is None else str(stop), str(StopReason.COMPLETED))
-
-    trace = controller.trace
-    totals = {
-        "executed_steps": controller.steps,
-        "proposals_considered": controller.proposals,
-        "provider_calls_in_sdk_request": len(provider.calls),
-        "sdk_requests": 1,
-        "controller_calls": len(trace),
-        "controller_calls_via_sdk": via.count("sdk"),
-    }
-    for name, expected in EXPECTED_TOTALS.items():
-        facts.expect(f"total {name}", totals[name], expected)
-
-    # The same calls, replayed on a fresh controller of the same class in lockstep
-    # with the reference model (python-statemachine), every property checked after
-    # every call.
-    report = run_sequence(
-        policy, operations_from_trace(trace), controller_class, ReferenceController
-    )
-    facts.expect(
-        "replayed against the reference model: same answers, no property broken",
-        report.failure is None,
-        True,
-    )
-    if report.failure is not None:
-        facts.items[-1]["observed"] = f"{report.failure}: {report.detail}"
-
-    calls = [
-        {**record, "via": via[index], "note": notes[index]} for index, record in enumerate(trace)
-    ]
-    when = timestamp or datetime.now(UTC)
-    return {
-        "episode": "reference",
-        "description": (
-            "parser Unknown at evidence revision 1; one SDK request in which the scripted "
-            "provider proposes p1 (inspect-parser, citing revision 1) and executes it; the "
-            "host supplies parser Passed and access Failed (revision 3); a proposal citing "
-            "revision 1 is refused as stale; p2 (commit-import, revision 3) answers "
-            "PreconditionDenied; the owner confirms access Passed (revision 4) and p2 turns "
-            "StalePlan; p3 citing revision 4 executes and the run stops Completed."
-        ),
-        "provider": {
-            "scripted": True,
-            "class": f"{ScriptedChatClient.__module__}.{ScriptedChatClient.__qualname__}",
-            "statement": PROVIDER_STATEMENT,
-        },
-        "sdk": {
-            "statement": SDK_STATEMENT,
-            "function_invocation": dict(FUNCTION_INVOCATION),
-            "prompt": SDK_PROMPT,
-            "tools_offered": list(provider.calls[0].offered_schemas) if provider.calls else [],
-            "provider_calls": [call.to_json() for call in provider.calls],
-            "final_text": response.text,
-        },
-        "controller": class_name(controller_class),
-        "policy_name": DEFAULT_POLICY_NAME,
-        "policy": policy_to_dict(policy),
-        "calls": calls,
-        "totals": totals,
-        "final": controller.snapshot(),
-        "facts": facts.items,
-        "holds": not facts.failing(),
-        "generated_at": when.isoformat(timespec="seconds"),
-        "versions": package_versions(),
-    }
 
 
 def run_episode(
@@ -379,22 +450,9 @@ def policy_episode(
     reached the controller, the step ran only once its keys were Passed, the run
     completed (where its limits allow), and the calls replay on the reference model
     with every property holding."""
-    controller = controller_class(policy)
-    facts = _Facts()
-    via: list[str] = []
-    notes: list[str] = []
+    run = _EpisodeRun(policy, controller_class)
     step = next(s for s in policy.steps if s.completes_run)
     resource = policy.resources[0]
-
-    def call(path: str, note: str, action: Callable[[], Any]) -> Any:
-        before = len(controller.trace)
-        result = action()
-        added = len(controller.trace) - before
-        via.extend([path] * added)
-        notes.extend([note] * added)
-        return result
-
-    # 1. One SDK request: the provider proposes the completing step and executes it.
     p1 = {
         "planId": "p1",
         "revision": 1,
@@ -404,18 +462,49 @@ def policy_episode(
     }
     provider = ScriptedChatClient(propose_then_execute(p1))
     prompt = f"Evidence revision 1. Propose {step.name} on {resource} and execute it."
-    before = len(controller.trace)
-    response = ControllerAgent(controller, provider).request_sync(prompt)
-    sdk_records = controller.trace[before:]
-    via.extend(["sdk"] * len(sdk_records))
-    notes.extend(f"sdk: {record['op']} asked for by the provider" for record in sdk_records)
+    response = _policy_sdk_request(run, provider, prompt, step)
+    for key in step.requires:
+        run.observe(f"host: {key} Passed (v1)", Observation(key, 1, EvidenceState.PASSED, "ci"))
+    _policy_retry_and_approve(run, step, resource)
+    if not step.requires or policy.max_proposals >= 2:
+        stop = run.controller.stop_reason
+        run.facts.expect(
+            "the run stops", None if stop is None else str(stop), str(StopReason.COMPLETED)
+        )
+    totals = run.totals(provider)
+    run.expect_replay_holds()
+    return run.record(
+        episode="policy",
+        description=(
+            f"One SDK request in which the scripted provider proposes {step.name} (the "
+            "step that completes the run) and executes it; the host observes every key "
+            "it requires Passed; the plan, stale after that evidence, is proposed again "
+            "citing the current revision and executed (approved first where the step "
+            "needs approval); the run completes."
+        ),
+        provider=provider,
+        prompt=prompt,
+        response=response,
+        policy_name=policy_name,
+        totals=totals,
+        timestamp=timestamp,
+    )
+
+
+def _policy_sdk_request(
+    run: _EpisodeRun, provider: ScriptedChatClient, prompt: str, step: Step
+) -> Any:
+    """One SDK request: the provider proposes the completing step and executes it,
+    which must not run before every key it requires is Passed."""
+    response, sdk_records = run.sdk_request(provider, prompt)
+    run.notes.extend(f"sdk: {record['op']} asked for by the provider" for record in sdk_records)
     requested = [
         request.name
         for turn in provider.calls
         if not isinstance(turn.reply, str)
         for request in turn.reply
     ]
-    facts.expect(
+    run.facts.expect(
         "every function call the provider asked for reached the controller once",
         len(sdk_records),
         len(requested),
@@ -427,98 +516,31 @@ def policy_episode(
         expected = str(ExecuteResult.AWAITING_APPROVAL)
     else:
         expected = str(ExecuteResult.EXECUTED)
-    facts.expect(
+    run.facts.expect(
         f"{step.name} runs only once {', '.join(step.requires) or 'nothing'} is Passed",
         answers[:1],
         [expected],
     )
+    return response
 
-    # 2. The host's evidence: every key the step requires, Passed.
-    for key in step.requires:
-        call(
-            "host",
-            f"host: {key} Passed (v1)",
-            lambda key=key: controller.observe(Observation(key, 1, EvidenceState.PASSED, "ci")),
-        )
 
-    # 3. The plan again (p1 is stale after new evidence), approved where it must be.
+def _policy_retry_and_approve(run: _EpisodeRun, step: Step, resource: str) -> None:
+    """The plan again (p1 is stale after new evidence), approved where it must be."""
+    controller = run.controller
     plan = Plan("p1", 1, 1, step.name, resource)
     if step.requires and controller.stop_reason is None:
         plan = Plan("p2", 2, controller.evidence_revision, step.name, resource)
         note = f"direct: {plan.id} {step.name} citing the current revision"
-        call("direct", note, lambda: controller.propose(plan))
-        call("direct", f"direct: execute {plan.id}", lambda: controller.execute(plan.id))
+        run.direct(note, lambda: controller.propose(plan))
+        run.direct(f"direct: execute {plan.id}", lambda: controller.execute(plan.id))
     approved = plan  # the plan the owner approves: the one waiting now
     if step.needs_approval and controller.declared_state == "awaiting_approval":
-        call(
+        run.call(
             "host",
             f"host: the owner approves {approved.id}",
             lambda: controller.approve(Approval(approved.id, plan_digest(approved))),
         )
-        call("direct", f"direct: execute {approved.id}", lambda: controller.execute(approved.id))
-    feasible = not step.requires or policy.max_proposals >= 2
-    if feasible:
-        stop = controller.stop_reason
-        facts.expect(
-            "the run stops", None if stop is None else str(stop), str(StopReason.COMPLETED)
-        )
-
-    trace = controller.trace
-    totals = {
-        "executed_steps": controller.steps,
-        "proposals_considered": controller.proposals,
-        "provider_calls_in_sdk_request": len(provider.calls),
-        "sdk_requests": 1,
-        "controller_calls": len(trace),
-        "controller_calls_via_sdk": via.count("sdk"),
-    }
-    report = run_sequence(
-        policy, operations_from_trace(trace), controller_class, ReferenceController
-    )
-    facts.expect(
-        "replayed against the reference model: same answers, no property broken",
-        report.failure is None,
-        True,
-    )
-    if report.failure is not None:
-        facts.items[-1]["observed"] = f"{report.failure}: {report.detail}"
-    when = timestamp or datetime.now(UTC)
-    return {
-        "episode": "policy",
-        "description": (
-            f"One SDK request in which the scripted provider proposes {step.name} (the "
-            "step that completes the run) and executes it; the host observes every key "
-            "it requires Passed; the plan, stale after that evidence, is proposed again "
-            "citing the current revision and executed (approved first where the step "
-            "needs approval); the run completes."
-        ),
-        "provider": {
-            "scripted": True,
-            "class": f"{ScriptedChatClient.__module__}.{ScriptedChatClient.__qualname__}",
-            "statement": PROVIDER_STATEMENT,
-        },
-        "sdk": {
-            "statement": SDK_STATEMENT,
-            "function_invocation": dict(FUNCTION_INVOCATION),
-            "prompt": prompt,
-            "tools_offered": list(provider.calls[0].offered_schemas) if provider.calls else [],
-            "provider_calls": [turn.to_json() for turn in provider.calls],
-            "final_text": response.text,
-        },
-        "controller": class_name(controller_class),
-        "policy_name": policy_name,
-        "policy": policy_to_dict(policy),
-        "calls": [
-            {**record, "via": via[index], "note": notes[index]}
-            for index, record in enumerate(trace)
-        ],
-        "totals": totals,
-        "final": controller.snapshot(),
-        "facts": facts.items,
-        "holds": not facts.failing(),
-        "generated_at": when.isoformat(timespec="seconds"),
-        "versions": package_versions(),
-    }
+        run.direct(f"direct: execute {approved.id}", lambda: controller.execute(approved.id))
 
 
 def failing_facts(record: Mapping[str, Any]) -> list[str]:

@@ -126,25 +126,9 @@ def build(
     writer.invariants(translation.state_invariants())
     writer.expanders()
     source = writer.module(model, domains, policy)
-    namespace: dict[str, Any] = {}
-    try:
-        exec(compile(source, "<replan kernel>", "exec"), namespace)
-    except (SyntaxError, RecursionError, MemoryError) as error:  # e.g. nesting too deep
-        raise ValueError(
-            f"the kernel for domains {domains.name!r} is beyond what Python compiles "
-            f"({type(error).__name__}: {error}); --engine spin takes larger domains"
-        ) from None
+    namespace = _compiled(source, domains)
     modes = len(layout.u.mode.members)
-    steps: list[list[tuple[int, Step]]] = [[] for _ in range(modes)]
-    settled = [0] * modes
-    for number, mode, function in writer.table:
-        if function is None:
-            settled[mode] += 1
-        else:
-            steps[mode].append((number, namespace[function]))
-    for mode in range(modes):  # every call of every declared state is accounted for
-        if settled[mode] + len(steps[mode]) != len(calls):
-            raise RuntimeError(f"kernel: declared state {mode} does not account for every call")
+    steps, settled = _step_table(writer, namespace, modes, len(calls))
     return Kernel(
         source=source,
         digest=f"sha256:{hashlib.sha256(source.encode()).hexdigest()}",
@@ -163,6 +147,38 @@ def build(
         initial_failures=translation.initial_failures(),
         groups=writer.functions,
     )
+
+
+def _compiled(source: str, domains: Domains) -> dict[str, Any]:
+    """The kernel's module namespace; a domain too large for Python to compile is a
+    ``ValueError`` that says to take the SPIN engine."""
+    namespace: dict[str, Any] = {}
+    try:
+        exec(compile(source, "<replan kernel>", "exec"), namespace)
+    except (SyntaxError, RecursionError, MemoryError) as error:  # e.g. nesting too deep
+        raise ValueError(
+            f"the kernel for domains {domains.name!r} is beyond what Python compiles "
+            f"({type(error).__name__}: {error}); --engine spin takes larger domains"
+        ) from None
+    return namespace
+
+
+def _step_table(
+    writer: _Writer, namespace: dict[str, Any], modes: int, calls: int
+) -> tuple[list[list[tuple[int, Step]]], list[int]]:
+    """Per declared state, the compiled call functions by call number, and how many
+    calls are settled there (they change nothing); every call is one or the other."""
+    steps: list[list[tuple[int, Step]]] = [[] for _ in range(modes)]
+    settled = [0] * modes
+    for number, mode, function in writer.table:
+        if function is None:
+            settled[mode] += 1
+        else:
+            steps[mode].append((number, namespace[function]))
+    for mode in range(modes):  # every call of every declared state is accounted for
+        if settled[mode] + len(steps[mode]) != calls:
+            raise RuntimeError(f"kernel: declared state {mode} does not account for every call")
+    return steps, settled
 
 
 class _PythonPrinter(Printer):

@@ -187,6 +187,10 @@ class Layout:
         return f"{name}_" if name in _RESERVED else name
 
     def _declare(self, field: str, kind: str, initial: Any) -> None:
+        """Lay out one state field as Promela slots, with its initial values.
+
+        Long: one branch per field kind, each laying out that kind's slots; the branches
+        are the table of how every kind of field becomes Promela variables."""
         name = self.base_name(field)
         n_keys = len(self.keys)
         values = _Initial(self)

@@ -73,6 +73,10 @@ class Lowerer:
         return result
 
     def _scalar(self, term: z3.ExprRef) -> IR:
+        """A scalar z3 term as Promela IR.
+
+        Long: one dispatch on the z3 operator, a table of a few lines per operator;
+        splitting it would scatter the one mapping from z3 to Promela."""
         if z3.is_true(term):
             return TRUE
         if z3.is_false(term):

@@ -11,7 +11,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +42,6 @@ from replan.verification.engines.campaign.machine import (
     DEFAULT_DATABASE,
     DEFAULT_OUT_DIR,
     PROFILES,
-    Progress,
-    PropertyFailure,
-    Recorder,
     _slug,
     build_machine,
 )
@@ -53,6 +50,7 @@ from replan.verification.engines.campaign.memory import (
     engine_budgets,
     engine_seed,
 )
+from replan.verification.engines.campaign.recorder import Progress, PropertyFailure, Recorder
 from replan.verification.runtime.files import write_atomically
 
 
@@ -321,38 +319,30 @@ def run_campaign(
     operation (default: ``spec.properties.CONTRACT``). ``revisit``: then close the
     gaps from the campaign's own runs (``revisit_missed``); ``entered``: where the
     runs record the shortest operations entering each declared state (shared by a
-    campaign and its revisits)."""
+    campaign and its revisits).
+
+    Long: the budget, the engines and the follow-ups live in helpers; what is left is
+    the campaign's public options, documented together, and the one result they fill."""
     policy = policy or DEFAULT_POLICY
     if contract is None:
         from replan.spec.properties import CONTRACT
 
         contract = CONTRACT
-    if profile not in PROFILES:
-        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    budget = PROFILES[profile]
-    examples = budget.examples if examples is None else examples
-    steps = budget.steps if steps is None else steps
-    if examples < 1 or steps < 1:
-        raise ValueError("examples and steps must be at least 1")
+    examples, steps = _budget(profile, examples, steps)
     if seed is None:
         seed = random.SystemRandom().randrange(1_000_000)
     if implementation is None:
         implementation = DEFAULT_IMPLEMENTATION
-    if isinstance(implementation, str):
-        path, implementation_class = implementation, resolve_implementation(implementation)
-    else:
-        implementation_class = implementation
-        path = f"{implementation.__module__}:{implementation.__qualname__}"
-
+    path, implementation_class = _implementation(implementation)
     recorder = Recorder(
         Coverage(targets_for(policy)), examples, collect_visited=collect_visited, progress=progress
     )
     if entered is not None:
         recorder.entered = entered
     identity = json.dumps([path, policy_to_dict(policy), *map(str, prefix)], sort_keys=True)
-    failure: PropertyFailure | None = None
-    for number, share in enumerate(engine_budgets(examples, examples_per_engine)):
-        machine = build_machine(
+
+    def machine() -> type[RuleBasedStateMachine]:
+        return build_machine(
             policy,
             implementation_class,
             recorder,
@@ -361,12 +351,10 @@ def run_campaign(
             prefix=prefix,
             contract=contract,
         )
-        failure = _run_engine(
-            hypothesis_seed(engine_seed(seed, number))(machine),
-            _settings(share, steps, database),
-        )
-        if failure is not None:
-            break
+
+    failure = _run_engines(
+        machine, seed, engine_budgets(examples, examples_per_engine), steps, database
+    )
     seconds = time.perf_counter() - recorder.started
 
     result = CampaignResult(
@@ -402,6 +390,44 @@ def run_campaign(
             contract=contract,
         )
     return result
+
+
+def _budget(profile: str, examples: int | None, steps: int | None) -> tuple[int, int]:
+    """(examples, steps): the profile's budget, each overridden where given."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r}: expected one of {', '.join(PROFILES)}")
+    budget = PROFILES[profile]
+    examples = budget.examples if examples is None else examples
+    steps = budget.steps if steps is None else steps
+    if examples < 1 or steps < 1:
+        raise ValueError("examples and steps must be at least 1")
+    return examples, steps
+
+
+def _implementation(implementation: str | type[Any]) -> tuple[str, type[Any]]:
+    """("module:Class", the class) for an implementation given either way."""
+    if isinstance(implementation, str):
+        return implementation, resolve_implementation(implementation)
+    return f"{implementation.__module__}:{implementation.__qualname__}", implementation
+
+
+def _run_engines(
+    machine: Callable[[], type[RuleBasedStateMachine]],
+    seed: int,
+    shares: Iterable[int],
+    steps: int,
+    database: str | Path | None,
+) -> PropertyFailure | None:
+    """The budget as consecutive Hypothesis engines, each on a fresh ``machine()``
+    with its own seed derived from ``seed``: the first failure ends the campaign."""
+    for number, share in enumerate(shares):
+        failure = _run_engine(
+            hypothesis_seed(engine_seed(seed, number))(machine()),
+            _settings(share, steps, database),
+        )
+        if failure is not None:
+            return failure
+    return None
 
 
 def _revisit_and_judge(

@@ -179,13 +179,7 @@ def play(
         elif transition not in controller.transitions:
             note = f"{operation.op} absorbed, answered {_short(result)}"
             transition = None
-        differences = []
-        for name, value in (expected or {}).items():
-            mine = record.get(name)
-            if name == "result" and encoded_results:
-                mine = encode_result(result)
-            if value != mine:
-                differences.append(f"{name}: recorded {_shown(value)}, now {_shown(mine)}")
+        differences = _differences(expected or {}, record, result, encoded_results)
         steps.append(
             PlayedStep(
                 number=number,
@@ -210,6 +204,20 @@ def play(
             )
         )
     return steps
+
+
+def _differences(
+    expected: dict[str, Any], record: dict[str, Any], result: Any, encoded_results: bool
+) -> list[str]:
+    """Each field the recording states otherwise than the call's trace record now."""
+    differences = []
+    for name, value in expected.items():
+        mine = record.get(name)
+        if name == "result" and encoded_results:
+            mine = encode_result(result)
+        if value != mine:
+            differences.append(f"{name}: recorded {_shown(value)}, now {_shown(mine)}")
+    return differences
 
 
 def initial_run(policy: Policy, model: MachineModel) -> dict[str, Any]:

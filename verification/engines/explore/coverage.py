@@ -35,6 +35,8 @@ from replan.verification.core.domains import (
 from replan.verification.core.harness import Finding
 from replan.verification.core.search import SearchResult
 from replan.verification.engines.explore.engine import explore
+from replan.verification.engines.explore.graph import ExploredGraph
+from replan.verification.engines.explore.search import StateSearch
 
 #: The fields of a described abstract state (``verification.engines.prove.engine.describe_state``)
 #: that a reachable state is compared on (ids are z3's own numbers: not compared).
@@ -185,9 +187,76 @@ def coverage(
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
     engine = graph._engine
-    # Each abstract state is hashed once, here: the graph's millions of edges are then
-    # pairs of small ints (an abstract state is a nested tuple whose hash Python
-    # recomputes on every lookup).
+    first_index, number_of = _abstract_numbering(engine)
+    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
+    # a (state, label) pair as one int: hashing millions of them is most of the cost
+    width = max(len(graph.edge_labels), 1)
+    pairs = {number_of[source] * width + number for source, number, _ in graph.edges}
+    abstract: Callable[[Any], tuple[Any, ...]] = tuple if abstracted else _abstract
+    visited = [first_index.get(abstract(value)) for value in visited_states]
+    state_hits = {found for found in visited if found is not None}
+    outside_states = visited.count(None)
+    pair_hits: set[int] = set()
+    outside_transitions = 0
+    for item in visited_transitions:
+        pair = _pair(item, abstract, first_index, label_numbers, width)
+        if pair is None or pair not in pairs:
+            outside_transitions += 1
+        else:
+            pair_hits.add(pair)
+    reachable_labels = [label for label in result.labels if label in result.fired]
+    taken = {graph.edge_labels[pair % width] for pair in pair_hits}
+    unreached = {
+        "states": len(first_index) - len(state_hits),
+        "transitions": len(pairs) - len(pair_hits),
+        "declared_transitions": [label for label in reachable_labels if label not in taken],
+        **_unreached_states(graph, first_index, state_hits, examples),
+    }
+    return Coverage(
+        states_reached=len(state_hits),
+        states_total=len(first_index),
+        transitions_reached=len(pair_hits),
+        transitions_total=len(pairs),
+        labels_reached=[label for label in reachable_labels if label in taken],
+        labels_total=reachable_labels,
+        outside_states=outside_states,
+        outside_transitions=outside_transitions,
+        unreached=unreached,
+        domain=str(result.domains.get("name", "")),
+    )
+
+
+def _pair(
+    transition: tuple[Any, ...],
+    abstract: Callable[[Any], tuple[Any, ...]],
+    first_index: Mapping[tuple[Any, ...], int],
+    label_numbers: Mapping[str | None, int],
+    width: int,
+) -> int | None:
+    """A visited (state before the call, transition label) as the graph's pair
+    number, or None when the state or the label is not in the explored graph."""
+    number = label_numbers.get(transition[1])
+    if number is None:
+        return None
+    found = first_index.get(abstract(transition[0]))
+    return None if found is None else found * width + number
+
+
+def _abstract(value: Any) -> tuple[Any, ...]:
+    """A visited state (a snapshot, its canonical JSON, or an ``_export_state``
+    tuple) mapped by ``abstract_state``."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return abstract_state(_as_state(value))
+
+
+def _abstract_numbering(
+    engine: StateSearch,
+) -> tuple[dict[tuple[Any, ...], int], array[int]]:
+    """Per abstract state, the first explored state mapped to it; per explored state,
+    that number. Each abstract state is hashed once, here: the graph's millions of
+    edges are then pairs of small ints (an abstract state is a nested tuple whose hash
+    Python recomputes on every lookup)."""
     first_index: dict[tuple[Any, ...], int] = {}
     number_of = array("l")
     parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # by the key's interned parts
@@ -200,38 +269,18 @@ def coverage(
         if parts is None:
             parts = parts_of[shared] = abstract_parts(state, pending_id)
         number_of.append(first_index.setdefault(abstract_with(state, parts), index))
-    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
-    # a (state, label) pair as one int: hashing millions of them is most of the cost
-    width = max(len(graph.edge_labels), 1)
-    pairs = {number_of[source] * width + number for source, number, _ in graph.edges}
+    return first_index, number_of
 
-    def abstract(value: Any) -> tuple[Any, ...]:
-        if abstracted:
-            return tuple(value)
-        if isinstance(value, str):
-            value = json.loads(value)
-        return abstract_state(_as_state(value))
 
-    state_hits: set[int] = set()
-    outside_states = 0
-    for value in visited_states:
-        found = first_index.get(abstract(value))
-        if found is not None:
-            state_hits.add(found)
-        else:
-            outside_states += 1
-    pair_hits: set[int] = set()
-    outside_transitions = 0
-    for item in visited_transitions:
-        number = label_numbers.get(item[1])
-        found = None if number is None else first_index.get(abstract(item[0]))
-        if found is None or found * width + number not in pairs:
-            outside_transitions += 1
-        else:
-            pair_hits.add(found * width + number)
-    reachable_labels = [label for label in result.labels if label in result.fired]
-    taken = {graph.edge_labels[pair % width] for pair in pair_hits}
-    labels_reached = [label for label in reachable_labels if label in taken]
+def _unreached_states(
+    graph: ExploredGraph,
+    first_index: Mapping[tuple[Any, ...], int],
+    state_hits: set[int],
+    examples: int,
+) -> dict[str, Any]:
+    """The abstract states the campaign missed, by declared state and by depth, and
+    shortest runs to the ``examples`` shallowest of them."""
+    engine = graph._engine
     by_state: dict[str, int] = {}
     unreached_depths: dict[int, int] = {}
     shallowest: list[tuple[int, int]] = []
@@ -244,10 +293,7 @@ def coverage(
         unreached_depths[depth] = unreached_depths.get(depth, 0) + 1
         shallowest.append((depth, index))
     shallowest.sort()
-    unreached = {
-        "states": len(first_index) - len(state_hits),
-        "transitions": len(pairs) - len(pair_hits),
-        "declared_transitions": [label for label in reachable_labels if label not in taken],
+    return {
         "states_by_declared_state": dict(sorted(by_state.items())),
         "states_by_depth": dict(sorted(unreached_depths.items())),
         "shallowest": [
@@ -255,18 +301,6 @@ def coverage(
             for depth, index in shallowest[:examples]
         ],
     }
-    return Coverage(
-        states_reached=len(state_hits),
-        states_total=len(first_index),
-        transitions_reached=len(pair_hits),
-        transitions_total=len(pairs),
-        labels_reached=labels_reached,
-        labels_total=reachable_labels,
-        outside_states=outside_states,
-        outside_transitions=outside_transitions,
-        unreached=unreached,
-        domain=str(result.domains.get("name", "")),
-    )
 
 
 @dataclass

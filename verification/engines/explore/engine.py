@@ -54,7 +54,6 @@ loop (restore, key, hash, memo) a sixth; the generated controller's calls a tent
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -79,7 +78,8 @@ from replan.verification.core.liveness import liveness, stop_reasons_entered
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import Subject
 from replan.verification.engines.explore.graph import ExploredGraph
-from replan.verification.engines.explore.search import StateSearch, Violation, search_serial
+from replan.verification.engines.explore.search import StateSearch, Violation
+from replan.verification.engines.explore.serial import search_serial
 
 __all__ = [
     "Domains",
@@ -152,7 +152,10 @@ def explore(
     joined (``verification.runtime.ray_cluster.connect``): the same states, transitions,
     verdicts and counterexamples as one process. ``contract``: the properties checked
     (default: ``spec.properties.CONTRACT``); ``importable``: the "module:Class" Ray's
-    workers import the implementation by."""
+    workers import the implementation by.
+
+    Long: the body is short; the length is the public keyword options and the one
+    docstring that documents them all."""
     policy = DEFAULT_POLICY if policy is None else policy
     if contract is None:
         from replan.spec.properties import CONTRACT
@@ -247,6 +250,11 @@ def _explore_one(
     workers: int,
     ray: bool = False,
 ) -> SearchResult:
+    """Search one domain and report it.
+
+    Long: the stages live in helpers (``_initial_broken``, ``_search``, ``_traps``,
+    ``_findings``, ``_judge``); what is left is the search's keyword options passed
+    through and the one ``SearchResult`` they fill in."""
     space = InputSpace(policy, domains)
     if symmetry is None:
         symmetry = domains.ids is None
@@ -262,67 +270,28 @@ def _explore_one(
         stop_at_first=stop_at_first,
     )
     engine.importable = importable
-    label = domains.name
-    # the initial state is checked like any other (and against the rules of a fresh run)
-    initial_broken = (
-        engine.checker.initial(engine.live, policy) + engine.checker.state(engine.live)
-        if check_invariants
-        else []
-    )
+    initial_broken = _initial_broken(engine, policy) if check_invariants else []
     if initial_broken and stop_at_first:
         depth, stopped_by = 0, "violation"
-    elif workers > 1 or ray:
-        from replan.verification.engines.explore.sharded import search_sharded
-
-        depth, stopped_by = search_sharded(
-            engine,
-            max(workers, 1),
-            max_states,
-            max_depth,
-            stop_at_first,
-            progress,
-            progress_every,
-            label,
-            ray=ray,
-        )
     else:
-        depth, stopped_by = search_serial(
-            engine, max_states, max_depth, stop_at_first, progress, progress_every, label
+        depth, stopped_by = _search(
+            engine,
+            domains.name,
+            workers=workers,
+            ray=ray,
+            max_states=max_states,
+            max_depth=max_depth,
+            stop_at_first=stop_at_first,
+            progress=progress,
+            progress_every=progress_every,
         )
     seconds = time.perf_counter() - started
     complete = stopped_by is None
     labels = engine.labels
     fired = {labels[number]: count for number, count in sorted(engine.fired.items())}
     stop_reasons = {str(reason): str(reason) in engine.stop_seen for reason in StopReason}
-    traps: int | None = None
-    trap_example: list[Operation] | None = None
-    if complete:
-        trapped = engine.traps()
-        traps = len(trapped)
-        if trapped:
-            trap_example = engine.operations_to(trapped[0])
-    findings: list[Finding] = [
-        Finding(
-            broken,
-            policy,
-            [],
-            [],
-            message=f"the initial state breaks {broken}",
-            source="explorer",
-            extra={"implementation": name, "depth": 0},
-        )
-        for broken in initial_broken
-    ]
-    for broken in initial_broken:
-        engine.violation_summary[broken] = {"transitions": 0, "shortest": 0, "first": 0}
-    if initial_broken and stop_at_first:
-        pass
-    elif stopped_by == "violation":
-        first = engine.violations[0]
-        findings.append(_finding(engine, first, first.invariants[0], name))
-    else:
-        for invariant, violation in engine.first_violation.items():
-            findings.append(_finding(engine, violation, invariant, name))
+    traps, trap_example = _traps(engine) if complete else (None, None)
+    findings = _findings(engine, policy, name, initial_broken, stopped_by, stop_at_first)
     result = SearchResult(
         engine="python",
         policy=policy,
@@ -355,6 +324,89 @@ def _explore_one(
     )
     _judge(result, implementation)
     return result
+
+
+def _initial_broken(engine: StateSearch, policy: Policy) -> list[str]:
+    """The properties the initial state breaks: it is checked like any other state,
+    and against the rules of a fresh run."""
+    live = engine.live
+    broken: list[str] = engine.checker.initial(live, policy) + engine.checker.state(live)
+    return broken
+
+
+def _search(
+    engine: StateSearch,
+    label: str,
+    *,
+    workers: int,
+    ray: bool,
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    progress: Callable[[str], None] | None,
+    progress_every: float,
+) -> tuple[int, str | None]:
+    """Drive ``engine`` in this process, or sharded over workers or Ray actors:
+    (depth reached, why it stopped early or None)."""
+    if workers > 1 or ray:
+        from replan.verification.engines.explore.sharded import search_sharded
+
+        return search_sharded(
+            engine,
+            max(workers, 1),
+            max_states,
+            max_depth,
+            stop_at_first,
+            progress,
+            progress_every,
+            label,
+            ray=ray,
+        )
+    return search_serial(
+        engine, max_states, max_depth, stop_at_first, progress, progress_every, label
+    )
+
+
+def _traps(engine: StateSearch) -> tuple[int, list[Operation] | None]:
+    """How many states of a complete search reach no stopped state, and a shortest
+    run to the shallowest of them."""
+    trapped = engine.traps()
+    return len(trapped), engine.operations_to(trapped[0]) if trapped else None
+
+
+def _findings(
+    engine: StateSearch,
+    policy: Policy,
+    name: str,
+    initial_broken: list[str],
+    stopped_by: str | None,
+    stop_at_first: bool,
+) -> list[Finding]:
+    """The findings to report: the initial state's, then the first violation (when
+    the search stopped at it) or the first of every invariant broken."""
+    findings: list[Finding] = [
+        Finding(
+            broken,
+            policy,
+            [],
+            [],
+            message=f"the initial state breaks {broken}",
+            source="explorer",
+            extra={"implementation": name, "depth": 0},
+        )
+        for broken in initial_broken
+    ]
+    for broken in initial_broken:
+        engine.violation_summary[broken] = {"transitions": 0, "shortest": 0, "first": 0}
+    if initial_broken and stop_at_first:
+        return findings
+    if stopped_by == "violation":
+        first = engine.violations[0]
+        findings.append(_finding(engine, first, first.invariants[0], name))
+    else:
+        for invariant, violation in engine.first_violation.items():
+            findings.append(_finding(engine, violation, invariant, name))
+    return findings
 
 
 def _judge(result: SearchResult, implementation: type[Run]) -> None:
@@ -505,9 +557,6 @@ def _finding(engine: StateSearch, violation: Violation, invariant: str, name: st
     )
 
 
-# ---- is a proof's counterexample state reachable? -----------------------------------
-
-
 # ---- the explorer's side of campaign coverage and shortest equivalent traces ------------
 
 
@@ -548,7 +597,3 @@ def shortest_path_to_violation(
         )
         candidates += [f for f in result.findings if f.property == invariant_name]
     return min(candidates, key=lambda finding: len(finding.operations), default=None)
-
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -2,16 +2,14 @@
 
 Owns ``StateSearch`` (the design is in ``engines/explore/engine.py``'s docstring:
 tracked containers, interned parts, properties evaluated once per distinct edge where
-they cannot read the argument, symmetry) and ``search_serial``, which drives it in one
-process; ``engines/explore/sharded.py`` drives the same objects level by level over
+they cannot read the argument, symmetry); ``engines/explore/serial.py`` drives it in
+one process, ``engines/explore/sharded.py`` the same objects level by level over
 several. Leaves the report to ``engine.py``.
 """
 
 from __future__ import annotations
 
-import itertools
 import operator
-import time
 import zlib
 from array import array
 from collections.abc import Callable
@@ -41,10 +39,14 @@ from replan.verification.core.domains import (
     GROUPS,
     PARAMETER_TYPES,
     InputSpace,
-    id_order,
 )
 from replan.verification.core.harness import Operation, violated
-from replan.verification.runtime import interrupt
+from replan.verification.engines.explore.symmetry import renaming
+from replan.verification.engines.explore.tracked import (
+    container_slots,
+    replacement_check,
+    tracked,
+)
 
 _STOP_VALUES = frozenset(reason.value for reason in StopReason)
 _STOP_MEMBERS: dict[Any, StopReason] = {reason.value: reason for reason in StopReason}
@@ -77,124 +79,6 @@ _SUCCESSOR = _written_out(
     + "".join(f"live.{n}, " for n in _SCALAR_NAMES)
     + "*parts)\n",
 )
-
-# ---- tracked containers: which field did a call change? --------------------------------
-
-
-class _TrackedDict(dict):  # type: ignore[type-arg]
-    """A dict that records, in a shared set, that it was changed. Every mutating
-    method of ``dict`` is overridden; reads are the inherited C methods."""
-
-    __slots__ = ("_dirty", "_slot")
-    _dirty: set[str]
-    _slot: str
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._dirty.add(self._slot)
-        dict.__setitem__(self, key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self._dirty.add(self._slot)
-        dict.__delitem__(self, key)
-
-    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._dirty.add(self._slot)
-        return dict.__ior__(self, other)
-
-    def clear(self) -> None:
-        self._dirty.add(self._slot)
-        dict.clear(self)
-
-    def pop(self, *args: Any) -> Any:
-        self._dirty.add(self._slot)
-        return dict.pop(self, *args)
-
-    def popitem(self) -> Any:
-        self._dirty.add(self._slot)
-        return dict.popitem(self)
-
-    def setdefault(self, *args: Any) -> Any:
-        self._dirty.add(self._slot)
-        return dict.setdefault(self, *args)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._dirty.add(self._slot)
-        dict.update(self, *args, **kwargs)
-
-
-class _TrackedSet(set):  # type: ignore[type-arg]
-    """A set that records, in a shared set, that it was changed (every mutating
-    method of ``set`` is overridden; reads are the inherited C methods)."""
-
-    __slots__ = ("_dirty", "_slot")
-    _dirty: set[str]
-    _slot: str
-
-    def add(self, element: Any) -> None:
-        self._dirty.add(self._slot)
-        set.add(self, element)
-
-    def discard(self, element: Any) -> None:
-        self._dirty.add(self._slot)
-        set.discard(self, element)
-
-    def remove(self, element: Any) -> None:
-        self._dirty.add(self._slot)
-        set.remove(self, element)
-
-    def pop(self) -> Any:
-        self._dirty.add(self._slot)
-        return set.pop(self)
-
-    def clear(self) -> None:
-        self._dirty.add(self._slot)
-        set.clear(self)
-
-    def update(self, *others: Any) -> None:
-        self._dirty.add(self._slot)
-        set.update(self, *others)
-
-    def intersection_update(self, *others: Any) -> None:
-        self._dirty.add(self._slot)
-        set.intersection_update(self, *others)
-
-    def difference_update(self, *others: Any) -> None:
-        self._dirty.add(self._slot)
-        set.difference_update(self, *others)
-
-    def symmetric_difference_update(self, other: Any) -> None:
-        self._dirty.add(self._slot)
-        set.symmetric_difference_update(self, other)
-
-    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._dirty.add(self._slot)
-        return set.__ior__(self, other)
-
-    def __iand__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._dirty.add(self._slot)
-        return set.__iand__(self, other)
-
-    def __isub__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._dirty.add(self._slot)
-        return set.__isub__(self, other)
-
-    def __ixor__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._dirty.add(self._slot)
-        return set.__ixor__(self, other)
-
-
-def _tracked(value: Any, dirty: set[str], slot: str) -> Any:
-    copy: _TrackedDict | _TrackedSet
-    if isinstance(value, dict):
-        copy = _TrackedDict(value)
-    elif isinstance(value, set):
-        copy = _TrackedSet(value)
-    else:
-        return value
-    copy._dirty = dirty
-    copy._slot = slot
-    return copy
-
 
 # ---- what the search found ------------------------------------------------------------
 
@@ -261,32 +145,6 @@ def _split_properties(checker: Checker) -> tuple[list[Any], list[Any], list[int]
     return static, dynamic, counts
 
 
-def _container_slots(controller: Run) -> tuple[str, ...]:
-    names: list[str] = []
-    for klass in type(controller).__mro__:
-        for name in getattr(klass, "__slots__", ()):
-            if name not in names and isinstance(getattr(controller, name, None), dict | set):
-                names.append(name)
-    return tuple(sorted(names))
-
-
-def _replacement_check(slots: tuple[str, ...]) -> Callable[[Run, tuple[Any, ...]], bool]:
-    """A function telling whether any container field of a run is no longer the object
-    loaded into it (an action may assign a new set instead of changing the old one).
-    Written out for the field names: about 5 times faster than a generic loop, and it
-    runs after every call."""
-    names = [f"c{number}" for number in range(len(slots))]
-    source = (
-        f"def replaced(live, loaded):\n    {', '.join(names)}, = loaded\n    return "
-        + " or ".join(f"live.{slot} is not {name}" for slot, name in zip(slots, names, strict=True))
-        + "\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<explorer: replaced containers>", "exec"), namespace)
-    check: Callable[[Run, tuple[Any, ...]], bool] = namespace["replaced"]
-    return check
-
-
 class StateSearch:
     """One breadth-first search (see the module docstring for the design)."""
 
@@ -303,6 +161,10 @@ class StateSearch:
         stop_at_first: bool,
         shard: tuple[int, int] = (0, 1),
     ) -> None:
+        """Declare every table the search keeps, then add the initial state.
+
+        Long: one attribute per table the hot loop, the sharded driver and the report
+        read; declaring them together is the one place to see the search's memory."""
         self.policy = policy
         self.space = space
         self.implementation = implementation
@@ -318,9 +180,9 @@ class StateSearch:
         self.live: Any = implementation(policy)
         self.proto: Any = implementation(policy)
         self.dirty: set[str] = set()
-        self.slots = _container_slots(self.live)
+        self.slots = container_slots(self.live)
         self.get_containers = operator.attrgetter(*self.slots)
-        self.replaced = _replacement_check(self.slots)
+        self.replaced = replacement_check(self.slots)
         #: (this shard, shards): in a sharded search
         #: (``verification/engines/explore/sharded.py``) this engine owns the states
         #: ``owner`` maps to it; a state's global id is its local index * shards + shard.
@@ -442,42 +304,13 @@ class StateSearch:
 
     # -- symmetry -------------------------------------------------------------------------
 
-    def _renamable(self, plan_id: Any) -> bool:
-        if not isinstance(plan_id, str):
-            return False
-        pool = self.space.pool
-        if pool is not None:
-            return plan_id in pool
-        return id_order(plan_id)[0] < (1 << 30)
-
     def _canon_parts(
         self, pending_id: Any, accepted_part: int, completed_part: int
     ) -> tuple[dict[str, str] | None, int, int]:
         accepted = self.parts[accepted_part]
         completed = self.parts[completed_part]
-        mentioned = {*accepted, *completed, *(() if pending_id is None else (pending_id,))}
-        movable = [plan_id for plan_id in mentioned if self._renamable(plan_id)]
-        in_accepted, in_completed = set(accepted), set(completed)
-        # Ids with the same signature are interchangeable, so any order among them
-        # gives the same renamed state; id_order only makes the choice deterministic.
-        movable.sort(
-            key=lambda plan_id: (
-                plan_id not in in_accepted,
-                plan_id not in in_completed,
-                plan_id != pending_id,
-                id_order(plan_id),
-            )
-        )
-        names = self.space.pool if self.space.pool is not None else None
-        taken = {plan_id for plan_id in mentioned if plan_id not in movable}
-        fresh = (f"p{n}" for n in itertools.count(1)) if names is None else iter(names)
-        rename: dict[str, str] = {}
-        for plan_id in movable:
-            name = next(fresh)
-            while name in taken:
-                name = next(fresh)
-            rename[plan_id] = name
-        if all(old == new for old, new in rename.items()):
+        rename = renaming(accepted, completed, pending_id, self.space.pool)
+        if rename is None:
             return None, accepted_part, completed_part
         return (
             rename,
@@ -559,46 +392,91 @@ class StateSearch:
 
     # -- expansion: the hot loop ------------------------------------------------------------
 
-    def expand(self, source: int) -> None:
-        key = self.keys[source]
-        full = self.full(key)
-        shards, shard = self.shards, self.shard
-        # its serial number: the parent and the violation a serial search would record
-        source_id = self.ranks[source] if shards > 1 else source
-        proto = self.proto
-        proto._import_state(full)
-        live = self.live
-        dirty = self.dirty
-        slots = self.slots
-        get_containers = self.get_containers
-        for slot in slots:
-            setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
+    def _load(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Put the state ``key`` into the prototype and the live controller (its
+        containers tracked) before its calls are tried; returns the live containers."""
+        proto, live, dirty = self.proto, self.live, self.dirty
+        proto._import_state(self.full(key))
+        for slot in self.slots:
+            setattr(live, slot, tracked(getattr(proto, slot), dirty, slot))
         dirty.clear()
-        loaded = get_containers(live)
         live._trace = []
-        scalars = key[:_SCALARS]
-        parts = key[_SCALARS:]
-        set_scalars = _SET_SCALARS
-        make_successor = _SUCCESSOR
-        space = self.space
+        loaded: tuple[Any, ...] = self.get_containers(live)
+        return loaded
+
+    def _argument_groups(self, key: tuple[Any, ...]) -> list[tuple[int, Any, bool, Any]]:
+        """Per operation group: its index, the live controller's bound method, whether
+        it takes no argument, and the arguments the input space offers in ``key``."""
+        space, live = self.space, self.live
         ids = space.ids(*self.mentioned(key))
-        groups = [
+        return [
             (
                 group,
                 getattr(live, event),
                 PARAMETER_TYPES[event] is None,
-                space.arguments(event, key[P_PLAN_REVISION], key[P_EVIDENCE_REVISION], ids, proto),
+                space.arguments(
+                    event, key[P_PLAN_REVISION], key[P_EVIDENCE_REVISION], ids, self.proto
+                ),
             )
             for group, event in enumerate(GROUPS)
         ]
+
+    def _target(self, successor: tuple[Any, ...], source_id: int, via: int) -> tuple[int, bool]:
+        """The global id of ``successor`` (a placeholder when another shard owns it and
+        has not answered yet), and whether it is a state this search had not met."""
+        shards, shard = self.shards, self.shard
+        found = self.index.get(successor)
+        if found is not None:
+            return found * shards + shard, False
+        if shards > 1 and (placeholder := self.foreign.get(successor)) is not None:
+            return placeholder, False  # sent to its shard already in this level
+        if shards > 1 and (owner := self.owner(successor)) != shard:
+            return self.send(successor, owner, source_id, via), False
+        return self.add_state(successor, source_id, via) * shards + shard, True
+
+    def _new_state_failures(self, live: Any, target: int) -> list[str]:
+        """The state invariants a newly met state breaks. A shard keeps them aside,
+        charged to the state's first discoverer once the shards' levels are merged."""
+        if self.shards == 1:
+            broken: list[str] = self.checker.state(live)
+            return broken
+        broken = self.checker.state(live)
+        if broken:
+            self.state_failures[target // self.shards] = broken
+        return []
+
+    def _close(self, source: int, successors: set[int], stopped_successor: bool) -> None:
+        """Keep the successors of a state without a stopped successor, for ``traps``."""
+        if not stopped_successor:
+            self.open_states[source] = ordered = sorted(successors)
+            if ordered and ordered[0] < 0:  # a placeholder: patched after the exchange
+                self.unpatched_open.append(source)
+
+    def expand(self, source: int) -> None:
+        """Try every call the input space offers in state ``source``; record each
+        distinct edge, each new state and each property broken.
+
+        Long: the per-transition loop runs once per call tried, millions of times in a
+        large search; it binds everything to locals and stays one piece because a
+        function call per transition costs measurably. What runs once per state or
+        once per new successor lives in the helpers above."""
+        key = self.keys[source]
+        shards = self.shards
+        # its serial number: the parent and the violation a serial search would record
+        source_id = self.ranks[source] if shards > 1 else source
+        loaded = self._load(key)
+        proto, live, dirty = self.proto, self.live, self.dirty
+        slots = self.slots
+        get_containers = self.get_containers
+        scalars = key[:_SCALARS]
+        parts = key[_SCALARS:]
+        set_scalars = _SET_SCALARS
+        make_successor = _SUCCESSOR
         intern = self.intern
-        index = self.index
-        foreign = self.foreign
         symmetry = self.symmetry
         canonical = self.canonical
         check = self.check_invariants
         memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
-        checker = self.checker
         static_properties, dynamic_properties, dynamic_count = self.split
         successors: set[int] = set()
         stopped_successor = key[P_DECLARED] in _STOP_VALUES
@@ -610,7 +488,7 @@ class StateSearch:
         last_result: Any = None
         last_fired: int | None = None
         last_group = -1
-        for group, method, bare, arguments in groups:
+        for group, method, bare, arguments in self._argument_groups(key):
             op = GROUPS[group]
             static_check = static_properties[group]
             dynamic = dynamic_properties[group]
@@ -619,7 +497,7 @@ class StateSearch:
                 set_scalars(live, scalars)
                 if dirty:
                     for slot in dirty:
-                        setattr(live, slot, _tracked(getattr(proto, slot), dirty, slot))
+                        setattr(live, slot, tracked(getattr(proto, slot), dirty, slot))
                     dirty.clear()
                     loaded = get_containers(live)
                 trace = live._trace
@@ -652,16 +530,7 @@ class StateSearch:
                 else:
                     if symmetry:
                         successor = canonical(successor)
-                    found = index.get(successor)
-                    if found is not None:
-                        target = found * shards + shard
-                    elif shards > 1 and (placeholder := foreign.get(successor)) is not None:
-                        target = placeholder  # sent to its shard already in this level
-                    elif shards > 1 and (owner := self.owner(successor)) != shard:
-                        target = self.send(successor, owner, source_id, position)
-                    else:
-                        target = self.add_state(successor, source_id, position) * shards + shard
-                        new_state = True
+                    target, new_state = self._target(successor, source_id, position)
                     last_successor, last_target = concrete, target
                 edge = (
                     group,
@@ -691,19 +560,11 @@ class StateSearch:
                     self.evaluations += dynamic_count[group]
                     failures += dynamic(op, proto, argument, result, live, appended)
                 if new_state:
-                    if shards > 1:  # charged to the first discoverer when merged
-                        broken = checker.state(live)
-                        if broken:
-                            self.state_failures[target // shards] = broken
-                    else:
-                        failures += checker.state(live)
+                    failures += self._new_state_failures(live, target)
                 if failures:
                     self._violation(failures, source_id, position, concrete)
         self.transitions += position + 1
-        if not stopped_successor:
-            self.open_states[source] = ordered = sorted(successors)
-            if ordered and ordered[0] < 0:  # a placeholder: patched after the exchange
-                self.unpatched_open.append(source)
+        self._close(source, successors, stopped_successor)
 
     def send(self, successor: tuple[Any, ...], owner: int, source_id: int, via: int) -> int:
         """A successor shard ``owner`` stores: queued for it once per exchange, and
@@ -787,61 +648,3 @@ class StateSearch:
                     reaches[index] = True
                     changed = True
         return sorted(index for index, ok in reaches.items() if not ok)
-
-
-# ---- driving the search: one process, or a layer at a time over several ----------------
-
-
-def search_serial(
-    engine: StateSearch,
-    max_states: int | None,
-    max_depth: int | None,
-    stop_at_first: bool,
-    progress: Callable[[str], None] | None,
-    progress_every: float,
-    label: str,
-) -> tuple[int, str | None]:
-    """Expand states in index order (which is breadth-first order): (depth, why it
-    stopped early or None)."""
-    started = last_report = time.perf_counter()
-    depth = 0
-    layer_end = 1
-    cursor = 0
-    while cursor < len(engine.keys):
-        if cursor == layer_end:
-            depth += 1
-            layer_end = len(engine.keys)
-        if max_depth is not None and depth >= max_depth:
-            return depth, "max_depth"
-        if max_states is not None and len(engine.keys) >= max_states:
-            return depth, "max_states"
-        engine.expand(cursor)
-        cursor += 1
-        if engine.violations and stop_at_first:
-            return depth, "violation"
-        if cursor % 128 == 0:
-            interrupt.check()
-        if progress is not None and cursor % 128 == 0:
-            now = time.perf_counter()
-            if now - last_report >= progress_every:
-                last_report = now
-                _progress(progress, label, depth, engine, cursor, now - started)
-    return depth, None
-
-
-def _progress(
-    progress: Callable[[str], None],
-    label: str,
-    depth: int,
-    engine: StateSearch,
-    expanded: int,
-    elapsed: float,
-) -> None:
-    states = len(engine.keys)
-    rate = max(elapsed, 1e-9)
-    progress(
-        f"explore ({label}): depth {depth}, {states:,} states, frontier "
-        f"{max(states - expanded, 0):,}, {engine.transitions:,} transitions; "
-        f"{states / rate:,.0f} states/s, {engine.transitions / rate:,.0f} transitions/s, "
-        f"{elapsed:.0f} s"
-    )

@@ -386,10 +386,7 @@ def _levels(
                 for s in range(shards)
             ]
         )
-        replies: list[dict[int, list[int]]] = [{} for _ in range(shards)]
-        for owner, answer in enumerate(answers):
-            for sender, indices in zip(senders[owner], answer["indices"], strict=True):
-                replies[sender][owner] = indices
+        replies = _replies(answers, senders, shards)
         ranks = _serial_numbers(answers, numbered)
         last = [{"replies": replies[s], "ranks": ranks[s]} for s in range(shards)]
         frontier = sum(len(a["discovered"]) for a in answers)
@@ -406,14 +403,7 @@ def _levels(
         answers = workers.ask(
             [("expand", {**last[s], "start": starts[s], "level": level}) for s in range(shards)]
         )
-        incoming = [[] for _ in range(shards)]
-        senders = [[] for _ in range(shards)]
-        for sender, answer in enumerate(answers):
-            starts[sender] = answer["next"]
-            for owner, batch in enumerate(answer["outgoing"]):
-                if batch:
-                    incoming[owner].append(batch)
-                    senders[owner].append(sender)
+        incoming, senders = _route(answers, starts, shards)
         level += 1
         now = time.perf_counter()
         if progress is not None and now - last_report >= progress_every:
@@ -423,6 +413,35 @@ def _levels(
                 f"{frontier:,}, {shards} shards, {states / max(now - started, 1e-9):,.0f} "
                 f"states/s, {now - started:.0f} s"
             )
+
+
+def _replies(
+    answers: list[dict[str, Any]], senders: list[list[int]], shards: int
+) -> list[dict[int, list[int]]]:
+    """Per sender, per owner: the ids the owner gave the successors the sender sent
+    it (the owners answer in the order the batches came)."""
+    replies: list[dict[int, list[int]]] = [{} for _ in range(shards)]
+    for owner, answer in enumerate(answers):
+        for sender, indices in zip(senders[owner], answer["indices"], strict=True):
+            replies[sender][owner] = indices
+    return replies
+
+
+def _route(
+    answers: list[dict[str, Any]], starts: list[int], shards: int
+) -> tuple[list[list[list[Any]]], list[list[int]]]:
+    """The successors each shard expanded, routed to the shards that own them: per
+    owner, the batches and who sent each. Records where each sender's next level
+    starts in ``starts``."""
+    incoming: list[list[list[Any]]] = [[] for _ in range(shards)]
+    senders: list[list[int]] = [[] for _ in range(shards)]
+    for sender, answer in enumerate(answers):
+        starts[sender] = answer["next"]
+        for owner, batch in enumerate(answer["outgoing"]):
+            if batch:
+                incoming[owner].append(batch)
+                senders[owner].append(sender)
+    return incoming, senders
 
 
 def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:

@@ -149,27 +149,41 @@ class Concretizer:
             elif shape == "id set":
                 members = {self.name(i, "id") for i in in_play if self._holds(value.array, i)}
                 document[field.component] = field.kind.to_json(members)
+        document["contents"], document["evidence"] = self._contents_and_evidence(
+            state, latest, known, entries
+        )
+        return document
+
+    def _contents_and_evidence(
+        self,
+        state: State,
+        latest: dict[str, int],
+        known: dict[str, str],
+        entries: Iterable[tuple[str, z3.ExprRef]],
+    ) -> tuple[list[list[Any]], dict[str, dict[str, Any]]]:
+        """The contents at ``entries`` and at each key's latest version, and each key's
+        evidence, made to agree with each other."""
         pairs = set(latest.items()) | {(key, self.integer(version)) for key, version in entries}
         contents = state["_contents"].array
         found = (self._content(contents, key, version) for key, version in sorted(pairs))
-        document["contents"] = sorted(entry for entry in found if entry is not None)
+        contents_found = sorted(entry for entry in found if entry is not None)
         # The proof's premises constrain the contents only where a step reads them, so
         # an entry may disagree with the key's latest version and state, which decide:
         # the entry at the latest version holds the key's state, and an entry beyond
         # the latest version makes it the latest (what a run would hold).
-        for entry in document["contents"]:
+        for entry in contents_found:
             key, version, evidence, _source = entry
             if version > latest.get(key, 0):
                 latest[key] = version
                 known[key] = evidence
             elif version == latest[key]:
                 entry[2] = known.get(key, "Unknown")
-        document["evidence"] = {
+        by_key = {
             key: {"version": latest.get(key, 0), "state": known.get(key, "Unknown")}
-            for key in u.policy.keys
+            for key in self.universe.policy.keys
             if key in latest or key in known
         }
-        return document
+        return contents_found, by_key
 
     def _entries(self, value: Any) -> Iterable[tuple[str, Opt]]:
         return ((key, value.entries[key]) for key in self.universe.policy.keys)

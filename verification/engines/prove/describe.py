@@ -2,7 +2,9 @@
 
 What a reviewer reads when a property is not proved: the declared state, the
 counters, the pending plan and each key's evidence before and after the step, the
-event, its argument and the transition it fired (``describe_step``, ``step_text``).
+event, its argument and the transition it fired (``describe_step``, ``step_text``);
+and a failed obligation as a whole, with the form ``replan replay`` runs
+(``describe_counterexample``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+from replan.controller.records import PolicyError
 from replan.verification.translate.symbolic import Opt, Record, State, StepEncoding, Universe
 
 
@@ -125,3 +128,50 @@ def step_text(description: Mapping[str, Any]) -> str:
             f"after:  {_state_line(description['after'])}",
         ]
     )
+
+
+def describe_counterexample(
+    model: z3.ModelRef,
+    step: StepEncoding | None,
+    state: State | None,
+    universe: Universe,
+    name: str,
+    label: str,
+) -> tuple[str, dict[str, Any]]:
+    """A failed obligation's message and description: the step that breaks it (with
+    a replayable form where one can be built), or the state that does."""
+    description: dict[str, Any]
+    if step is None:
+        assert state is not None
+        description = {"state": describe_state(model, universe, state)}
+        return f"{label}: violated by {_state_line(description['state'])}", description
+    description = describe_step(model, step)
+    try:
+        description["replay"] = induction_replay(model, step, name, label)
+    except (PolicyError, ValueError, KeyError, TypeError) as error:
+        # the proof's verdict stands; only the replayable form is missing
+        description["unreplayable"] = f"{type(error).__name__}: {error}"
+    return f"{label}: counterexample to induction\n{step_text(description)}", description
+
+
+def induction_replay(
+    model: z3.ModelRef, step: StepEncoding, name: str, label: str
+) -> dict[str, Any]:
+    """A counterexample to induction as ``replan replay`` runs it: the policy at the
+    model's limits, the state before the step (made concrete) and the step's call."""
+    from replan.controller.policy import policy_to_dict
+    from replan.verification.core.harness import _arguments
+    from replan.verification.engines.prove.concrete import Concretizer
+
+    concrete = Concretizer(model, step.universe)
+    operation = concrete.operation(step)
+    return {
+        "policy": policy_to_dict(concrete.policy(step.universe.policy)),
+        "property": name,
+        "source": "prove",
+        "check": "induction",
+        "obligation": label,
+        "event": step.event,
+        "start": concrete.snapshot(step.pre, concrete.step_ids(step), concrete.step_entries(step)),
+        "steps": [{"op": operation.op, "args": _arguments(operation), "result": None}],
+    }

@@ -7,9 +7,10 @@ executes it exactly when ``decide`` says ``ReadyToCommit``; (2) the contract's s
 invariants, proved inductive over one step of the controller with the limits left
 symbolic (``Init ⇒ Inv`` and ``Inv ∧ Step ⇒ Inv'``, strengthened by the auxiliary
 invariants of ``spec/properties.py``), so they hold in every reachable state for any
-``max_steps``, ``max_proposals`` and ``no_progress_limit``; (3) ``decision_difference``:
-evidence on which two policies' commit decisions differ, for ``replan verify
---against``.
+``max_steps``, ``max_proposals`` and ``no_progress_limit``; (3) ``decision_difference``
+(``difference.py``, importable from here): evidence on which two policies' commit
+decisions differ, for ``replan verify --against``. The commit gate both (1) and (3)
+ask their questions of is ``gate.py``.
 
 The controller side is never restated here: the gate and the step relation come from
 ``verification.translate.symbolic.encode_event``, which reads the declaration's transitions and
@@ -22,25 +23,41 @@ function takes ``model`` (a possibly transformed ``MachineModel``) and ``model_c
 
 from __future__ import annotations
 
-import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
-from replan.controller.policy import Policy, policy_to_dict, workflow_disagreements
-from replan.controller.records import ADMITTED, EvidenceState, Observation, Plan, PolicyError
+from replan.controller.policy import Policy, workflow_disagreements
+from replan.controller.records import EvidenceState, Observation, Plan
 from replan.controller.run import Run
 from replan.controller.workflow import decide
 from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.verification.engines.prove.describe import (
-    _state_line,
-    describe_state,
-    describe_step,
-    step_text,
+from replan.spec.vocabulary import Property
+
+# Re-exported: callers ask for the policy comparison through this module too.
+from replan.verification.engines.prove.describe import describe_counterexample
+from replan.verification.engines.prove.difference import (  # noqa: F401
+    DecisionDifference,
+    decision_difference,
+    policy_changes,
+)
+from replan.verification.engines.prove.gate import (
+    NOT_PASSED,  # noqa: F401
+    Gate,
+    commit_gate,
+    contract_or_default,
+    declaration_model,
+    evidence_assignment,
+    minimal_model,
+    not_passed_pattern,
+    ready_to_commit,
+    render_assignment,
+    simplifying_solver,
+    solve,
 )
 from replan.verification.engines.prove.results import (
     ProofReport,
@@ -55,197 +72,15 @@ from replan.verification.translate.property_terms import (
     state_term,
 )
 from replan.verification.translate.symbolic import (
-    EVIDENCE,
     POLICY,
-    FormulaOnRuns,
     State,
     StateRef,
     StepEncoding,
     Translator,
     Universe,
-    all_of,
-    any_of,
     encode_event,
     initial_state,
 )
-
-PASSED = EVIDENCE.members["Passed"]
-FAILED = EVIDENCE.members["Failed"]
-UNKNOWN = EVIDENCE.members["Unknown"]
-NOT_PASSED = "<not Passed>"
-
-
-def contract_or_default(contract: Contract | None) -> Contract:
-    """``contract``, or the project's (``spec.properties.CONTRACT``) when None."""
-    if contract is not None:
-        return contract
-    from replan.spec.properties import CONTRACT
-
-    return CONTRACT
-
-
-def _declaration() -> MachineModel:
-    from replan.spec.declaration import Replanning
-    from replan.spec.model import extract
-
-    return extract(Replanning)
-
-
-def _solver() -> z3.Solver:
-    """A solver that first simplifies and eliminates what the step relation defines
-    (the post-state is a term over the pre-state): a stopped run's unchanged arrays
-    are decided at once instead of by case splits (0.7 s -> 15 ms for observe)."""
-    tactic = z3.Then("simplify", "propagate-values", "solve-eqs", "elim-uncnstr", "smt")
-    return tactic.solver()
-
-
-def _solve(solver: z3.Solver) -> z3.CheckSatResult:
-    verdict = solver.check()
-    if verdict == z3.unknown:
-        raise RuntimeError(f"z3 could not decide ({solver.reason_unknown()})")
-    return verdict
-
-
-# ---- the commit gate and the fixed workflow --------------------------------------------
-
-
-@dataclass
-class Gate:
-    """The controller's commit gate for one ``completes_run`` step, as z3 derives it:
-    the ``execute`` step relation from a state where the premise holds (an active run
-    with a current, in-budget plan for ``step`` pending, ``plan_id`` its id, states set
-    through observations), open when the answer is ``Executed``."""
-
-    universe: Universe
-    step: str
-    encoding: StepEncoding
-    premise: z3.BoolRef
-    opens: z3.BoolRef  # the answer is Executed
-    evidence: dict[str, z3.ExprRef]  # state(key) for each policy key
-    _opens: FormulaOnRuns | None = None
-    _ready: FormulaOnRuns | None = None
-
-    def open_for(self, run: Run, plan_id: object) -> bool:
-        """The gate evaluated on a concrete run about to execute ``plan_id`` (the
-        bridge to the real controller): the run's fields, abstracted, substituted into
-        the very formula the equivalence proof uses; the free inputs (``isinstance(
-        plan_id, str)``) are evaluated on the real argument."""
-        u = self.universe
-        if self._opens is None:
-            self._opens = FormulaOnRuns(u, self.encoding.pre, self.opens)
-        extra: list[tuple[z3.ExprRef, bool | int]] = [(self.encoding.argument, u.intern(plan_id))]
-        env = {str(self.encoding.parameter): plan_id}
-        for text, term in self.encoding.inputs.items():
-            extra.append((term, bool(eval(text, dict(vars(builtins)), env))))
-        return self._opens(run, extra)
-
-    def ready_for(self, run: Run) -> bool:
-        """The z3 statement of ``decide == ReadyToCommit`` on a concrete run."""
-        if self._ready is None:
-            ready = ready_to_commit(self.evidence, self.universe.policy.workflow_keys)
-            self._ready = FormulaOnRuns(self.universe, self.encoding.pre, ready)
-        return self._ready(run)
-
-
-def ready_to_commit(evidence: Mapping[str, z3.ExprRef], workflow_keys: Sequence[str]) -> z3.BoolRef:
-    """``decide(states) == ReadyToCommit``, from the contract: no prerequisite Failed
-    and all Passed (which the second conjunct implies; both stated as written)."""
-    states = [evidence[k] for k in workflow_keys]
-    needs_owner = any_of(*(s == FAILED for s in states))
-    all_passed = all_of(*(s == PASSED for s in states))
-    return z3.And(z3.Not(needs_owner), all_passed)
-
-
-def commit_gate(
-    policy: Policy,
-    step: str,
-    model: MachineModel | None = None,
-    model_class: type = Run,
-    *,
-    prefix: str = "",
-    contract: Contract | None = None,
-) -> Gate:
-    """The gate of ``step`` (a ``completes_run`` step of ``policy``) under the premise
-    of the equivalence, derived from the declaration's ``execute`` transitions."""
-    model = model or _declaration()
-    u = Universe(policy, model)
-    encoding = encode_event(u, "execute", model_class, prefix=prefix)
-    pre = encoding.pre
-    pending = pre["_pending"]
-    plan = pending.value.fields
-    step_const = u.step.const(step)
-    if step_const is None:
-        raise ValueError(f"{step!r} is not a step of the policy")
-    premise = z3.And(
-        pre["_declared_state"] == u.mode_of("pending"),
-        pending.some,
-        plan["step"] == step_const,
-        plan["evidence_revision"] == pre["_evidence_revision"],
-        encoding.argument == plan["id"],
-        z3.Not(z3.Select(pre["_completed"].array, encoding.argument)),
-        pre["_steps"] >= 0,
-        pre["_steps"] < u.limits["max_steps"],
-        *(term == True for term in encoding.inputs.values()),  # noqa: E712  (plan_id is a str)
-        *Reachable(Translator(u, model_class), contract_or_default(contract))(pre),
-        *encoding.assumptions,
-    )
-    evidence = {k: u.evidence_state(pre, k) for k in policy.keys}
-    opens = any_of(*(encoding.answer == u.answer_of(answer) for answer in sorted(ADMITTED)))
-    return Gate(u, step, encoding, premise, opens, evidence)
-
-
-def _minimal_model(
-    constraints: Sequence[z3.BoolRef], evidence: Mapping[str, z3.ExprRef]
-) -> z3.ModelRef | None:
-    """A model with the fewest keys not Passed (None when unsatisfiable); among those,
-    the fewest Failed ones, so the same question always gets the same readable answer
-    (Unknown, the state of a key never observed, before Failed) whatever order z3
-    happens to search in."""
-    optimizer = z3.Optimize()
-    optimizer.add(*constraints)
-    if evidence:
-        terms = [evidence[key] for key in sorted(evidence)]
-        optimizer.minimize(z3.Sum(*(z3.If(e == PASSED, 0, 1) for e in terms)))
-        failed = z3.Sum(*(z3.If(e == EVIDENCE.members["Failed"], 1, 0) for e in terms))
-        optimizer.minimize(failed)
-    verdict = optimizer.check()
-    if verdict == z3.unknown:
-        raise RuntimeError(f"z3 could not decide ({optimizer.reason_unknown()})")
-    return optimizer.model() if verdict == z3.sat else None
-
-
-def _assignment(model: z3.ModelRef, evidence: Mapping[str, z3.ExprRef]) -> dict[str, str]:
-    return {
-        key: EVIDENCE.name_of(model.eval(term, model_completion=True))
-        for key, term in evidence.items()
-    }
-
-
-def _pattern(
-    constraints: Sequence[z3.BoolRef],
-    evidence: Mapping[str, z3.ExprRef],
-    assignment: Mapping[str, str],
-    shown: Sequence[str],
-) -> dict[str, str]:
-    """The witness generalised: a key not Passed whose other not-Passed value breaks
-    the property too reads ``<not Passed>``."""
-    pattern = {}
-    for key in shown:
-        value = assignment[key]
-        if value == "Passed":
-            pattern[key] = value
-            continue
-        other = "Failed" if value == "Unknown" else "Unknown"
-        solver = z3.Solver()
-        solver.add(*constraints)
-        solver.add(*(evidence[k] == EVIDENCE.members[assignment[k]] for k in evidence if k != key))
-        solver.add(evidence[key] == EVIDENCE.members[other])
-        pattern[key] = NOT_PASSED if _solve(solver) == z3.sat else value
-    return pattern
-
-
-def _render(assignment: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in assignment.items())
 
 
 def prove_equivalence(
@@ -256,7 +91,7 @@ def prove_equivalence(
     contract: Contract | None = None,
 ) -> PropertyResult:
     """The commit equivalence for every ``completes_run`` step of ``policy``."""
-    model = model or _declaration()
+    model = model or declaration_model()
     started = time.perf_counter()
     terminal = [s.name for s in policy.steps if s.completes_run]
     keys = ", ".join(policy.workflow_keys) or "no keys"
@@ -269,7 +104,7 @@ def prove_equivalence(
         ready = ready_to_commit(gate.evidence, policy.workflow_keys)
         solver = z3.Solver()
         solver.add(gate.premise)
-        if _solve(solver) == z3.unsat:  # never a proof: the premise describes no state
+        if solve(solver) == z3.unsat:  # never a proof: the premise describes no state
             return PropertyResult(
                 "commit-equivalence",
                 "equivalence",
@@ -280,34 +115,11 @@ def prove_equivalence(
                 {"step": step, "vacuous": True},
             )
         solver.add(gate.opens != ready)
-        if _solve(solver) == z3.unsat:
+        if solve(solver) == z3.unsat:
             continue
-        constraints = [gate.premise, gate.opens != ready]
-        witness = _minimal_model(constraints, gate.evidence)
-        assert witness is not None
-        assignment = _assignment(witness, gate.evidence)
-        commits = z3.is_true(witness.eval(gate.opens, model_completion=True))
-        relevant = set(policy.requirements[step]) | set(policy.workflow_keys)
-        shown = [k for k in policy.keys if k in relevant or assignment[k] != "Passed"]
-        shown_assignment = {k: assignment[k] for k in shown}
-        pattern = _pattern(constraints, gate.evidence, assignment, shown)
-        states = {k: EvidenceState(v) for k, v in assignment.items()}
-        decision = decide(states, policy)
-        controller = "commits" if commits else "refuses"
-        message = f"{_render(shown_assignment)}: controller {controller}, workflow says {decision}"
-        if pattern != shown_assignment:
-            message += f"\n(the same for {_render(pattern)})"
-        for line in workflow_disagreements(policy):
-            message += f"\nfix: {line}"
-        finding = equivalence_finding(policy, gate, witness, decision, model, model_class)
-        counterexample = {
-            "step": step,
-            "assignment": shown_assignment,
-            "pattern": pattern,
-            "controller": controller,
-            "workflow": str(decision),
-            "replay": finding.to_json(),
-        }
+        message, counterexample = _equivalence_counterexample(
+            policy, step, gate, ready, model, model_class
+        )
         return PropertyResult(
             "commit-equivalence",
             "equivalence",
@@ -320,6 +132,48 @@ def prove_equivalence(
     return PropertyResult(
         "commit-equivalence", "equivalence", True, time.perf_counter() - started, statement
     )
+
+
+def _equivalence_counterexample(
+    policy: Policy,
+    step: str,
+    gate: Gate,
+    ready: z3.BoolRef,
+    model: MachineModel,
+    model_class: type,
+) -> tuple[str, dict[str, Any]]:
+    """Where the gate of ``step`` and ``decide`` disagree: the message (a minimal
+    evidence assignment, generalised where a key's other not-Passed value disagrees
+    too, and the policy's own disagreements as fixes) and the counterexample with its
+    replayable episode."""
+    constraints = [gate.premise, gate.opens != ready]
+    witness = minimal_model(constraints, gate.evidence)
+    assert witness is not None
+    assignment = evidence_assignment(witness, gate.evidence)
+    commits = z3.is_true(witness.eval(gate.opens, model_completion=True))
+    relevant = set(policy.requirements[step]) | set(policy.workflow_keys)
+    shown = [k for k in policy.keys if k in relevant or assignment[k] != "Passed"]
+    shown_assignment = {k: assignment[k] for k in shown}
+    pattern = not_passed_pattern(constraints, gate.evidence, assignment, shown)
+    states = {k: EvidenceState(v) for k, v in assignment.items()}
+    decision = decide(states, policy)
+    controller = "commits" if commits else "refuses"
+    message = (
+        f"{render_assignment(shown_assignment)}: controller {controller}, workflow says {decision}"
+    )
+    if pattern != shown_assignment:
+        message += f"\n(the same for {render_assignment(pattern)})"
+    for line in workflow_disagreements(policy):
+        message += f"\nfix: {line}"
+    finding = equivalence_finding(policy, gate, witness, decision, model, model_class)
+    return message, {
+        "step": step,
+        "assignment": shown_assignment,
+        "pattern": pattern,
+        "controller": controller,
+        "workflow": str(decision),
+        "replay": finding.to_json(),
+    }
 
 
 def equivalence_operations(policy: Policy, step: str, assignment: Mapping[str, str]) -> list[Any]:
@@ -356,7 +210,7 @@ def equivalence_finding(
     from replan.verification.core.harness import Finding, apply
     from replan.verification.engines.prove.concrete import Concretizer, start_state
 
-    model = model or _declaration()
+    model = model or declaration_model()
     concrete = Concretizer(witness, gate.universe)
     start = concrete.snapshot(gate.encoding.pre, concrete.step_ids(gate.encoding))
     operation = concrete.operation(gate.encoding)
@@ -377,210 +231,11 @@ def equivalence_finding(
 def _controller_class(model: MachineModel, model_class: type) -> type[Run]:
     from replan.spec.generator import load_controller
 
-    if model_class is Run and model == _declaration():
+    if model_class is Run and model == declaration_model():
         from replan.controller import Controller
 
         return Controller
     return load_controller(model, model_class, "prove")
-
-
-@dataclass
-class DecisionDifference:
-    """Evidence on which two policies decide a commit differently."""
-
-    step: str
-    assignment: dict[str, str]
-    old_commits: bool
-    new_commits: bool
-    #: keys one policy declares and the other does not, with their state in the
-    #: witness (Unknown: never observed in the run of the policy that has them)
-    own: dict[str, str] = field(default_factory=dict)
-
-    def text(self) -> str:
-        old = "commits" if self.old_commits else "refuses"
-        new = "commits" if self.new_commits else "refuses"
-        own = f" (of one policy only: {_render(self.own)})" if self.own else ""
-        return f"{_render(self.assignment)}{own}: {self.step}: old policy {old}, new policy {new}"
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "step": self.step,
-            "assignment": self.assignment,
-            "old": "commits" if self.old_commits else "refuses",
-            "new": "commits" if self.new_commits else "refuses",
-        }
-        if self.own:
-            document["own_keys"] = self.own
-        return document
-
-
-#: The limits of a policy, in the file's order, as ``policy_changes`` compares them.
-_LIMITS = (
-    "max_steps",
-    "max_proposals",
-    "no_progress_limit",
-    "count_duplicate_deliveries",
-    "max_tokens",
-    "max_cost",
-    "max_wall_ms",
-    "currency",
-)
-
-
-def _limit_value(policy: Policy, name: str) -> str:
-    """A limit as a change names it: a budget left out (0) and no currency are none."""
-    value = getattr(policy, name)
-    if value is True or value is False:
-        return str(value).lower()
-    if name in ("max_tokens", "max_cost", "max_wall_ms", "currency") and not value:
-        return "none"
-    return str(value)
-
-
-def policy_changes(old: Policy, new: Policy) -> dict[str, list[str]]:
-    """Every difference between two policies, by kind: the limits that changed (with
-    both values); keys, resources and steps added and removed; the per-resource keys
-    and the open slots; steps that complete the
-    run under one of them only; of the steps both declare, changed prerequisites,
-    approvals and resource arguments; the fixed workflow's keys; and lists that hold
-    the same names in another order. Two policies whose normal forms differ differ in
-    at least one of these (the commit decisions are compared over what both share,
-    ``decision_difference``)."""
-    old_steps = {s.name: s for s in old.steps}
-    new_steps = {s.name: s for s in new.steps}
-    shared = [s for s in new.steps if s.name in old_steps]
-
-    def names(values: tuple[str, ...]) -> str:
-        return ", ".join(values) or "nothing"
-
-    def reordered(label: str, before: list[str], after: list[str]) -> list[str]:
-        same = sorted(before) == sorted(after) and before != after
-        return [f"{label}: {', '.join(before)} -> {', '.join(after)}"] if same else []
-
-    return {
-        "limits_changed": [
-            f"{name}: {_limit_value(old, name)} -> {_limit_value(new, name)}"
-            for name in _LIMITS
-            if _limit_value(old, name) != _limit_value(new, name)
-        ],
-        "keys_added": [k for k in new.keys if k not in old.keys],
-        "keys_removed": [k for k in old.keys if k not in new.keys],
-        "resources_added": [r for r in new.resources if r not in old.resources],
-        "resources_removed": [r for r in old.resources if r not in new.resources],
-        "per_resource_changed": (
-            [f"{names(old.per_resource)} -> {names(new.per_resource)}"]
-            if old.per_resource != new.per_resource
-            else []
-        ),
-        "open_changed": (
-            [f"{names(old.open_resources)} -> {names(new.open_resources)}"]
-            if old.open_resources != new.open_resources
-            else []
-        ),
-        "steps_added": [s.name for s in new.steps if s.name not in old_steps],
-        "steps_removed": [s.name for s in old.steps if s.name not in new_steps],
-        "completes_only_new": [
-            s.name for s in shared if s.completes_run and s.name not in old.terminal_steps
-        ],
-        "completes_only_old": [
-            s.name
-            for s in old.steps
-            if s.completes_run and s.name in new_steps and s.name not in new.terminal_steps
-        ],
-        "requires_changed": [
-            f"{s.name}: {names(old_steps[s.name].requires)} -> {names(s.requires)}"
-            for s in shared
-            if old_steps[s.name].requires != s.requires
-        ],
-        "approval_changed": [
-            f"{s.name}: "
-            + " -> ".join(
-                "needs approval" if step.needs_approval else "no approval"
-                for step in (old_steps[s.name], s)
-            )
-            for s in shared
-            if old_steps[s.name].needs_approval != s.needs_approval
-        ],
-        "resource_argument_changed": [
-            f"{s.name}: {old_steps[s.name].resource_argument or 'the one resource'} -> "
-            f"{s.resource_argument or 'the one resource'}"
-            for s in shared
-            if old_steps[s.name].resource_argument != s.resource_argument
-        ],
-        "workflow_changed": (
-            [f"ready_when_passed: {names(old.workflow_keys)} -> {names(new.workflow_keys)}"]
-            if old.workflow_keys != new.workflow_keys
-            else []
-        ),
-        "order_changed": [
-            *reordered("evidence.keys", list(old.keys), list(new.keys)),
-            *reordered("resources.allowed", list(old.resources), list(new.resources)),
-            *reordered("steps", [s.name for s in old.steps], [s.name for s in new.steps]),
-        ],
-    }
-
-
-def decision_difference(
-    old: Policy,
-    new: Policy,
-    model: MachineModel | None = None,
-    model_class: type = Run,
-    *,
-    old_model: MachineModel | None = None,
-    old_model_class: type | None = None,
-) -> DecisionDifference | None:
-    """A (minimal) evidence assignment on which the old and the new policy's controller
-    decide a commit plan differently, or None when z3 proves they never do, over what
-    both share: the keys both declare, and the steps that complete the run under both
-    (``policy_changes`` names the others). A key one policy declares and the other
-    does not is first taken as never observed in that policy's run (Unknown, as the
-    contract reads a key never observed), so a prerequisite added or removed with its
-    key shows as the decision it changes; when no difference shows that way, in any
-    state (one gate waiting on ``access``, the other on ``owner``: they differ when
-    one is Passed). The witness gives the shared keys and, apart, those keys.
-    ``model``/``model_class`` build the new controller's gate, ``old_model``/
-    ``old_model_class`` the old one's (default: the same), so an older declaration or
-    older bodies can be compared too."""
-    model = model or _declaration()
-    builds = {
-        "old": (old_model or model, old_model_class or model_class),
-        "new": (model, model_class),
-    }
-    # Over what both policies share (``policy_changes`` reports the rest first): the
-    # shared keys, the steps both let complete the run. A key of one policy only is
-    # first asked never observed; when that shows no difference, any state.
-    keys = [k for k in new.keys if k in old.keys]
-    shared = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in keys}
-    own_keys = [k for k in old.keys if k not in new.keys] + [
-        k for k in new.keys if k not in old.keys
-    ]
-    own = {k: z3.Const(f"evidence[{k}]", EVIDENCE.sort) for k in own_keys}
-    unknown = EVIDENCE.const(EvidenceState.UNKNOWN)
-    steps = [s.name for s in new.steps if s.completes_run and s.name in old.terminal_steps]
-    for never_observed in (True, False) if own else (True,):
-        for step in steps:
-            constraints: list[z3.BoolRef] = []
-            decisions: list[z3.BoolRef] = []
-            for label, policy in (("old", old), ("new", new)):
-                declaration, bodies = builds[label]
-                gate = commit_gate(policy, step, declaration, bodies, prefix=f"{label}.{step}.")
-                constraints.append(gate.premise)
-                constraints += [gate.evidence[k] == {**shared, **own}[k] for k in policy.keys]
-                decisions.append(gate.opens)
-            if never_observed:
-                constraints += [term == unknown for term in own.values()]
-            constraints.append(decisions[0] != decisions[1])
-            witness = _minimal_model(constraints, {**shared, **own})
-            if witness is None:
-                continue
-            return DecisionDifference(
-                step,
-                _assignment(witness, shared),
-                z3.is_true(witness.eval(decisions[0], model_completion=True)),
-                z3.is_true(witness.eval(decisions[1], model_completion=True)),
-                _assignment(witness, own),
-            )
-    return None
 
 
 # ---- proving the invariants ------------------------------------------------------------------
@@ -626,7 +281,7 @@ def _check(
     started = time.perf_counter()
     for label, premises, goal, step, state in queries:
         interrupt.check()  # Ctrl-C between obligations (z3 itself is interrupted)
-        solver = _solver()
+        solver = simplifying_solver()
         solver.add(*premises)
         known = satisfiable is not None and premises in satisfiable
         verdict = z3.sat if known else solver.check()
@@ -657,19 +312,9 @@ def _check(
                 f"{label}: z3 could not decide ({solver.reason_unknown()})",
                 {"obligation": label, "unknown": solver.reason_unknown()},
             )
-        model = solver.model()
-        if step is not None:
-            description = describe_step(model, step)
-            try:
-                description["replay"] = _induction_replay(model, step, name, label)
-            except (PolicyError, ValueError, KeyError, TypeError) as error:
-                # the proof's verdict stands; only the replayable form is missing
-                description["unreplayable"] = f"{type(error).__name__}: {error}"
-            message = f"{label}: counterexample to induction\n{step_text(description)}"
-        else:
-            assert state is not None
-            description = {"state": describe_state(model, universe, state)}
-            message = f"{label}: violated by {_state_line(description['state'])}"
+        message, description = describe_counterexample(
+            solver.model(), step, state, universe, name, label
+        )
         return PropertyResult(
             name,
             kind,
@@ -680,28 +325,6 @@ def _check(
             {"obligation": label, **description},
         )
     return PropertyResult(name, kind, True, time.perf_counter() - started, statement)
-
-
-def _induction_replay(
-    model: z3.ModelRef, step: StepEncoding, name: str, label: str
-) -> dict[str, Any]:
-    """A counterexample to induction as ``replan replay`` runs it: the policy at the
-    model's limits, the state before the step (made concrete) and the step's call."""
-    from replan.verification.core.harness import _arguments
-    from replan.verification.engines.prove.concrete import Concretizer
-
-    concrete = Concretizer(model, step.universe)
-    operation = concrete.operation(step)
-    return {
-        "policy": policy_to_dict(concrete.policy(step.universe.policy)),
-        "property": name,
-        "source": "prove",
-        "check": "induction",
-        "obligation": label,
-        "event": step.event,
-        "start": concrete.snapshot(step.pre, concrete.step_ids(step), concrete.step_entries(step)),
-        "steps": [{"op": operation.op, "args": _arguments(operation), "result": None}],
-    }
 
 
 class Ticker:
@@ -747,7 +370,7 @@ def prove_invariants(
     well-definedness on such states. ``events`` (default: all) and ``initial``
     restrict the obligations to those steps (``replan mutate`` proves only what a
     mutant changed: the rest is the same question as for the original)."""
-    model = model or _declaration()
+    model = model or declaration_model()
     u = Universe(policy, model, symbolic_limits=True)
     translator = Translator(u, model_class)
     init = initial_state(u, model_class)
@@ -755,78 +378,120 @@ def prove_invariants(
     steps = [encode_event(u, event, model_class) for event in chosen]
     contract = contract_or_default(contract)
     reachable = Reachable(translator, contract)
-    premises = {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps}
+    obligations = _Obligations(
+        u,
+        translator,
+        init,
+        steps,
+        {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps},
+    )
     satisfiable = Satisfiable()
     results = []
+
+    def check(name: str, kind: str, statement: str, queries: Sequence[Query]) -> None:
+        results.append(tick(_check(name, kind, statement, queries, u, satisfiable)))
+
     for prop in reachable.invariants:
+        queries = obligations.inductive(prop, initial)
+        statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
+        if queries:
+            check(prop.name, prop.kind, statement, queries)
+    for prop in contract.of_kind("initial") if initial else []:
+        check(prop.name, "initial", f"{prop.meaning} (Init)", obligations.initial(prop))
+    for prop in contract.of_kind("call"):
+        queries = obligations.every_step(prop)
+        statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
+        if queries:
+            check(prop.name, "property", statement, queries)
+    well_defined = obligations.well_defined()
+    check(
+        "bodies-well-defined",
+        "well-defined",
+        f"{len(well_defined)} conditions the bodies take for granted (no None "
+        "dereference, no missing key, a transition for every case) hold when reached",
+        well_defined,
+    )
+    return results
+
+
+@dataclass
+class _Obligations:
+    """The proof obligations of one contract over the steps of the chosen events: each
+    method states one kind of obligation as queries for ``_check``."""
+
+    u: Universe
+    translator: Translator
+    init: State
+    steps: list[StepEncoding]
+    #: per event: its step's assumptions and the reachable-state invariants of its pre
+    premises: dict[str, list[z3.BoolRef]]
+
+    def inductive(self, prop: Property, initial: bool) -> list[Query]:
+        """A state invariant holds initially (when ``initial``) and after every step
+        from a state satisfying them all."""
+        translator = self.translator
         queries: list[Query] = (
-            [("Init ⇒ Inv", u.assumptions, state_term(translator, prop, init), None, init)]
+            [
+                (
+                    "Init ⇒ Inv",
+                    self.u.assumptions,
+                    state_term(translator, prop, self.init),
+                    None,
+                    self.init,
+                )
+            ]
             if initial
             else []
         )
         queries += [
             (
                 f"Inv ∧ {step.event} ⇒ Inv'",
-                premises[step.event],
+                self.premises[step.event],
                 state_term(translator, prop, step.post),
                 step,
                 None,
             )
-            for step in steps
+            for step in self.steps
         ]
-        statement = f"{prop.meaning} (Init ⇒ Inv, Inv ∧ Step ⇒ Inv'; limits symbolic)"
-        if queries:
-            results.append(tick(_check(prop.name, prop.kind, statement, queries, u, satisfiable)))
-    for prop in contract.of_kind("initial") if initial else []:
+        return queries
+
+    def initial(self, prop: Property) -> list[Query]:
+        """An initial property of the initial state, under the policy."""
+        translator, init = self.translator, self.init
         frame = property_frame(translator, init, f"initial {prop.name!r}")
         _, value = translator.run_function(
             prop.function, [StateRef(init), POLICY], frame, state=init, where=prop.name
         )
         term = translator.boolean(frame, value)
-        queries = [("Init ⇒ " + prop.name, u.assumptions, term, None, init)]
-        statement = f"{prop.meaning} (Init)"
-        results.append(tick(_check(prop.name, "initial", statement, queries, u, satisfiable)))
-    for prop in contract.of_kind("call"):
-        relevant = [s for s in steps if prop.applies_to(s.event) and s.models(prop)]
-        if not relevant:
-            continue
-        queries = [
+        return [("Init ⇒ " + prop.name, self.u.assumptions, term, None, init)]
+
+    def every_step(self, prop: Property) -> list[Query]:
+        """A call property for every step it applies to, from a reachable state."""
+        return [
             (
                 f"Reach ∧ {step.event} ⇒ {prop.name}",
-                premises[step.event],
-                call_term(translator, prop, step),
+                self.premises[step.event],
+                call_term(self.translator, prop, step),
                 step,
                 None,
             )
-            for step in relevant
+            for step in self.steps
+            if prop.applies_to(step.event) and step.models(prop)
         ]
-        statement = f"{prop.meaning} (every step from a reachable state; limits symbolic)"
-        results.append(tick(_check(prop.name, "property", statement, queries, u, satisfiable)))
-    obligations: list[Query] = [
-        (
-            f"{step.event}: {obligation.text}",
-            premises[step.event],
-            obligation.condition,
-            step,
-            None,
-        )
-        for step in steps
-        for obligation in step.obligations
-    ]
-    results.append(
-        tick(
-            _check(
-                "bodies-well-defined",
-                "well-defined",
-                f"{len(obligations)} conditions the bodies take for granted (no None "
-                "dereference, no missing key, a transition for every case) hold when reached",
-                obligations,
-                u,
-                satisfiable,
+
+    def well_defined(self) -> list[Query]:
+        """What the bodies take for granted, where a reachable state reaches it."""
+        return [
+            (
+                f"{step.event}: {obligation.text}",
+                self.premises[step.event],
+                obligation.condition,
+                step,
+                None,
             )
-        )
-    )
-    return results
+            for step in self.steps
+            for obligation in step.obligations
+        ]
 
 
 def cannot_fire(
@@ -845,7 +510,7 @@ def cannot_fire(
     declared ``pending --execute[completes_run]--> completed`` never fires). Sound only
     where the invariants are proved for this policy: ``replan verify`` asks it after
     the proofs passed."""
-    model = model or _declaration()
+    model = model or declaration_model()
     by_label = {t.label: t for t in model.transitions}
     wanted = [by_label[label] for label in labels if label in by_label]
     if not wanted:
@@ -857,9 +522,9 @@ def cannot_fire(
         step = encode_event(u, event, model_class)
         premises = [*step.assumptions, *reachable(step.pre)]
         for transition in (t for t in wanted if t.event == event):
-            solver = _solver()
+            solver = simplifying_solver()
             solver.add(*premises, step.fired == transition.index)
-            if _solve(solver) == z3.unsat:
+            if solve(solver) == z3.unsat:
                 found[transition.label] = (
                     "no step fires it from any state the proved invariants allow "
                     "under this policy (z3)"
@@ -881,7 +546,7 @@ def prove_all(
     ``model_class``, the committed file for the project) equal to the declaration.
     ``progress`` hears how far it got, at most every 2 s."""
     started = time.perf_counter()
-    model = model or _declaration()
+    model = model or declaration_model()
     tick = Ticker(progress)
     report = ProofReport(policy, model.digest)
     report.results.append(tick(prove_equivalence(policy, model, model_class, contract=contract)))

@@ -61,8 +61,8 @@ class ProofReport:
     def termination(self) -> dict[str, Any] | None:
         """The bound ``calls-lower-the-rank`` and ``rank-bounded`` give, when both were
         proved: between two pieces of new evidence, at most this many calls change a
-        run (``replan.spec.properties.termination_bound``)."""
-        from replan.spec.properties import termination_bound
+        run (``replan.spec.termination.termination_bound``)."""
+        from replan.spec.termination import termination_bound
 
         needed = {"calls-lower-the-rank", "rank-bounded"}
         proved = {r.name for r in self.results if r.proved}

@@ -244,23 +244,9 @@ def _equal(
             message = f"{declared.event}: z3 could not decide ({solver.reason_unknown()})"
             counterexample: dict[str, Any] = {"event": declared.event, "unknown": True}
         else:
-            found = solver.model()
-            wanted = found.eval(declared.fired, model_completion=True).as_long()
-            fired = found.eval(generated.fired, model_completion=True).as_long()
-            expected_answer = u.answer.name_of(found.eval(declared.answer, model_completion=True))
-            answer = u.answer.name_of(found.eval(generated.answer, model_completion=True))
-            before = describe_state(found, u, declared.pre)
-            message = (
-                f"{declared.event}: the declaration fires `{_label(labels, wanted)}` "
-                f"-> {expected_answer}; the generated code fires "
-                f"`{_label(generated_labels, fired)}` -> {answer}"
+            message, counterexample = _difference(
+                u, labels, generated_labels, declared, generated, solver.model()
             )
-            counterexample = {
-                "event": declared.event,
-                "declared": {"transition": _label(labels, wanted), "answer": expected_answer},
-                "generated": {"transition": _label(generated_labels, fired), "answer": answer},
-                "before": before,
-            }
         return PropertyResult(
             "generated-matches-declaration",
             "translation",
@@ -277,3 +263,32 @@ def _equal(
         time.perf_counter() - started,
         statement,
     )
+
+
+def _difference(
+    u: Universe,
+    labels: tuple[str, ...],
+    generated_labels: tuple[str, ...],
+    declared: StepEncoding,
+    generated: StepEncoding,
+    found: z3.ModelRef,
+) -> tuple[str, dict[str, Any]]:
+    """Where the generated method and the declaration part, in the model z3 found:
+    the transition each fires and the answer each gives, from the state before."""
+    wanted = found.eval(declared.fired, model_completion=True).as_long()
+    fired = found.eval(generated.fired, model_completion=True).as_long()
+    expected_answer = u.answer.name_of(found.eval(declared.answer, model_completion=True))
+    answer = u.answer.name_of(found.eval(generated.answer, model_completion=True))
+    before = describe_state(found, u, declared.pre)
+    message = (
+        f"{declared.event}: the declaration fires `{_label(labels, wanted)}` "
+        f"-> {expected_answer}; the generated code fires "
+        f"`{_label(generated_labels, fired)}` -> {answer}"
+    )
+    counterexample = {
+        "event": declared.event,
+        "declared": {"transition": _label(labels, wanted), "answer": expected_answer},
+        "generated": {"transition": _label(generated_labels, fired), "answer": answer},
+        "before": before,
+    }
+    return message, counterexample

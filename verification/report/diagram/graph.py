@@ -361,6 +361,37 @@ def diff(
     (drawn from the old machine) red, changed guards, priorities or actions and guards
     whose policy-given meaning changed orange, the rest grey; the legend likewise."""
     base = build(new_model, new_policy, model_class)
+    edges = _diff_edges(
+        base, old_model, old_policy, new_model, new_policy, old_model_class, model_class
+    )
+    nodes = _diff_nodes(base, old_model, new_model)
+    legend = _diff_legend(legend_rows(old_model, old_policy, old_model_class), list(base.legend))
+    counts = {c: sum(1 for e in edges if e.change is c) for c in Change}
+    key = (
+        f"against {old_name}: green added ({counts[Change.ADDED]}), red removed "
+        f"({counts[Change.REMOVED]}), orange changed ({counts[Change.CHANGED]}), grey "
+        f"unchanged ({counts[Change.UNCHANGED]})"
+    )
+    return dataclasses.replace(
+        base,
+        nodes=tuple(nodes),
+        edges=tuple(edges),
+        legend=tuple(legend),
+        overlays=(*base.overlays, ("diff", key)),
+    )
+
+
+def _diff_edges(
+    base: Diagram,
+    old_model: MachineModel,
+    old_policy: Policy,
+    new_model: MachineModel,
+    new_policy: Policy,
+    old_model_class: type[Run],
+    model_class: type[Run],
+) -> list[Edge]:
+    """The new machine's transitions marked added, changed (with why) or unchanged,
+    then the old machine's removed ones."""
     old_edges = {t.label: _edge(old_model, t) for t in old_model.transitions}
     new_edges = {e.key: e for e in base.edges}
     pairs = _match(old_model, new_model)
@@ -386,6 +417,11 @@ def diff(
     for key, edge in old_edges.items():
         if key not in matched_old and key not in new_edges:
             edges.append(dataclasses.replace(edge, change=Change.REMOVED))
+    return edges
+
+
+def _diff_nodes(base: Diagram, old_model: MachineModel, new_model: MachineModel) -> list[Node]:
+    """The new machine's states marked added or unchanged, then the removed ones."""
     old_states = {s.id for s in old_model.states}
     new_states = {s.id for s in new_model.states}
     nodes = [
@@ -397,20 +433,7 @@ def diff(
         for s in old_model.states
         if s.id not in new_states
     ]
-    legend = _diff_legend(legend_rows(old_model, old_policy, old_model_class), list(base.legend))
-    counts = {c: sum(1 for e in edges if e.change is c) for c in Change}
-    key = (
-        f"against {old_name}: green added ({counts[Change.ADDED]}), red removed "
-        f"({counts[Change.REMOVED]}), orange changed ({counts[Change.CHANGED]}), grey "
-        f"unchanged ({counts[Change.UNCHANGED]})"
-    )
-    return dataclasses.replace(
-        base,
-        nodes=tuple(nodes),
-        edges=tuple(edges),
-        legend=tuple(legend),
-        overlays=(*base.overlays, ("diff", key)),
-    )
+    return nodes
 
 
 def _guard_names(model: MachineModel, label: str) -> tuple[str, ...]:

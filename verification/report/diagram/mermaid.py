@@ -96,45 +96,66 @@ def to_mermaid(diagram: Diagram) -> str:
     ]
     events = list(dict.fromkeys(e.event for e in diagram.edges))
     for node in diagram.nodes:
-        facts = [node.id]
-        if node.initial:
-            facts.append("(initial)")
-        if node.change in (Change.ADDED, Change.REMOVED):
-            facts.append(str(node.change).upper())
-        lines.append(f'{INDENT}state "{" ".join(facts)}" as {node.id}')
-        if node.final:
-            lines.append(f"{INDENT}{node.id} : stop reason {_safe(str(node.stop_reason))}")
-        for remark in node.notes:
-            lines.append(f"{INDENT}{node.id} : {_safe(remark)}")
-        mine = sorted(
-            (e for e in diagram.edges if e.source == node.id),
-            key=lambda e: (events.index(e.event), e.change is Change.REMOVED, e.priority),
-        )
-        # Internal transitions are lines of their state's box (UML's internal
-        # transitions compartment): Mermaid draws one self-loop per state legibly,
-        # not fifteen.
-        for edge in mine:
-            if internal_row(edge):
-                lines.append(f"{INDENT}{node.id} : {edge_label(edge)} {INTERNAL_MARK}")
+        lines += _state_lines(diagram, node, events)
     for node in diagram.nodes:
         if node.initial:
             lines.append(f"{INDENT}[*] --> {node.id}")
-    # Transitions between the same two states share one arrow, a line per
-    # transition: Mermaid's layout stacks the labels of parallel arrows on one spot.
-    arrows: dict[tuple[str, str], list[str]] = {}
-    for node in diagram.nodes:
-        mine = sorted(
-            (e for e in diagram.edges if e.source == node.id),
-            key=lambda e: (events.index(e.event), e.change is Change.REMOVED, e.priority),
-        )
-        for edge in mine:
-            if not internal_row(edge):
-                arrows.setdefault((edge.source, edge.target), []).append(edge_label(edge))
-    for (source, target), labels in arrows.items():
-        lines.append(f"{INDENT}{source} --> {target} : {LINE_BREAK.join(labels)}")
+    lines += _arrow_lines(diagram, events)
     for node in diagram.nodes:
         if node.final:
             lines.append(f"{INDENT}{node.id} --> [*]")
+    lines += _note_lines(diagram)
+    lines += _class_lines(diagram)
+    return "\n".join(lines) + "\n"
+
+
+def _leaving(diagram: Diagram, node: Node, events: list[str]) -> list[Edge]:
+    """The transitions leaving ``node``, by event, the removed ones last, by priority."""
+    return sorted(
+        (e for e in diagram.edges if e.source == node.id),
+        key=lambda e: (events.index(e.event), e.change is Change.REMOVED, e.priority),
+    )
+
+
+def _state_lines(diagram: Diagram, node: Node, events: list[str]) -> list[str]:
+    """A state's box: its title, stop reason, remarks, and its internal transitions
+    as lines of the box (UML's internal transitions compartment): Mermaid draws one
+    self-loop per state legibly, not fifteen."""
+    facts = [node.id]
+    if node.initial:
+        facts.append("(initial)")
+    if node.change in (Change.ADDED, Change.REMOVED):
+        facts.append(str(node.change).upper())
+    lines = [f'{INDENT}state "{" ".join(facts)}" as {node.id}']
+    if node.final:
+        lines.append(f"{INDENT}{node.id} : stop reason {_safe(str(node.stop_reason))}")
+    for remark in node.notes:
+        lines.append(f"{INDENT}{node.id} : {_safe(remark)}")
+    for edge in _leaving(diagram, node, events):
+        if internal_row(edge):
+            lines.append(f"{INDENT}{node.id} : {edge_label(edge)} {INTERNAL_MARK}")
+    return lines
+
+
+def _arrow_lines(diagram: Diagram, events: list[str]) -> list[str]:
+    """The other transitions as arrows. Transitions between the same two states share
+    one arrow, a line per transition: Mermaid's layout stacks the labels of parallel
+    arrows on one spot."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for node in diagram.nodes:
+        for edge in _leaving(diagram, node, events):
+            if not internal_row(edge):
+                arrows.setdefault((edge.source, edge.target), []).append(edge_label(edge))
+    return [
+        f"{INDENT}{source} --> {target} : {LINE_BREAK.join(labels)}"
+        for (source, target), labels in arrows.items()
+    ]
+
+
+def _note_lines(diagram: Diagram) -> list[str]:
+    """What every final state answers, beside the last one; the legend beside the
+    initial state."""
+    lines: list[str] = []
     finals = [n for n in diagram.nodes if n.final]
     if finals:
         lines.append(f"{INDENT}note right of {finals[-1].id}")
@@ -148,15 +169,21 @@ def to_mermaid(diagram: Diagram) -> str:
         lines.append(f"{INDENT}note left of {initial.id}")
         lines += [f"{INDENT * 2}{_safe(line)}" for line in legend_lines(diagram)]
         lines.append(f"{INDENT}end note")
+    return lines
+
+
+def _class_lines(diagram: Diagram) -> list[str]:
+    """The style classes the states use, each with the states it applies to."""
     used: dict[str, list[str]] = {}
     for node in diagram.nodes:
         name = _state_class(node)
         if name is not None:
             used.setdefault(name, []).append(node.id)
+    lines: list[str] = []
     for name, ids in used.items():
         lines.append(f"{INDENT}classDef {name} {CLASS_STYLES[name]}")
         lines.append(f"{INDENT}class {','.join(ids)} {name}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def legend_lines(diagram: Diagram) -> list[str]:
@@ -238,48 +265,7 @@ def parse(text: str) -> ParsedStateDiagram:
             continue
         if line.startswith("%%"):
             continue
-        if _ENTITY.search(line):
-            raise MermaidError(
-                f"line {number}: {_ENTITY.search(line)!r} would be read as an entity"
-            )
-        if match := _START.match(line):
-            result.initial.append(match[1])
-            defined.add(match[1])
-        elif match := _END.match(line):
-            result.final.append(match[1])
-            defined.add(match[1])
-        elif match := _TRANSITION.match(line):
-            label = match[3] or ""
-            if ";" in MERMAID_ENTITY.sub("", label):
-                raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
-            for part in label.split(LINE_BREAK):
-                result.transitions.append((match[1], match[2], part))
-            defined.update((match[1], match[2]))
-        elif match := _STATE.match(line):
-            result.titles[match[2]] = match[1]
-            defined.add(match[2])
-        elif match := _NOTE.match(line):
-            note_target = match[2]
-            result.notes.setdefault(note_target, [])
-        elif match := _CLASSDEF.match(line):
-            result.classes.setdefault(match[1], [])
-        elif match := _CLASS.match(line):
-            if match[2] not in result.classes:
-                raise MermaidError(f"line {number}: class {match[2]!r} used before its classDef")
-            result.classes[match[2]] += match[1].split(",")
-        elif _DIRECTION.match(line):
-            pass
-        elif match := _DESCRIPTION.match(line):
-            text = match[2]
-            if ";" in MERMAID_ENTITY.sub("", text):
-                raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
-            result.descriptions.setdefault(match[1], []).append(text)
-            if text.endswith(f" {INTERNAL_MARK}"):
-                label = text.removesuffix(f" {INTERNAL_MARK}")
-                result.transitions.append((match[1], match[1], label))
-            defined.add(match[1])
-        else:
-            raise MermaidError(f"line {number}: not a statement of the emitted subset: {line!r}")
+        note_target = _statement(result, defined, number, line)
     if note_target is not None:
         raise MermaidError(f"note of {note_target!r} is not closed by 'end note'")
     for name in result.notes:
@@ -290,3 +276,49 @@ def parse(text: str) -> ParsedStateDiagram:
             if state not in defined:
                 raise MermaidError(f"class applied to {state!r}: no such state")
     return result
+
+
+def _statement(result: ParsedStateDiagram, defined: set[str], number: int, line: str) -> str | None:
+    """Read one statement into ``result`` (the states it names into ``defined``); the
+    state whose note it opens, if it opens one."""
+    if _ENTITY.search(line):
+        raise MermaidError(f"line {number}: {_ENTITY.search(line)!r} would be read as an entity")
+    if match := _START.match(line):
+        result.initial.append(match[1])
+        defined.add(match[1])
+    elif match := _END.match(line):
+        result.final.append(match[1])
+        defined.add(match[1])
+    elif match := _TRANSITION.match(line):
+        label = match[3] or ""
+        if ";" in MERMAID_ENTITY.sub("", label):
+            raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
+        for part in label.split(LINE_BREAK):
+            result.transitions.append((match[1], match[2], part))
+        defined.update((match[1], match[2]))
+    elif match := _STATE.match(line):
+        result.titles[match[2]] = match[1]
+        defined.add(match[2])
+    elif match := _NOTE.match(line):
+        result.notes.setdefault(match[2], [])
+        return match[2]
+    elif match := _CLASSDEF.match(line):
+        result.classes.setdefault(match[1], [])
+    elif match := _CLASS.match(line):
+        if match[2] not in result.classes:
+            raise MermaidError(f"line {number}: class {match[2]!r} used before its classDef")
+        result.classes[match[2]] += match[1].split(",")
+    elif _DIRECTION.match(line):
+        pass
+    elif match := _DESCRIPTION.match(line):
+        text = match[2]
+        if ";" in MERMAID_ENTITY.sub("", text):
+            raise MermaidError(f"line {number}: ';' ends a Mermaid statement")
+        result.descriptions.setdefault(match[1], []).append(text)
+        if text.endswith(f" {INTERNAL_MARK}"):
+            label = text.removesuffix(f" {INTERNAL_MARK}")
+            result.transitions.append((match[1], match[1], label))
+        defined.add(match[1])
+    else:
+        raise MermaidError(f"line {number}: not a statement of the emitted subset: {line!r}")
+    return None

@@ -204,9 +204,20 @@ def load_old(
         machine = _import_declaration(source, f"{old}:{DECLARATION_PATH}", current.name)
         model, model_class = _extract_old(machine, old)
         used = [DECLARATION_PATH]
+    policy, policy_used = _old_policy(repository, revision, old, policy_file)
+    used.append(policy_used)
+    return OldMachine(
+        model, policy, f"revision {old} of {repository} ({', '.join(used)})", model_class
+    )
+
+
+def _old_policy(
+    repository: Path, revision: str, old: str, policy_file: str | Path | None
+) -> tuple[Policy, str]:
+    """The policy at ``revision`` and where it came from: ``policy_file`` as that
+    revision holds it, else ``spec/policy.toml``, else the default policy."""
     policy_path = _in_repository(repository, policy_file) if policy_file else POLICY_PATH
     policy_text = _git(repository, "show", f"{revision}:{policy_path}")
-    policy = DEFAULT_POLICY
     if policy_text is not None:
         where = f"{old}:{policy_path}"
         try:
@@ -220,14 +231,10 @@ def load_old(
             raise OverlayError(str(error)) from None
         except (tomllib.TOMLDecodeError, PolicyError) as error:
             raise OverlayError(f"{where}: {error}") from None
-        used.append(policy_path)
-    elif policy_file:
+        return policy, policy_path
+    if policy_file:
         raise OverlayError(f"{old}: {policy_path} does not exist at that revision of {repository}")
-    else:
-        used.append("the default policy")
-    return OldMachine(
-        model, policy, f"revision {old} of {repository} ({', '.join(used)})", model_class
-    )
+    return DEFAULT_POLICY, "the default policy"
 
 
 def _in_repository(repository: Path, path: str | Path) -> str:

@@ -348,6 +348,19 @@ def to_dot(diagram: Diagram) -> str:
         }
         lines.append(f"    {node.id} [{_attributes(attributes)}];")
     lines.append("    { rank=same; " + "; ".join(order) + "; }")
+    lines += _final_cluster(diagram, final)
+    for node in nodes:
+        if node.initial:
+            lines.append(f"    __start -> {node.id} [arrowsize=0.8];")
+    lines += _arrows(edges, order, diagram.max_fired)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _final_cluster(diagram: Diagram, final: list[Node]) -> list[str]:
+    """The final states in a dashed cluster, with what every one of them answers in
+    a note in their column."""
+    lines: list[str] = []
     lines.append("    subgraph cluster_final {")
     lines.append(
         '        graph [label="final states: the run has stopped", labeljust=l, '
@@ -373,13 +386,17 @@ def to_dot(diagram: Diagram) -> str:
             f'fillcolor="#fff8c5", color="#d4a72c", fontsize=11, label={_answers_note(diagram)}];'
         )
         lines.append("    { rank=same; " + "; ".join(n.id for n in final) + "; final_answers; }")
-    for node in nodes:
-        if node.initial:
-            lines.append(f"    __start -> {node.id} [arrowsize=0.8];")
+    return lines
+
+
+def _arrows(edges: list[Edge], order: list[str], max_fired: int) -> list[str]:
+    """The transitions that change the state, each leaving from its row of the source
+    state's table (folded ones are lines of that table only)."""
+    lines: list[str] = []
     for edge in edges:
         if folded(edge):
             continue
-        attributes = _edge_attributes(edge, diagram.max_fired)
+        attributes = _edge_attributes(edge, max_fired)
         del attributes["label"]  # the row it leaves from says it all
         if edge.target in order and order.index(edge.target) < order.index(edge.source):
             # An arrow back to an earlier state must not pull it below: the initial
@@ -388,8 +405,7 @@ def to_dot(diagram: Diagram) -> str:
         identity = edge_id(edge)
         tail = f'{edge.source}:"{identity}":e'
         lines.append(f"    {tail} -> {edge.target} [{_attributes(attributes)}];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 _ANCHOR = re.compile(r'(<a\b[^>]*?\bxlink:title="([^"]*)"[^>]*>)(?!<title>)')

@@ -285,6 +285,11 @@ class Expressions:
         raise self.fail(frame, node, "subscript of a value the translator does not model")
 
     def _eval_Call(self, node: ast.Call, frame: Frame) -> Any:
+        """A call: its value, and its effect on the frame's state.
+
+        Long: one dispatch on what is called (a method of the run, a body, a builtin, a
+        helper, an opaque or plain function); each branch is a few lines and the
+        order of the tests is the translation's precedence."""
         if node.keywords:
             raise self.fail(frame, node, "keyword arguments are not understood")
         function = self.eval(node.func, frame)

@@ -67,7 +67,11 @@ class Operations:
         raise self.fail(frame, frame.where, f"{value!r} is not a boolean")
 
     def merge(self, condition: z3.BoolRef, a: Any, b: Any) -> Any:
-        """``a if condition else b`` for any symbolic value."""
+        """``a if condition else b`` for any symbolic value.
+
+        Long: one dispatch on the kinds of the two values merged, a few lines per
+        kind; together they are the one definition of a conditional value.
+        """
         if a is b:
             return a
         if isinstance(a, TraceLog) and isinstance(b, TraceLog):
@@ -163,6 +167,11 @@ class Operations:
     # -- comparisons ---------------------------------------------------------------------
 
     def equal(self, frame: Frame, a: Any, b: Any) -> z3.BoolRef:
+        """``a == b`` as a z3 term, over any two values the translator makes.
+
+        Long: one dispatch on the kinds of the two values compared; each branch is a few
+        lines, and the order of the tests (normalising which side is which first)
+        is the comparison's meaning."""
         if a is POLICY or b is POLICY:
             return z3.BoolVal(a is b)
         if isinstance(b, FMap | FSet | IdSet | ContentMap) and isinstance(a, Const):

@@ -176,69 +176,80 @@ class Statements:
             frame.pc = (*frame.pc, condition)
             return
         if isinstance(statement, ast.Expr):
-            value = statement.value
-            if isinstance(value, ast.Constant):
-                return  # a docstring
-            if (
-                isinstance(value, ast.Call)
-                and isinstance(value.func, ast.Attribute)
-                and value.func.attr in ("add", "discard", "append")
-                and self.field_of(value.func.value, frame) is not None
-                and len(value.args) == 1
-            ):
-                name = self.field_of(value.func.value, frame)
-                assert name is not None
-                if name == "_trace":
-                    if name in frame.state:  # the generated dispatch's trace record
-                        log = frame.state[name]
-                        item = self.eval(value.args[0], frame)
-                        frame.state[name] = TraceLog(log.count + 1, item)
-                    return
-                item = self.eval(value.args[0], frame)
-                frame.state[name] = self.set_update(
-                    frame, statement, frame.state[name], item, value.func.attr == "add"
-                )
-                return
-            if isinstance(value, ast.Call):
-                self.eval(value, frame)
-                return
-            raise self.fail(frame, statement, "statement not understood")
+            self._exec_expression(statement, frame)
+            return
         if isinstance(statement, ast.AnnAssign) and statement.value is None:
             return  # a declaration (``result: bool``)
         if isinstance(statement, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            if len(targets) != 1 or statement.value is None:
-                raise self.fail(frame, statement, "one target, one value")
-            target = targets[0]
-            name = _self_field(target)
-            if name in UNMODELLED_FIELDS:
-                return
-            value = self.eval(statement.value, frame)
-            if isinstance(statement, ast.AugAssign):
-                if name is None or not isinstance(statement.op, ast.Add | ast.Sub):
-                    raise self.fail(frame, statement, "only `self.<field> += / -=` is understood")
-                current = self.term(frame, frame.state[name], z3.IntSort())
-                step = self.term(frame, value, z3.IntSort())
-                value = current + step if isinstance(statement.op, ast.Add) else current - step
-            if name is not None:
-                self.assign_field(frame, statement, name, value)
-            elif isinstance(target, ast.Name):
-                self.bind(frame, target.id, value, statement.value)
-            elif isinstance(target, ast.Tuple) and all(
-                isinstance(e, ast.Name) for e in target.elts
-            ):
-                self.unpack(frame, statement, target, value, statement.value)
-            elif isinstance(target, ast.Subscript) and self.field_of(target.value, frame):
-                field_name = self.field_of(target.value, frame)
-                assert field_name is not None
-                index = self.eval(target.slice, frame)
-                frame.state[field_name] = self.store(
-                    frame, statement, frame.state[field_name], index, value
-                )
-            else:
-                raise self.fail(frame, statement, "assignment target not understood")
+            self._exec_assignment(statement, frame)
             return
         raise self.fail(frame, statement, f"{type(statement).__name__} is not understood")
+
+    def _exec_expression(self, statement: ast.Expr, frame: Frame) -> None:
+        """An expression statement: a docstring, a set or trace update of a field, or a
+        call made for its effect on the state."""
+        value = statement.value
+        if isinstance(value, ast.Constant):
+            return  # a docstring
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("add", "discard", "append")
+            and self.field_of(value.func.value, frame) is not None
+            and len(value.args) == 1
+        ):
+            name = self.field_of(value.func.value, frame)
+            assert name is not None
+            if name == "_trace":
+                if name in frame.state:  # the generated dispatch's trace record
+                    log = frame.state[name]
+                    item = self.eval(value.args[0], frame)
+                    frame.state[name] = TraceLog(log.count + 1, item)
+                return
+            item = self.eval(value.args[0], frame)
+            frame.state[name] = self.set_update(
+                frame, statement, frame.state[name], item, value.func.attr == "add"
+            )
+            return
+        if isinstance(value, ast.Call):
+            self.eval(value, frame)
+            return
+        raise self.fail(frame, statement, "statement not understood")
+
+    def _exec_assignment(
+        self, statement: ast.Assign | ast.AnnAssign | ast.AugAssign, frame: Frame
+    ) -> None:
+        """An assignment to a field (``+=``/``-=`` included), a local, a tuple of
+        locals, or an item of a field."""
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        if len(targets) != 1 or statement.value is None:
+            raise self.fail(frame, statement, "one target, one value")
+        target = targets[0]
+        name = _self_field(target)
+        if name in UNMODELLED_FIELDS:
+            return
+        value = self.eval(statement.value, frame)
+        if isinstance(statement, ast.AugAssign):
+            if name is None or not isinstance(statement.op, ast.Add | ast.Sub):
+                raise self.fail(frame, statement, "only `self.<field> += / -=` is understood")
+            current = self.term(frame, frame.state[name], z3.IntSort())
+            step = self.term(frame, value, z3.IntSort())
+            value = current + step if isinstance(statement.op, ast.Add) else current - step
+        if name is not None:
+            self.assign_field(frame, statement, name, value)
+        elif isinstance(target, ast.Name):
+            self.bind(frame, target.id, value, statement.value)
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            self.unpack(frame, statement, target, value, statement.value)
+        elif isinstance(target, ast.Subscript) and self.field_of(target.value, frame):
+            field_name = self.field_of(target.value, frame)
+            assert field_name is not None
+            index = self.eval(target.slice, frame)
+            frame.state[field_name] = self.store(
+                frame, statement, frame.state[field_name], index, value
+            )
+        else:
+            raise self.fail(frame, statement, "assignment target not understood")
 
     def field_of(self, node: ast.AST, frame: Frame) -> str | None:
         """The field of ``self`` that ``node`` names: ``self.<field>``, or a local

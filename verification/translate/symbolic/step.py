@@ -104,37 +104,78 @@ def encode_event(
     prefix: str = "",
 ) -> StepEncoding:
     """The declared transitions of ``event`` as one functional step relation."""
-    model = u.model
+    # The translator and generator come first, before any fresh term is made, so the
+    # terms are created in one fixed order.
     translator = Translator(u, model_class)
-    generator = Generator(model, model_class)
+    generator = Generator(u.model, model_class)
     if pre is None:
         pre = fresh_state(u, f"{prefix}pre")
     parameter, fresh = fresh_argument(u, event, f"{prefix}arg")
-    if argument is None:
-        argument = fresh
-    interface = model.interface[event]
-    env = {} if parameter is None else {parameter: argument}
-    parameters = frozenset(env)
-    paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
-    nodes = [] if parameter is None else [ast.Name(parameter, ast.Load())]
-    mode = pre["_declared_state"]
-    branches: list[Branch] = []
-    # The input check runs first: refused means its error is raised and nothing
-    # changes. Its body is translated like any other (its tests of the argument's
-    # type are inputs of the step), so a check that lets a malformed input through
-    # is visible to the properties.
-    accepted: z3.BoolRef = z3.BoolVal(True)
-    refused_answer: z3.ExprRef | None = None
-    if interface.check is not None:
-        frame = Frame(dict(pre), dict(env), (), f"check {interface.check!r}", parameters, paths)
-        _, checked = translator.call(
-            interface.check, [argument], frame, as_answer=True, nodes=nodes
+    encoder = _EventEncoder(
+        u, event, translator, generator, pre, parameter, fresh if argument is None else argument
+    )
+    encoder.check_input()
+    sources = [s for s in u.model.active_states if u.model.leaving(s.id, event)]
+    for source in sources:
+        encoder.declared_transitions(source.id)
+    encoder.absorbed_when_stopped(sources)
+    return encoder.merged()
+
+
+class _EventEncoder:
+    """The translation of one event under way: the pre-state and argument every branch
+    starts from, the input check's verdict, and the branches found so far, in
+    priority order."""
+
+    def __init__(
+        self,
+        u: Universe,
+        event: str,
+        translator: Translator,
+        generator: Generator,
+        pre: State,
+        parameter: str | None,
+        argument: Any,
+    ) -> None:
+        self.u = u
+        self.event = event
+        self.model_class = generator.model_class
+        self.translator = translator
+        self.generator = generator
+        self.interface = u.model.interface[event]
+        self.pre = pre
+        self.parameter = parameter
+        self.argument = argument
+        self.env = {} if parameter is None else {parameter: argument}
+        self.parameters = frozenset(self.env)
+        self.paths = {} if parameter is None else {parameter: ast.Name(parameter, ast.Load())}
+        self.nodes = [] if parameter is None else [ast.Name(parameter, ast.Load())]
+        self.mode = pre["_declared_state"]
+        self.branches: list[Branch] = []
+        self.accepted: z3.BoolRef = z3.BoolVal(True)
+        self.refused_answer: z3.ExprRef | None = None
+        self.entry_pc: tuple[z3.BoolRef, ...] = ()
+
+    def check_input(self) -> None:
+        """The input check runs first: refused means its error is raised and nothing
+        changes. Its body is translated like any other (its tests of the argument's
+        type are inputs of the step), so a check that lets a malformed input through
+        is visible to the properties."""
+        check = self.interface.check
+        if check is None:
+            return
+        frame = Frame(
+            dict(self.pre), dict(self.env), (), f"check {check!r}", self.parameters, self.paths
         )
-        accepted = z3.simplify(checked == u.answer.members["None"])
-        refused_answer = checked
-    entry_pc: tuple[z3.BoolRef, ...] = () if z3.is_true(accepted) else (accepted,)
+        _, checked = self.translator.call(
+            check, [self.argument], frame, as_answer=True, nodes=self.nodes
+        )
+        self.accepted = z3.simplify(checked == self.u.answer.members["None"])
+        self.refused_answer = checked
+        self.entry_pc = () if z3.is_true(self.accepted) else (self.accepted,)
 
     def run_action(
+        self,
         label: str,
         index: int,
         action: str,
@@ -142,13 +183,25 @@ def encode_event(
         pc: tuple[z3.BoolRef, ...],
         target: str | None,
     ) -> None:
-        frame = Frame(dict(pre), dict(env), (*entry_pc, *pc), label, parameters, paths)
+        """Translate ``action`` under ``pc`` and add it as a branch taken when
+        ``condition`` holds, entering ``target`` unless the action raised."""
+        u = self.u
+        frame = Frame(
+            dict(self.pre),
+            dict(self.env),
+            (*self.entry_pc, *pc),
+            label,
+            self.parameters,
+            self.paths,
+        )
         wanted = [
-            p for p in inspect.signature(getattr(model_class, action)).parameters if p != "self"
+            p
+            for p in inspect.signature(getattr(self.model_class, action)).parameters
+            if p != "self"
         ]
-        arguments = [argument] if wanted else []
-        state, answer = translator.call(
-            action, arguments, frame, as_answer=True, nodes=nodes[: len(arguments)]
+        arguments = [self.argument] if wanted else []
+        state, answer = self.translator.call(
+            action, arguments, frame, as_answer=True, nodes=self.nodes[: len(arguments)]
         )
         if target is not None:
             # The generated dispatch sets the target after the action returns: an
@@ -160,80 +213,101 @@ def encode_event(
             state["_declared_state"] = z3.simplify(
                 z3.If(raised, state["_declared_state"], u.mode_of(target))
             )
-        branches.append(Branch(label, index, condition, state, answer))
+        self.branches.append(Branch(label, index, condition, state, answer))
 
-    sources = [s for s in model.active_states if model.leaving(s.id, event)]
-    for source in sources:
-        here = mode == u.mode_of(source.id)
+    def declared_transitions(self, source: str) -> None:
+        """The transitions leaving ``source`` on this event, each taken when its guard
+        holds and no earlier one's did; where the last is guarded, an obligation that
+        some guard always holds."""
+        event = self.event
+        here = self.mode == self.u.mode_of(source)
         earlier: list[z3.BoolRef] = []
-        exhaustive = False
-        for transition in model.leaving(source.id, event):
+        for transition in self.u.model.leaving(source, event):
             pc = (here, *(z3.Not(g) for g in earlier))
             guard = _guard_term(
-                translator, generator, transition, event, env, pre, (*entry_pc, *pc), parameters
+                self.translator,
+                self.generator,
+                transition,
+                event,
+                self.env,
+                self.pre,
+                (*self.entry_pc, *pc),
+                self.parameters,
             )
-            condition = all_of(*pc, guard)
             target = transition.target if transition.target != transition.source else None
-            run_action(
+            self.run_action(
                 transition.label,
                 transition.index,
                 transition.action,
-                condition,
+                all_of(*pc, guard),
                 (*pc, guard),
                 target,
             )
             if transition.cond == "":
-                exhaustive = True
-                break
+                return
             earlier.append(guard)
-        if not exhaustive:
-            translator.obligations.append(
-                Obligation(
-                    z3.Implies(here, any_of(*earlier)),
-                    f"{source.id} --{event}-->: some declared transition applies",
-                )
-            )
-    stopped = all_of(*(mode != u.mode_of(s.id) for s in sources))
-    run_action(
-        f"{event} in a final state ({interface.when_stopped})",
-        -1,
-        interface.when_stopped,
-        stopped,
-        (stopped,),
-        None,
-    )
-
-    state, answer, fired = branches[-1].state, branches[-1].answer, z3.IntVal(branches[-1].index)
-    for branch in reversed(branches[:-1]):
-        state = translator.merge_states(branch.condition, branch.state, state)
-        answer = z3.If(branch.condition, branch.answer, answer)
-        fired = z3.If(branch.condition, z3.IntVal(branch.index), fired)
-    assumptions = list(u.assumptions)
-    if refused_answer is not None:
-        state = translator.merge_states(accepted, state, pre)
-        answer = z3.If(accepted, answer, refused_answer)
-        fired = z3.If(accepted, fired, z3.IntVal(-1))
-        branches.append(
-            Branch(
-                f"{event} refused by {interface.check}", -1, z3.Not(accepted), pre, refused_answer
+        self.translator.obligations.append(
+            Obligation(
+                z3.Implies(here, any_of(*earlier)),
+                f"{source} --{event}-->: some declared transition applies",
             )
         )
-        for branch in branches[:-1]:
-            branch.condition = all_of(accepted, branch.condition)
-    return StepEncoding(
-        universe=u,
-        event=event,
-        pre=pre,
-        argument=argument,
-        parameter=parameter,
-        inputs=translator.inputs,
-        assumptions=assumptions,
-        branches=branches,
-        post=state,
-        answer=answer,
-        fired=fired,
-        obligations=translator.obligations,
-    )
+
+    def absorbed_when_stopped(self, sources: list[Any]) -> None:
+        """In every state no transition on this event leaves, the declared action for
+        a stopped run answers."""
+        stopped = all_of(*(self.mode != self.u.mode_of(s.id) for s in sources))
+        when_stopped = self.interface.when_stopped
+        self.run_action(
+            f"{self.event} in a final state ({when_stopped})",
+            -1,
+            when_stopped,
+            stopped,
+            (stopped,),
+            None,
+        )
+
+    def merged(self) -> StepEncoding:
+        """The branches folded, in priority order, into one post-state, answer and
+        fired index; the input check's refusal wraps them all."""
+        translator, branches, pre = self.translator, self.branches, self.pre
+        state, answer = branches[-1].state, branches[-1].answer
+        fired = z3.IntVal(branches[-1].index)
+        for branch in reversed(branches[:-1]):
+            state = translator.merge_states(branch.condition, branch.state, state)
+            answer = z3.If(branch.condition, branch.answer, answer)
+            fired = z3.If(branch.condition, z3.IntVal(branch.index), fired)
+        assumptions = list(self.u.assumptions)
+        refused_answer, accepted = self.refused_answer, self.accepted
+        if refused_answer is not None:
+            state = translator.merge_states(accepted, state, pre)
+            answer = z3.If(accepted, answer, refused_answer)
+            fired = z3.If(accepted, fired, z3.IntVal(-1))
+            branches.append(
+                Branch(
+                    f"{self.event} refused by {self.interface.check}",
+                    -1,
+                    z3.Not(accepted),
+                    pre,
+                    refused_answer,
+                )
+            )
+            for branch in branches[:-1]:
+                branch.condition = all_of(accepted, branch.condition)
+        return StepEncoding(
+            universe=self.u,
+            event=self.event,
+            pre=pre,
+            argument=self.argument,
+            parameter=self.parameter,
+            inputs=translator.inputs,
+            assumptions=assumptions,
+            branches=branches,
+            post=state,
+            answer=answer,
+            fired=fired,
+            obligations=translator.obligations,
+        )
 
 
 def _guard_term(
