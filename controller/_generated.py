@@ -507,9 +507,12 @@ class Controller(Run):
         result: ExecuteResult
         fired: int | None = None
         try:
+            completed = self._completed
+            policy = self.policy
+            passed = self._passed
             current = self._declared_state
             if current == 'idle':
-                if type(plan_id) is str and plan_id in self._completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 17: idle --execute[id_completed]--> idle
                     fired = 17
                     # action: answer_replayed
@@ -525,7 +528,7 @@ class Controller(Run):
                     # action: answer_unknown
                     result = UNKNOWN_PLAN
             elif current == 'pending':
-                if type(plan_id) is str and plan_id in self._completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 41: pending --execute[id_completed]--> pending
                     fired = 41
                     # action: answer_replayed
@@ -541,29 +544,29 @@ class Controller(Run):
                         fired = 43
                         # action: answer_unknown
                         result = UNKNOWN_PLAN
-                elif self._steps >= self.policy.max_steps:  # steps_exhausted
+                elif self._steps >= policy.max_steps:  # steps_exhausted
                     # 44: pending --execute[steps_exhausted]--> step_limit
                     fired = 44
                     # action: answer_step_limit
                     result = EXECUTE_RESULT_STEP_LIMIT
                     self._declared_state = STOP_REASON_STEP_LIMIT
-                elif not Run.prerequisites_passed(self):  # not prerequisites_passed
+                elif not (passed.issuperset(policy.requirements[self._pending.step]) and passed.issuperset(policy.resource_requirements[self._pending.step][self._pending.resource])):  # not prerequisites_passed
                     # 45: pending --execute[not prerequisites_passed]--> pending
                     fired = 45
                     # action: deny_precondition
                     result = PRECONDITION_DENIED
-                elif self._pending.step in self.policy.approval_steps:  # needs_approval
+                elif self._pending.step in policy.approval_steps:  # needs_approval
                     # 46: pending --execute[needs_approval]--> awaiting_approval
                     fired = 46
                     # action: await_approval
                     result = AWAITING_APPROVAL
                     self._declared_state = 'awaiting_approval'
-                elif self._pending.step in self.policy.terminal_steps:  # completes_run
+                elif self._pending.step in policy.terminal_steps:  # completes_run
                     # 47: pending --execute[completes_run]--> completed
                     fired = 47
                     # action: execute_step
                     self._steps += 1
-                    self._completed.add(plan_id)
+                    completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = COMPLETED
@@ -572,12 +575,12 @@ class Controller(Run):
                     fired = 48
                     # action: execute_step
                     self._steps += 1
-                    self._completed.add(plan_id)
+                    completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = 'idle'
             elif current == 'awaiting_approval':
-                if type(plan_id) is str and plan_id in self._completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 70: awaiting_approval --execute[id_completed]--> awaiting_approval
                     fired = 70
                     # action: answer_replayed
@@ -599,7 +602,7 @@ class Controller(Run):
                     # action: await_approval
                     result = AWAITING_APPROVAL
             elif current == 'approved':
-                if type(plan_id) is str and plan_id in self._completed:  # id_completed
+                if type(plan_id) is str and plan_id in completed:  # id_completed
                     # 96: approved --execute[id_completed]--> approved
                     fired = 96
                     # action: answer_replayed
@@ -615,12 +618,12 @@ class Controller(Run):
                         fired = 98
                         # action: answer_unknown
                         result = UNKNOWN_PLAN
-                elif self._pending.step in self.policy.terminal_steps:  # completes_run
+                elif self._pending.step in policy.terminal_steps:  # completes_run
                     # 99: approved --execute[completes_run]--> completed
                     fired = 99
                     # action: execute_step
                     self._steps += 1
-                    self._completed.add(plan_id)
+                    completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = COMPLETED
@@ -629,13 +632,13 @@ class Controller(Run):
                     fired = 100
                     # action: execute_step
                     self._steps += 1
-                    self._completed.add(plan_id)
+                    completed.add(plan_id)
                     self._pending = None
                     result = EXECUTED
                     self._declared_state = 'idle'
             else:  # a final state: the run stopped, nothing changes
                 # action: answer_stopped
-                result = REPLAYED if type(plan_id) is str and plan_id in self._completed else STOPPED
+                result = REPLAYED if type(plan_id) is str and plan_id in completed else STOPPED
         except Exception as error:
             self._trace.append(('execute', plan_id, type(error), self._evidence_revision, self._declared_state, fired))
             raise

@@ -302,11 +302,10 @@ class Run:
     def prerequisites_passed(self) -> bool:
         """Every key the pending plan's step requires is currently Passed: a
         per-resource key, of the resource the plan names."""
-        pending = self._pending
         return self._passed.issuperset(
-            self.policy.requirements[pending.step]  # type: ignore[union-attr]
+            self.policy.requirements[self._pending.step]  # type: ignore[union-attr]
         ) and self._passed.issuperset(
-            self.policy.resource_requirements[pending.step][pending.resource]  # type: ignore[union-attr]
+            self.policy.resource_requirements[self._pending.step][self._pending.resource]  # type: ignore[union-attr]
         )
 
     def completes_run(self) -> bool:

@@ -171,7 +171,8 @@ def test_legend_shows_the_policy() -> None:
     assert legend[("limits", "max_steps")] == "7"
     assert legend[("guards reading the policy", "steps_exhausted")] == "max_steps = 7"
     assert legend[("guards reading the policy", "prerequisites_passed")] == (
-        "requirements = commit-import: parser, access · deploy: schema"
+        "requirements = commit-import: parser, access · deploy: schema · "
+        "resource_requirements = none"
     )
     source = to_dot(build(MODEL, policy)) + to_mermaid(build(MODEL, policy))
     assert source.count("requires schema") == 2

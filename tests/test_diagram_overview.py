@@ -179,7 +179,8 @@ def test_a_guard_is_read_from_its_body_not_restated() -> None:
     )
     assert guard_expression(Stricter, "completes_run", DEFAULT_POLICY) == "completes_run"
     assert condition_expression(Run, "not prerequisites_passed", DEFAULT_POLICY) == (
-        "not passed.issuperset(requirements[pending.step] (commit-import: parser, access))"
+        "not (passed.issuperset(requirements[pending.step] (commit-import: parser, access)) "
+        "and passed.issuperset(resource_requirements[pending.step] (none)[pending.resource]))"
     )
     assert condition_expression(Run, "not is_pending_id and was_accepted", DEFAULT_POLICY) == (
         "not (type(plan_id) is str and pending is not None and pending.id == plan_id) "

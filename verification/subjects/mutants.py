@@ -80,7 +80,7 @@ def _priority_swapped_controller() -> type[Run]:
 
 
 def _drop_negation(source: str) -> str:
-    return source.replace("elif not self._passed.issuperset", "elif self._passed.issuperset")
+    return source.replace("elif not (passed.issuperset", "elif (passed.issuperset")
 
 
 def _raise_untraced(source: str) -> str:

@@ -69,13 +69,21 @@ def _shown_name(name: str, keys_only: bool, value: object) -> str:
     return f"{name} keys" if keys_only and isinstance(value, tuple) else name
 
 
+def _empty(value: object) -> bool:
+    """No entry worth showing: nothing, or a mapping whose every value is empty (a
+    step's per-resource requirements when the policy has no per-resource key)."""
+    if isinstance(value, Mapping):
+        return all(_empty(item) for item in value.values())
+    return not value and not isinstance(value, bool | int)
+
+
 def render_value(value: object) -> str:
     """A policy value as the legend shows it. A mapping (``requirements``: step ->
     keys) lists only its non-empty entries; sets are sorted."""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, Mapping):
-        entries = [f"{k}: {render_value(v)}" for k, v in value.items() if v]
+        entries = [f"{k}: {render_value(v)}" for k, v in value.items() if not _empty(v)]
         return " · ".join(entries) or "none"
     if isinstance(value, frozenset | set):
         return ", ".join(sorted(map(str, value))) or "none"
