@@ -86,6 +86,7 @@ from replan.verification.runtime.checkout import COMMITTED_EVIDENCE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Long: one list of the command's options, in the order ``--help`` shows them."""
     parser.add_argument(
         "--policy", metavar="FILE", help="policy TOML file (default: spec/policy.toml)"
     )

@@ -124,7 +124,10 @@ class Judge:
 
     def differences(self, mutant: Mutant) -> tuple[list[str], bool, str]:
         """The events whose step relation the mutant changes, whether it changes the
-        initial state, and a witness of the first difference (empty when none)."""
+        initial state, and a witness of the first difference (empty when none).
+
+        Long: one symbolic comparison, event by event, with its imports kept local
+        (the translator is loaded only when a mutant is judged)."""
         from replan.verification.engines.prove.describe import describe_state
         from replan.verification.translate.symbolic import (
             Universe,
@@ -276,6 +279,8 @@ class Judge:
         return verdict
 
     def _judge(self, mutant: Mutant, every_engine: bool, checker: Any) -> Verdict:
+        """Long: one ladder of engines, cheapest first, each returning its verdict as
+        soon as it kills the mutant."""
         from replan.spec.generator import GenerationError, load_controller
         from replan.verification.translate.symbolic import TranslationError
 

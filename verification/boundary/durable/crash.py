@@ -207,7 +207,10 @@ def _worker(
     broken: str | None,
     workload: str,
 ) -> None:
-    """A child process: launch DBOS, start or recover the run, wait for its end."""
+    """A child process: launch DBOS, start or recover the run, wait for its end.
+
+    Long: the child's whole life in one place, its crash points closures over one
+    counter (a kill must land between two of its own lines)."""
     crossed = 0
     boundaries: list[str] = []
 

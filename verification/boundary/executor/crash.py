@@ -208,7 +208,10 @@ def crash_child_at(directory: Path, point: str, subject: str = "real") -> str:
 
 
 def recovery_problems(directory: Path, point: str, subject: Subject) -> list[str]:
-    """Reopen the journal the killed child left and list every broken promise."""
+    """Reopen the journal the killed child left and list every broken promise.
+
+    Long: one checklist of what the journal promises after a kill, in the order a
+    reader checks it; each item is a few lines."""
     problems: list[str] = []
     report = directory / REPORT_FILE
     lines = report.read_text(encoding="utf-8").splitlines() if report.exists() else []
