@@ -6,6 +6,7 @@ with one line naming what is missing, and nothing is written."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -135,3 +136,45 @@ def test_a_restored_log_goes_on_and_restores_again(tmp_path: Path) -> None:
         expected = run.snapshot()
     with SqliteRunLog(path) as log:
         assert restore(log, POLICY).snapshot() == expected
+
+
+def test_an_entry_missing_from_the_middle_is_named_and_refused(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    effects: list[str] = []
+    with SqliteRunLog(path) as log:
+        run = LoggedController(POLICY, log=log)
+        step(run, Executor(), 1, effects)
+        step(run, Executor(), 2, effects)
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM replan_run_log WHERE position = 2")
+    before = files(path)
+    with SqliteRunLog(path) as log, pytest.raises(RunLogError) as refused:
+        restore(log, POLICY)
+    assert "the entry at position 2 is missing (the next is #3)" in str(refused.value)
+    assert files(path) == before
+
+
+def test_a_witness_one_entry_behind_is_what_a_kill_leaves_and_restores(tmp_path: Path) -> None:
+    """A kill between an entry's commit and its witness leaves the witness one behind:
+    the file holds the whole run, so it restores; two behind is refused."""
+    path = tmp_path / "run.log"
+    effects: list[str] = []
+    with SqliteRunLog(path) as log:
+        run = LoggedController(POLICY, log=log)
+        step(run, Executor(), 1, effects)
+        witnesses = []
+        for number in (2, 3):
+            witnesses.append(Path(f"{path}.head").read_text())
+            step(run, Executor(), number, effects)
+        expected = run.snapshot()
+        held = len(log)
+    witness = Path(f"{path}.head")
+    with sqlite3.connect(path) as connection:
+        chains = dict(connection.execute("SELECT position, chain FROM replan_run_log"))
+    document = json.loads(witness.read_text())
+    witness.write_text(json.dumps({**document, "entries": held - 1, "chain": chains[held - 1]}))
+    with SqliteRunLog(path) as log:
+        assert restore(log, POLICY).snapshot() == expected
+    witness.write_text(json.dumps({**document, "entries": held - 2, "chain": chains[held - 2]}))
+    with SqliteRunLog(path) as log, pytest.raises(RunLogError, match="witness is older"):
+        restore(log, POLICY)

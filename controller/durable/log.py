@@ -10,8 +10,8 @@ refused by the input check before any transition) is not logged: replaying it wo
 change nothing either.
 
 Owns: the log's header (format, the declaration's and the policy's digests, the
-policy itself), the exact encoding of each call's argument and answer, and the
-storage: in memory and in one SQLite file (a sibling of the executor's journal, say),
+policy itself), the entries (each call's argument and answer in their exact form,
+``controller.call_encoding``), and the storage: in memory and in one SQLite file (a sibling of the executor's journal, say),
 with the checks that keep a restore from rebuilding an older run (``verify``).
 ``controller.durable.dbos`` keeps the same log in DBOS's own database. Appends are
 idempotent by position: writing the entry already at a position is a no-op when it is
@@ -29,26 +29,22 @@ import json
 import os
 import secrets
 import sqlite3
-import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import replan.controller.records as _records_module
-from replan.controller.records import RECORD_KINDS, EvidenceState
-from replan.controller.run import shown
+from replan.controller.call_encoding import (
+    canonical,
+    unplain,
+)
 
 #: The header's format tag: bump it if the encoding ever changes (v2: chained entries
 #: and the witness file, in rollback-journal mode).
 FORMAT = "replan.runlog.v2"
 #: The chain value before the first entry.
 GENESIS = hashlib.sha256(b"replan run log").hexdigest()
-
-#: An int with more bits than this is stored as hex text (``json`` refuses to print
-#: an int of more than ~4,300 digits, and a plan's revision may be any int).
-_LARGEST_PLAIN_BITS = 4_000
 
 
 class RunLogError(ValueError):
@@ -57,6 +53,15 @@ class RunLogError(ValueError):
 
 class RestoreRefused(RunLogError):
     """The log was written under other rules: another declaration or policy."""
+
+
+class Damage(NamedTuple):
+    """Why a run log may be older or other than the one written, and the position of
+    the first entry concerned (None when no one entry is: a lost header, a witness
+    missing or of another log)."""
+
+    why: str
+    position: int | None = None
 
 
 class Header(NamedTuple):
@@ -79,108 +84,6 @@ class Entry(NamedTuple):
     op: str
     argument: str
     answer: str
-
-
-def canonical(value: object) -> str:
-    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _plain(value: object) -> object:
-    """``value`` with every int too long for ``json`` as ``{"int": hex}`` (a snapshot
-    holds a plan's revision, which may be any int)."""
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    if type(value) is int and int.bit_length(value) > _LARGEST_PLAIN_BITS:
-        return {"int": hex(value)}
-    return value
-
-
-def _unplain(value: Any) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"int"} and isinstance(value["int"], str):
-            return int(value["int"], 16)
-        return {key: _unplain(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_unplain(item) for item in value]
-    return value
-
-
-#: An entry's argument: its record's fields in the record's order (fixed by the
-#: record type, so the text is canonical without sorting: this runs on every call).
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-#: The answers an event gives, encoded once.
-_ANSWERS: dict[object, str] = {None: "null", True: "true", False: "false"}
-
-
-# ---- exact values -------------------------------------------------------------------
-
-_RECORDS: dict[str, type] = {name: getattr(_records_module, name) for name in RECORD_KINDS}
-
-
-#: Each record's fields' exact types, read from the records' own annotations: a value
-#: of any other type (a subclass included) makes the record malformed.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    name: tuple(typing.get_type_hints(record).values()) for name, record in _RECORDS.items()
-}
-
-
-def _encode_field(value: object) -> object:
-    if isinstance(value, EvidenceState):
-        return str.__str__(value)
-    if isinstance(value, int) and int.bit_length(value) > _LARGEST_PLAIN_BITS:
-        return {"int": hex(value)}
-    return value
-
-
-def _decode_field(kind: str, value: object) -> object:
-    if isinstance(value, dict):
-        return int(value["int"], 16)
-    return EvidenceState(str(value)) if kind == "evidence" else value
-
-
-def encode_argument(parameter_type: str | None, argument: object) -> str:
-    """The argument of a call whose parameter has ``parameter_type`` (the
-    declaration's interface: a record name, ``str``, or None), exactly: a record
-    field by field, with its types. An argument that is not exactly of its type (a
-    malformed plan, a plan id that is no string) is logged as ``{"malformed": ...}``
-    and replayed as ``None``: the guards answer every malformed value alike, and the
-    logged answer checks that they did."""
-    if parameter_type is None:
-        return "null"
-    if parameter_type == "str":
-        return _COMPACT(argument if type(argument) is str else {"malformed": shown(argument)})
-    record = _RECORDS[parameter_type]
-    if type(argument) is record:
-        values: tuple[object, ...] = tuple(tuple.__iter__(argument))  # type: ignore[arg-type]
-        exact = _FIELD_TYPES[parameter_type]
-        if all(type(value) is kind for value, kind in zip(values, exact, strict=True)):
-            names: tuple[str, ...] = record._fields  # type: ignore[attr-defined]
-            return _COMPACT(
-                {name: _encode_field(value) for name, value in zip(names, values, strict=True)}
-            )
-    return _COMPACT({"malformed": shown(argument)})
-
-
-def decode_argument(parameter_type: str | None, text: str) -> object:
-    """The value ``encode_argument`` wrote (``None`` for a malformed one)."""
-    value = json.loads(text)
-    if parameter_type is None or (isinstance(value, dict) and "malformed" in value):
-        return None
-    if parameter_type == "str":
-        return value
-    kinds = RECORD_KINDS[parameter_type]
-    return _RECORDS[parameter_type](
-        *(_decode_field(kind, value[name]) for name, kind in kinds.items())
-    )
-
-
-def encode_answer(answer: object) -> str:
-    """An event's answer (a bool, an ``ExecuteResult``, or None) as canonical JSON."""
-    if answer is None or type(answer) is bool:
-        return _ANSWERS[answer]
-    return _COMPACT(str(answer))
 
 
 # ---- the log ------------------------------------------------------------------------
@@ -296,7 +199,7 @@ class RunLog(ABC):
         text = self._read_snapshot(position)
         if text is None:
             raise RunLogError(f"run log: no snapshot at position {position}")
-        document: dict[str, Any] = _unplain(json.loads(text))
+        document: dict[str, Any] = unplain(json.loads(text))
         return document
 
     def snapshot(self, position: int, snapshot: Mapping[str, Any]) -> None:
@@ -425,7 +328,11 @@ class SqliteRunLog(RunLog):
                 self._connection = sqlite3.connect(uri, uri=True, isolation_level=None)
                 self._check_layout()
                 return
-            self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            # any thread: an agent SDK may call the controller from a worker thread;
+            # the run's calls (and so its writes) are serialized by LoggedController
+            self._connection = sqlite3.connect(
+                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+            )
             self._connection.execute("PRAGMA journal_mode=DELETE")
             self._connection.execute("PRAGMA synchronous=FULL")
             with self._transaction():
@@ -478,8 +385,8 @@ class SqliteRunLog(RunLog):
         return [Entry(*row) for row in rows]
 
     def _read_length(self) -> int:
-        row = self._connection.execute("SELECT MAX(position) FROM replan_run_log").fetchone()
-        return int(row[0] or 0)
+        (highest,) = self._connection.execute("SELECT MAX(position) FROM replan_run_log").fetchone()
+        return int(highest or 0)
 
     def _last(self) -> tuple[int, str]:
         if self._head is None:
@@ -563,66 +470,73 @@ class SqliteRunLog(RunLog):
     # ---- the checks a restore runs first ------------------------------------------------
 
     def verify(self) -> None:
-        """Every entry's chain value, positions without gaps, and the count and head
-        the witness names (see the class docstring). Reads only."""
+        """``RunLogError`` naming the ``damage``, if any. Reads only."""
+        found = self.damage()
+        if found is not None:
+            raise RunLogError(f"{self.path}: {found.why}; refusing to restore")
+
+    def damage(self) -> Damage | None:
+        """Why the file may be older or other than the one written, or None: every
+        entry's chain value, positions without gaps, and the count and head the
+        witness names (see the class docstring)."""
         header = self._read_header()
         witness = self._read_witness()
         if header is None:
-            if witness is not None and witness["entries"] > 0:
-                raise RunLogError(
-                    f"{self.path}: the run log lost its header and entries #1 to "
-                    f"#{witness['entries']} (its witness names them); refusing to restore"
-                )
-            return
+            if witness is None:
+                return None  # an empty log: nothing was written
+            return Damage(
+                f"the run log lost its header (its witness names {witness['entries']} entries)"
+            )
+        chains, altered = self._chain()
+        if altered is not None:
+            return altered
         if witness is None:
-            raise RunLogError(
-                f"{self.witness} is missing: the run log's entries cannot be counted, so "
-                "it may be an older copy; refusing to restore"
+            return Damage(
+                f"{self.witness.name} is missing: the run log's entries cannot be counted, "
+                "so it may be an older copy"
             )
         if witness["header"] != hashlib.sha256(header.encode()).hexdigest():
-            raise RunLogError(
-                f"{self.witness}: the witness of another run log; refusing to restore"
-            )
-        chains = self._check_chain()
+            return Damage(f"{self.witness.name} is the witness of another run log")
         held, named = len(chains) - 1, witness["entries"]
         if held < named:
-            raise RunLogError(
-                f"{self.path}: entries #{held + 1} to #{named} are missing (the file holds "
-                f"{held}, its witness names {named}): an older copy of the run log, or lost "
-                "pages; refusing to restore an older run"
+            return Damage(
+                f"entries #{len(chains)} to #{named} are missing (the file holds {held}, its "
+                f"witness names {named}): an older copy of the run log, or lost pages",
+                len(chains),  # the first missing
             )
         if held > named + 1:
-            raise RunLogError(
-                f"{self.path}: its witness names {named} entries, the file holds {held}: "
-                "the witness is older than the log (replaced?); refusing to restore"
+            return Damage(
+                f"its witness names {named} entries, the file holds {held}: the witness is "
+                "older than the log (replaced?)"
             )
         if chains[named] != witness["chain"]:
-            raise RunLogError(
-                f"{self.path}: entries #1 to #{named} are not the ones written (their chain "
-                "differs from the witness's); refusing to restore"
+            return Damage(
+                f"entries #1 to #{named} are not the ones written (their chain differs from "
+                "the witness's)"
             )
+        return None
 
-    def _check_chain(self) -> list[str]:
-        """The chain values after 0, 1, ... entries; ``RunLogError`` at the first
-        missing position or altered entry."""
+    def _chain(self) -> tuple[list[str], Damage | None]:
+        """The chain values after 0, 1, ... entries, up to the first missing position
+        or altered entry (its ``Damage``)."""
         chains = [GENESIS]
         rows = self._connection.execute(
             "SELECT position, op, argument, answer, chain FROM replan_run_log ORDER BY position"
         )
         for position, op, argument, answer, stored in rows:
             if position != len(chains):
-                raise RunLogError(
-                    f"{self.path}: entry at position {len(chains)} is missing (the next is "
-                    f"#{position}); refusing to restore"
+                return chains, Damage(
+                    f"the entry at position {len(chains)} is missing (the next is #{position})",
+                    len(chains),
                 )
             chain = chain_after(chains[-1], Entry(position, op, argument, answer))
             if stored != chain:
-                raise RunLogError(
-                    f"{self.path}: the entry at position {position} does not match its chain "
-                    "value (altered); refusing to restore"
+                return chains, Damage(
+                    f"the entry at position {position} does not match its chain value (altered)",
+                    position,
                 )
             chains.append(chain)
-        return chains
+        return chains, None
 
     def _read_witness(self) -> dict[str, Any] | None:
         try:

@@ -3,6 +3,8 @@
 Owns the sequences of operations the real boundary is driven through, each in a fresh
 run on disk (``Lockstep``), every rule checked after every operation:
 
+- **every tampering in turn**, from the files of the longest situation stopped at
+  each of a few crash points (a call in doubt, an approval alone, a charged call);
 - **the situations** the explorer found (``verification.boundary.explore``): each
   one's shortest path, stopped at its crash point, then a restore (every fourth one
   first from tampered files: a log rolled back, its witness dropped, a journal record
@@ -167,6 +169,21 @@ def edge_sequences(domains: Domains) -> Iterator[list[Op]]:
         ]
 
 
+#: Where every tampering is tried in turn: a lone intent, a lone approval, the most
+#: written (the records only the chain can vouch for, and the longest log).
+_SWEPT_POINTS = ("intended", "approval_recorded", "charged")
+
+
+def tampering_sweeps(exploration: Exploration) -> Iterator[list[Op]]:
+    """The longest situation stopped at each of ``_SWEPT_POINTS``, then a restore
+    after each tampering in turn (each from the same files: a refused restore leaves
+    them as they were)."""
+    for point in _SWEPT_POINTS:
+        paths = [path for key, path in exploration.situations.items() if key[3] == point]
+        if paths:
+            yield [*max(paths, key=len), *(Restart(kind) for kind in TAMPERING)]
+
+
 def answer_sequences(exploration: Exploration) -> Iterator[list[Op]]:
     """Each answer situation's path (the answer last), and the same request again."""
     for path in sorted(exploration.answered.values(), key=len):
@@ -214,6 +231,7 @@ def planned(
     host that gives the guard no ``tool_usage``)."""
     fixed = [
         *situation_sequences(domains, exploration),
+        *tampering_sweeps(exploration),
         *answer_sequences(exploration),
         *approval_sequences(domains),
         *edge_sequences(domains),
@@ -287,4 +305,5 @@ __all__ = [
     "scratch_root",
     "shrink",
     "situation_sequences",
+    "tampering_sweeps",
 ]

@@ -111,7 +111,8 @@ SCOPE: dict[str, tuple[str, ...]] = {
         "SqliteRunLog._last",
         "SqliteRunLog._write_entry",
         "SqliteRunLog.verify",
-        "SqliteRunLog._check_chain",
+        "SqliteRunLog.damage",
+        "SqliteRunLog._chain",
     ),
     "controller/durable/logged.py": (
         "LoggedController._log_call",
@@ -301,7 +302,7 @@ EQUIVALENT_RULES: tuple[tuple[str, str, str], ...] = (
     (
         "controller/sqlite_journal.py:_check_contents",
         r"problems|application_id|columns|for records in by_plan|return count|wrong type"
-        r"|^`0` -> `-1`",
+        r"|^`0` -> `-1`|is missing \(the next is",
         "a file-level check another refuses first (the header's bytes at open, the chain) "
         "or one only another program's file could fail; "
         "tests/test_journal_fails_closed.py pins each",
@@ -332,6 +333,19 @@ EQUIVALENT_RULES: tuple[tuple[str, str, str], ...] = (
         "the head not kept is read from the file: no entry yet, the same head",
     ),
     (f"{_LOG}:SqliteRunLog._read_entries", r"`62` -> `61`", "no position reaches 2**61"),
+    (
+        f"{_LOG}:SqliteRunLog.damage",
+        r"^deleted `return None`$",
+        "falling off the end returns None; and a log without a header, accepted here or "
+        "not, is refused by restore as empty and by conform as empty",
+    ),
+    (
+        f"{_LOG}:SqliteRunLog._chain",
+        r"is missing \(the next is",
+        "a gap breaks the next entry's chain value (each covers its predecessor's), so "
+        "the log is refused either way; only the position named differs "
+        "(tests/test_run_log_integrity.py pins it)",
+    ),
     (
         f"{_LOG}:SqliteRunLog._write_entry",
         r"position \+ 1|written after|header or",

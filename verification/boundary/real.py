@@ -58,7 +58,7 @@ from replan.verification.boundary.domains import (
 from replan.verification.boundary.model import CONTROLLER_REFUSALS
 from replan.verification.boundary.properties import EffectRun, Violation
 from replan.verification.boundary.subjects import BoundarySubject
-from replan.verification.boundary.tamper import RunFiles
+from replan.verification.boundary.tamper import KEPT, LOG_KINDS, RunFiles
 from replan.verification.boundary.tamper import tamper as tamper_with
 from replan.verification.subjects.scripted import (
     FunctionCallRequest,
@@ -124,10 +124,7 @@ class RealBoundary:
         self.log = self._log_class(self.log_path)
         logged = subject.component("durable.logged", "LoggedController")
         self._wire(logged(self.policy, log=self.log, snapshot_every=SNAPSHOT_EVERY))
-        witness = self.log_path.with_name(self.log_path.name + ".head")
-        self.files = RunFiles(
-            self.journal_path, self.log_path, self.log_path.read_bytes(), witness.read_text()
-        )
+        self.files = RunFiles(self.journal_path, self.log_path, self.log_path.read_bytes())
         self.tools = [self._tool(step.name) for step in self.policy.steps]
         self.tools.append(self._tool(domains.stray.step))
 
@@ -475,38 +472,38 @@ class RealBoundary:
         tampered files (the refusal's text, or a violation when none came), then from
         the files as they were. Returns the refusal, if any."""
         self._drop()
-        refusal = None
+        refusal, kept = None, None
         if tamper is not None:
-            refusal = self._tampered_restore(tamper)
+            refusal, kept = self._tampered_restore(tamper)
         self.journal = self._journal_class(self.journal_path)
         self.log = self._log_class(self.log_path)
         restore = self.subject.component("durable.logged", "restore")
         self._wire(restore(self.log, self.policy))
+        if kept is not None and kept != self.snapshot():
+            self._violate(tamper, "restored another run than the files hold")
         return refusal
 
-    def _tampered_restore(self, tamper: str) -> str | None:
+    def _tampered_restore(self, tamper: str) -> tuple[str | None, dict[str, Any] | None]:
+        """The refusal of a restore from the tampered files, and for a kind that is not
+        damage (``KEPT``) the snapshot restored from them; the files as they were after."""
         directory = self.journal_path.parent
         saved = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
         try:
             if not tamper_with(self.files, tamper):
-                return None
+                return None, None
             tampered = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
-            refusal = self._restore_refusal()
+            refusal, snapshot = self._restore_outcome()
             after = {path: path.read_bytes() for path in directory.iterdir() if path.is_file()}
+            self._refused_alone(tamper)
+            if tamper in KEPT:
+                if refusal is not None:
+                    self._violate(tamper, f"refused what a kill leaves ({refusal})")
+                return None, snapshot
             if refusal is None:
-                self.found.append(
-                    Violation(
-                        "restore-is-exact-or-refuses", f"after {tamper}: restored, not refused"
-                    )
-                )
+                self._violate(tamper, "restored, not refused")
             elif "\n" in refusal or after != tampered:
-                self.found.append(
-                    Violation(
-                        "restore-is-exact-or-refuses",
-                        f"after {tamper}: the refusal is not one line, or it changed the files",
-                    )
-                )
-            return refusal
+                self._violate(tamper, "the refusal is not one line, or it changed the files")
+            return refusal, None
         finally:
             for path in directory.iterdir():
                 if path.is_file() and path not in saved:
@@ -514,20 +511,43 @@ class RealBoundary:
             for path, content in saved.items():
                 path.write_bytes(content)
 
-    def _restore_refusal(self) -> str | None:
+    def _refused_alone(self, tamper: str) -> None:
+        """The run log's own check refuses damage done to it (``LOG_KINDS``): a log
+        restored beside another journal, or read by ``replan conform``, has no other.
+        (The journal checks itself whenever it opens, so the restore did that.)"""
+        if tamper not in LOG_KINDS:
+            return
+        try:
+            log = self.subject.component("durable.log", "SqliteRunLog")(
+                self.log_path, read_only=True
+            )
+        except ValueError:
+            return
+        try:
+            log.verify()
+        except ValueError:
+            return
+        finally:
+            log.close()
+        self._violate(tamper, "the run log's own verify accepted it")
+
+    def _violate(self, tamper: str | None, what: str) -> None:
+        self.found.append(Violation("restore-is-exact-or-refuses", f"after {tamper}: {what}"))
+
+    def _restore_outcome(self) -> tuple[str | None, dict[str, Any] | None]:
         """Restore from the files as they are now, then drop what it built: the
-        refusal's text, or None when it restored."""
+        refusal's text, or the restored run's snapshot."""
         opened: list[Any] = []
         try:
             opened.append(self._journal_class(self.journal_path))
             opened.append(self._log_class(self.log_path))
-            self.subject.component("durable.logged", "restore")(opened[-1], self.policy)
+            restored = self.subject.component("durable.logged", "restore")(opened[-1], self.policy)
+            return None, dict(restored.snapshot())
         except ValueError as error:
-            return str(error)
+            return str(error), None
         finally:
             for closable in opened:
                 closable.close()
-        return None
 
     # ---- what the checks compare ----------------------------------------------------------
 
