@@ -41,6 +41,7 @@ from opentelemetry.trace import (
 )
 
 from replan.controller._generated import LABELS, TRANSITIONS
+from replan.controller.call_encoding import encode_argument
 from replan.controller.records import (
     Approval,
     EvidenceState,
@@ -74,6 +75,13 @@ TRANSITION: Final = "replan.transition"
 SEQUENCE: Final = "replan.seq"
 #: The declared state after the call (``idle``, ``pending``, ... or the stop reason).
 STATE: Final = "replan.state"
+#: The call's argument as the run log encodes it (``controller.durable.log``:
+#: canonical JSON of the plan, observation, approval, usage or plan id): what
+#: ``replan conform`` replays from an exported trace. Names, numbers and states only:
+#: a tool's own arguments are never a controller call's.
+ARGUMENT: Final = "replan.argument"
+#: The digest of the policy the run is under (as each trace record names it).
+POLICY: Final = "replan.policy"
 #: An observation's key and state.
 EVIDENCE_KEY: Final = "replan.evidence.key"
 EVIDENCE_STATE: Final = "replan.evidence.state"
@@ -159,7 +167,10 @@ def describe_call(span: Span, controller: Run, op: str, argument: object) -> Non
         # keeps the event's name.
         span.update_name(f"{declared} absorbs {op}")
     span.set_attribute(OPERATION, op)
+    parameter_type = type(controller).events.get(op, (None, None, ""))[1]
+    span.set_attribute(ARGUMENT, encode_argument(parameter_type, argument))
     span.set_attribute(SEQUENCE, len(entries))
+    span.set_attribute(POLICY, controller.policy.digest)
     span.set_attribute(RESULT, _answer(result))
     span.set_attribute(EVIDENCE_REVISION, revision)
     span.set_attribute(STATE, str(declared))

@@ -39,6 +39,7 @@ from replan.controller.durable import (
     SqliteRunLog,
     restore,
 )
+from replan.controller.durable.log import GENESIS, Entry, chain_after
 from replan.controller.executor import Executor, Grant, Operation, perform
 from replan.controller.journal import JournalError
 from replan.controller.middleware import ReplanMiddleware
@@ -213,11 +214,20 @@ def _foreign_log(path: Path) -> None:
 
 
 def _edited_entry(path: Path) -> None:
-    """A run log whose one entry names a call no declaration has."""
+    """A run log whose one entry names a call no declaration has, its chain and
+    witness made to match (so it is no damage: a log another program wrote)."""
     with SqliteRunLog(path) as log:
         LoggedController(log=log).cancel()
     with sqlite3.connect(path) as connection:
-        connection.execute("UPDATE replan_run_log SET op = 'cancel!' WHERE position = 1")
+        (entry,) = connection.execute(
+            "SELECT position, op, argument, answer FROM replan_run_log"
+        ).fetchall()
+        chain = chain_after(GENESIS, Entry(entry[0], "cancel!", entry[2], entry[3]))
+        connection.execute(
+            "UPDATE replan_run_log SET op = 'cancel!', chain = ? WHERE position = 1", (chain,)
+        )
+    witness = path.with_name(path.name + ".head")
+    witness.write_text(json.dumps({**json.loads(witness.read_text()), "chain": chain}))
 
 
 @pytest.mark.parametrize(

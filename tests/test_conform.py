@@ -55,9 +55,52 @@ def test_a_log_edited_by_hand_diverges_at_its_position(tmp_path: Path) -> None:
     done = _conform(path)
     assert done.returncode == 1
     assert (
-        'position 4: execute("p1") was answered "Executed" in the log, "Replayed" by the model'
-        in done.stdout
+        'position 4: execute("p1"): the entry at position 4 does not match its chain value '
+        "(altered)" in done.stdout
     )
+
+
+def test_an_edit_the_model_cannot_see_diverges_at_the_first_altered_call(
+    tmp_path: Path,
+) -> None:
+    """Who observed a fact changes no answer, so only the entry's chain shows it."""
+    path = tmp_path / "run.log"
+    _logged_run(path)
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "UPDATE replan_run_log SET argument = replace(argument, 'inspector', 'someone') "
+            "WHERE position = 1"
+        )
+    done = _conform(path, "--json")
+    assert done.returncode == 1, done.stdout + done.stderr
+    divergence = json.loads(done.stdout)["divergence"]
+    assert divergence["position"] == 1 and divergence["call"].startswith("observe(")
+    assert "someone" in divergence["call"] and "altered" in divergence["damage"]
+
+
+def test_a_log_rolled_back_to_an_older_copy_diverges_at_the_first_missing_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.log"
+    with SqliteRunLog(path) as log:
+        run = LoggedController(log=log)
+        run.observe(Observation("parser", 1, EvidenceState.PASSED, "inspector"))
+        older = path.read_bytes()
+        run.propose(Plan("p1", 1, run.evidence_revision, "inspect-parser", "input-A"))
+        run.execute("p1")
+    path.write_bytes(older)
+    done = _conform(path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "DIVERGES at position 2: (no entry): entries #2 to #3 are missing" in done.stdout
+
+
+def test_a_log_without_its_witness_cannot_be_checked(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    _logged_run(path)
+    Path(f"{path}.head").unlink()
+    done = _conform(path)
+    assert done.returncode == 2
+    assert "run.log.head is missing" in done.stderr and "\n" not in done.stderr.strip()
 
 
 def test_a_controller_trace_conforms_and_an_edited_one_does_not(tmp_path: Path) -> None:

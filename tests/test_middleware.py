@@ -449,7 +449,12 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
             {
                 "replan.transition": "idle --propose--> pending",
                 "replan.operation": "propose",
+                "replan.argument": (
+                    '{"id":"c1","revision":1,"evidence_revision":1,"step":"commit",'
+                    '"resource":"input-A"}'
+                ),
                 "replan.seq": 2,  # 1: the first provider response's charge
+                "replan.policy": POLICY.digest,
                 "replan.result": "true",
                 "replan.evidence_revision": 1,
                 "replan.state": "pending",
@@ -461,7 +466,9 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
             {
                 "replan.transition": "pending --execute[not prerequisites_passed]--> pending",
                 "replan.operation": "execute",
+                "replan.argument": '"c1"',
                 "replan.seq": 3,
+                "replan.policy": POLICY.digest,
                 "replan.result": "PreconditionDenied",
                 "replan.evidence_revision": 1,
                 "replan.state": "pending",
@@ -482,7 +489,9 @@ def test_spans_name_each_call_as_the_diagram_does() -> None:
         {
             "replan.transition": "pending --execute[completes_run]--> completed",
             "replan.operation": "execute",
+            "replan.argument": '"c2"',
             "replan.seq": 11,  # after 3 provider charges and i1's
+            "replan.policy": POLICY.digest,
             "replan.result": "Executed",
             "replan.evidence_revision": 2,
             "replan.state": "Completed",

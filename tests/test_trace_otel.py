@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from replan.cli import main
+from replan.controller.policy import DEFAULT_POLICY
 
 #: The episode's controller calls, in order (verification/subjects/episode.py).
 CALL_SPANS = [
@@ -71,7 +72,9 @@ def test_otel_writes_the_episodes_spans_as_otlp_json(tmp_path: Path) -> None:
     assert last == {
         "replan.transition": "pending --execute[completes_run]--> completed",
         "replan.operation": "execute",
+        "replan.argument": '"p3"',  # as the run log encodes it: what conform replays
         "replan.seq": "12",  # an OTLP intValue is a decimal string
+        "replan.policy": DEFAULT_POLICY.digest,
         "replan.result": "Executed",
         "replan.evidence_revision": "4",
         "replan.state": "Completed",

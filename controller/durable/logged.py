@@ -24,14 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 from replan.controller._generated import DECLARATION_DIGEST, Controller
+from replan.controller.call_encoding import decode_argument, encode_answer, encode_argument
 from replan.controller.durable.log import (
     Entry,
     Header,
     RunLog,
     RunLogError,
-    decode_argument,
-    encode_answer,
-    encode_argument,
     refuse_other_rules,
 )
 from replan.controller.fields import state_of_snapshot

@@ -1,15 +1,18 @@
 """Check a recorded run against the proved model, after the fact: every call of a run
-log (``controller.durable``) or of a controller's trace (JSON) is replayed through the
-reference model with every contract property checked.
+log (``controller.durable``), of a controller's trace (JSON) or of its OpenTelemetry
+spans (OTLP/JSON) is replayed through the reference model with every contract property
+checked. A run log is first checked as a restore checks it: an entry altered or
+missing since it was written (its chain, its witness ``LOG.head``) is the divergence.
 
   replan conform out/runs/import-1.log
   replan conform my-run.json --policy my.toml     a trace of a run under my.toml
   replan conform evidence/replan-trace.json --json
+  replan conform spans.json                       spans as `replan trace --otel` writes
   replan conform runs.db --run import-1          one run of a DBOS database
 
 Exit 0 when the model reproduces every recorded answer and no property breaks; 1 at
-the first divergence (its position, the call, the recorded and the model's answer);
-2 when the file cannot be read. The file is opened read-only.
+the first divergence (its position, the call, the recorded and the model's answer, or
+what was altered); 2 when the file cannot be read. The file is opened read-only.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "log",
         metavar="LOG",
-        help="a run log (SQLite, from controller.durable) or a trace (JSON: a list of "
-        "Controller.trace records, or an episode record with 'calls')",
+        help="a run log (SQLite, from controller.durable, its witness LOG.head beside it), "
+        "a trace (JSON: a list of Controller.trace records, or an episode record with "
+        "'calls') or a run's OpenTelemetry spans (OTLP/JSON)",
     )
     parser.add_argument(
         "--run",
@@ -58,15 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 "source": found.source,
                 "calls": found.calls,
                 "conforms": found.conforms,
-                "divergence": None
-                if divergence is None
-                else {
-                    "position": divergence.position,
-                    "call": divergence.call,
-                    "recorded": divergence.recorded,
-                    "model": divergence.model,
-                    "broken": list(divergence.broken),
-                },
+                "divergence": None if divergence is None else divergence.as_json(),
             }
         )
     elif divergence is None:

@@ -27,6 +27,8 @@ combinations: the controller's commit decision by running it, decide()'s, agreem
                                      (an invoke_agent span, a span per controller call
                                      named by the fired transition; needs
                                      opentelemetry-sdk: the otel extra)
+  replan trace --run-log run.log     also the episode's durable run log (SQLite, and its
+                                     witness run.log.head): `replan conform run.log`
 
 Exit 0 when every fact of the episode holds and all combinations agree, 1 when one
 does not (the failing facts are printed, the record is still written).
@@ -35,6 +37,7 @@ does not (the failing facts are printed, the record is still written).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +85,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write the episode's OpenTelemetry spans to FILE as OTLP/JSON "
         "(needs opentelemetry-sdk: pip install 'replan[otel]')",
     )
+    parser.add_argument(
+        "--run-log",
+        metavar="FILE",
+        help="also log the episode's run durably into FILE (a new SQLite run log and its "
+        "witness FILE.head, as controller.durable writes them): `replan conform FILE` "
+        "checks it",
+    )
     add_json_option(parser)
+
+
+def _logging_into(path: Path) -> tuple[Callable[[Policy], Any], list[Any]]:
+    """A controller class for the episode whose first controller (the episode's own)
+    logs into a new run log at ``path``; the ones after it (the episode's replay
+    against the model) do not. Also the logs opened, to close."""
+    from replan.controller import Controller
+    from replan.controller.durable import LoggedController, RunLogError, SqliteRunLog
+
+    if path.exists() or Path(f"{path}.head").exists():
+        raise CliError(
+            f"--run-log {path}: exists; give a new file (a run log is never overwritten)"
+        )
+    opened: list[Any] = []
+
+    def controller(policy: Policy) -> Any:
+        if opened:
+            return Controller(policy)
+        try:
+            opened.append(SqliteRunLog(path))
+        except RunLogError as error:
+            raise CliError(f"--run-log {path}: {error}") from None
+        return LoggedController(policy, log=opened[0])
+
+    controller.__module__ = LoggedController.__module__  # the record names the class
+    controller.__qualname__ = LoggedController.__qualname__
+    return controller, opened
 
 
 def _otel_spans(controller_class: Any) -> dict[str, Any]:
@@ -150,7 +187,16 @@ def run(args: argparse.Namespace) -> int:
         if path is not None and path.exists() and path.is_dir():
             raise CliError(f"{path}: is a directory, expected a file to write")
 
-    record = run_episode(policy, controller_class, policy_name=args.policy or "")
+    opened: list[Any] = []
+    if args.run_log is not None:
+        if args.mutant:
+            raise CliError("--run-log logs the episode of the generated controller, not a mutant")
+        controller_class, opened = _logging_into(Path(args.run_log))
+    try:
+        record = run_episode(policy, controller_class, policy_name=args.policy or "")
+    finally:
+        for log in opened:
+            log.close()
     table = fixed_workflow_table(policy, controller_class)
     failing = failing_facts(record)
     failing += [
@@ -159,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         for row in table["rows"]
         if not row["agree"]
     ]
-    spans = None if otel_output is None else _otel_spans(controller_class)
+    spans = None if otel_output is None else _otel_spans(_controller_class(args.mutant))
     try:
         for path, document in zip(outputs, (record, table, spans), strict=True):
             if path is not None:

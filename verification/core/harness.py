@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol
 
 from replan.controller import input_limits
 from replan.controller._generated import Controller
-from replan.controller.durable.log import canonical, decode_argument
+from replan.controller.call_encoding import canonical, decode_argument
 from replan.controller.fields import RunState
 from replan.controller.policy import Policy, policy_from_dict, policy_to_dict
 from replan.controller.records import (

@@ -6,7 +6,10 @@
 through the reference model (``spec.reference``: the declaration run by
 python-statemachine) and checks every contract property after each one. The first
 call whose recorded answer differs from the model's, or after which a property
-breaks, is the divergence: its position, the call, both answers.
+breaks, is the divergence: its position, the call, both answers. A run log is first
+checked as the restore checks it (``SqliteRunLog.damage``: each entry's chain value,
+the count and head its witness names): an entry altered or missing after it was
+written is the divergence, at that entry.
 
 A run log holds only the calls that changed the run, which is enough: a call that
 changed nothing changes nothing when left out. It names its policy and the
@@ -23,23 +26,33 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from replan.controller import Controller, input_limits
 from replan.controller._generated import DECLARATION_DIGEST
+from replan.controller.call_encoding import canonical, decode_argument, encode_answer
 from replan.controller.durable.log import (
+    Damage,
     Entry,
     Header,
     RunLogError,
     SqliteRunLog,
-    canonical,
-    decode_argument,
-    encode_answer,
 )
 from replan.controller.policy import DEFAULT_POLICY, Policy, policy_from_dict
 from replan.controller.records import RECORD_KINDS, PolicyError
 from replan.spec.reference import ReferenceController
 from replan.verification.core.harness import Operation, observe_call, violated
+from replan.verification.engines.conform.spans import SpansError, is_otlp, span_calls
+
+
+class Loaded(NamedTuple):
+    """A recorded run as read: what the file is, its calls, the policy to check them
+    under, and the damage a run log's chain or witness shows (None: none)."""
+
+    source: str  # "run log", "trace" or "OpenTelemetry export"
+    entries: list[Entry]
+    policy: Policy
+    damage: Damage | None = None
 
 
 class ConformError(ValueError):
@@ -55,8 +68,22 @@ class Divergence:
     recorded: str
     model: str
     broken: tuple[str, ...]  # properties the model's call breaks (then: recorded is odd)
+    #: why the log is not as written (its chain or its witness), when that is the divergence
+    damage: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "call": self.call,
+            "recorded": self.recorded,
+            "model": self.model,
+            "broken": list(self.broken),
+            "damage": self.damage or None,
+        }
 
     def line(self) -> str:
+        if self.damage:
+            return f"position {self.position}: {self.call}: {self.damage}"
         if self.recorded != self.model:
             return (
                 f"position {self.position}: {self.call} was answered {self.recorded} in the "
@@ -86,6 +113,19 @@ def _answer(result: Any) -> str:
     if isinstance(result, type) and issubclass(result, BaseException):
         return canonical({"error": result.__name__})
     return encode_answer(result)
+
+
+def damaged(damage: Damage | None, entries: list[Entry]) -> Divergence | None:
+    """The log's own damage (``SqliteRunLog.damage``) as the divergence: at the first
+    entry it concerns (the first entry when it names none, as a witness of another
+    log does), that entry's call as the log holds it."""
+    if damage is None:
+        return None
+    position = damage.position or 1
+    held = next((entry for entry in entries if entry.position == position), None)
+    call = "(no entry)" if held is None else f"{held.op}({held.argument})"
+    answer = "" if held is None else held.answer
+    return Divergence(position, call, answer, answer, (), damage=damage.why)
 
 
 def check(entries: list[Entry], policy: Policy) -> Divergence | None:
@@ -145,7 +185,7 @@ def _is_durable_store(path: Path) -> bool:
     return "replan_durable_log" in tables
 
 
-def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
+def _load_store(path: Path, run_id: str | None) -> Loaded:
     """One run's log from a DBOS database (``controller.durable.dbos``)."""
     try:
         import sqlalchemy
@@ -165,7 +205,7 @@ def _load_store(path: Path, run_id: str | None) -> tuple[str, list[Entry], Polic
         store.close()
 
 
-def _store_run(store: Any, path: Path, run_id: str | None) -> tuple[str, list[Entry], Policy]:
+def _store_run(store: Any, path: Path, run_id: str | None) -> Loaded:
     from replan.controller.durable.dbos import SqlRunLog
 
     runs = store.run_ids()
@@ -178,8 +218,12 @@ def _store_run(store: Any, path: Path, run_id: str | None) -> tuple[str, list[En
 
 
 def _checked(
-    source: str, header: Header | None, entries: list[Entry], path: Path
-) -> tuple[str, list[Entry], Policy]:
+    source: str,
+    header: Header | None,
+    entries: list[Entry],
+    path: Path,
+    damage: Damage | None = None,
+) -> Loaded:
     if header is None:
         raise ConformError(f"{path}: the run log is empty (no header)")
     if header.declaration_digest != DECLARATION_DIGEST:
@@ -191,13 +235,26 @@ def _checked(
         logged = policy_from_dict(header.policy)
     except PolicyError as error:
         raise ConformError(f"{path}: the log's policy: {error}") from None
-    return source, entries, logged
+    return Loaded(source, entries, logged, damage)
 
 
-def load(
-    path: Path, policy: Policy | None, run_id: str | None = None
-) -> tuple[str, list[Entry], Policy]:
-    """(what the file is, its calls, the policy to check them under)."""
+def is_guarded_record(path: str | Path) -> bool:
+    """Whether ``path`` looks like a record replan wrote of a run it guarded: a SQLite
+    file (a run log) or OTLP/JSON (its spans), by the first bytes (a file that cannot
+    be read is for the reader to report)."""
+    try:
+        with Path(path).open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"SQLite format 3") or (
+        head.lstrip().startswith(b"{") and b'"resourceSpans"' in head
+    )
+
+
+def load(path: Path, policy: Policy | None, run_id: str | None = None) -> Loaded:
+    """What the file is, its calls, the policy to check them under, and for a run log
+    any damage its chain or witness shows."""
     try:
         with path.open("rb") as handle:
             head = handle.read(16)
@@ -219,13 +276,19 @@ def load(
         try:
             header = log.header()
             entries = log.entries()
+            damage = log.damage()
         except (RunLogError, sqlite3.Error) as error:
             raise ConformError(f"{path}: {error}") from None
         except RecursionError:  # an entry nested past what Python reads
             raise ConformError(f"{path}: nested more than {input_limits.MAX_DEPTH} deep") from None
         finally:
             log.close()
-        return _checked("run log", header, entries, path)
+        if header is not None and not log.witness.exists():
+            raise ConformError(
+                f"{path}: its witness {log.witness.name} is missing, so a shortened copy "
+                "cannot be told from the log: copy the witness beside it to check it"
+            )
+        return _checked("run log", header, entries, path, damage)
     try:
         document = input_limits.load_json(path, what="a trace")
     except input_limits.InputLimitError as error:
@@ -234,6 +297,12 @@ def load(
         raise ConformError(f"{path}: cannot read ({error.strerror or error})") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise ConformError(f"{path}: neither a run log nor JSON ({error})") from None
+    if is_otlp(document):
+        try:
+            entries, named = span_calls(document)
+            return Loaded("OpenTelemetry export", entries, policy_of_trace(None, named, policy))
+        except (SpansError, TracePolicyError) as error:
+            raise ConformError(f"{path}: {error}") from None
     records = document.get("calls") if isinstance(document, dict) else document
     if not isinstance(records, list):
         raise ConformError(f"{path}: JSON without a trace (a list of records, or 'calls')")
@@ -241,7 +310,7 @@ def load(
         used = policy_of_trace(document, records, policy)
     except TracePolicyError as error:
         raise ConformError(f"{path}: {error}") from None
-    return "trace", _trace_entries(records), used
+    return Loaded("trace", _trace_entries(records), used)
 
 
 class TracePolicyError(ValueError):
@@ -309,5 +378,6 @@ def policy_of_trace(
 def conform(path: Path, policy: Policy | None = None, run_id: str | None = None) -> Conformance:
     """Check the recorded run at ``path`` (``ConformError`` if it cannot be read);
     ``run_id``: which run of a DBOS database."""
-    source, entries, used = load(path, policy, run_id)
-    return Conformance(source, len(entries), check(entries, used))
+    loaded = load(path, policy, run_id)
+    divergence = damaged(loaded.damage, loaded.entries) or check(loaded.entries, loaded.policy)
+    return Conformance(loaded.source, len(loaded.entries), divergence)
