@@ -1,4 +1,4 @@
-"""An agent used as another agent's tool: a path the guard must see through or refuse.
+"""Agents that run other agents: paths the guard must see through or refuse.
 
 Why: the agent SDK runs an agent-tool (``Agent.as_tool()``) as one function call of
 the outer agent, and the inner agent's own tools in the inner agent's own
@@ -9,9 +9,17 @@ the inner agent carries the same guard (one run, one budget, however deep the
 agents nest), the call passes through and each inner tool call is guarded as any
 other; when it does not, the call is refused and names the agent it cannot guard.
 
+A handoff workflow (agent-framework-orchestrations' ``HandoffBuilder``) runs several
+agents in turn; each hands the conversation to the next through a generated routing
+tool (``handoff_to_<agent>``) that runs nothing. The guard lets those through only for
+a workflow it has checked (``unguarded_participant``: every agent the workflow runs
+carries it, so every effect of the run comes back to it, under one budget); any other
+handoff is refused.
+
 The SDK keeps no public link from an agent-tool to its agent: ``agent_behind`` reads
 the wrapper ``Agent.as_tool`` builds (agent-framework-core as pinned), and a tool it
-does not recognise is an ordinary tool.
+does not recognise is an ordinary tool. ``is_handoff`` recognises the routing tool the
+same way (agent-framework-orchestrations as pinned for the tests).
 """
 
 from __future__ import annotations
@@ -66,3 +74,50 @@ def unguarded_path(agent: Any, guard: object) -> str | None:
         return None
 
     return walk(agent, ())
+
+
+class UnguardedPath(ValueError):
+    """A workflow runs an agent without the guard (one line naming it)."""
+
+
+def is_handoff(tool: object) -> bool:
+    """Whether ``tool`` is a handoff workflow's routing tool: it runs nothing, the
+    workflow's next agent runs."""
+    func = getattr(tool, "func", None)
+    name = getattr(tool, "name", None)
+    return (
+        getattr(func, "__name__", "") == "_handoff_tool"
+        and isinstance(name, str)
+        and name.startswith("handoff_to_")
+    )
+
+
+def workflow_agents(workflow: Any) -> list[Any]:
+    """The agents a workflow's executors run (as the workflow runs them: a handoff
+    workflow's are clones of the agents it was built from)."""
+    executors = getattr(workflow, "executors", None)
+    if not isinstance(executors, dict):
+        return []
+    found = (getattr(executor, "agent", None) for executor in executors.values())
+    return [agent for agent in found if agent is not None]
+
+
+def handoff_tools(workflow: Any) -> set[str]:
+    """The names of the routing tools of a workflow's agents."""
+    return {
+        str(tool.name)  # type: ignore[attr-defined]
+        for agent in workflow_agents(workflow)
+        for tool in _tools_of(agent)
+        if is_handoff(tool)
+    }
+
+
+def unguarded_participant(workflow: Any, guard: object) -> str | None:
+    """``workflow > agent > ...``: the first agent the workflow runs (or one it runs
+    as a tool) without ``guard``; None when every one carries it."""
+    name = str(getattr(workflow, "name", None) or "the workflow")
+    for agent in workflow_agents(workflow):
+        found = unguarded_path(agent, guard)
+        if found is not None:
+            return f"{name} > {found}"
+    return None

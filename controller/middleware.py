@@ -61,7 +61,14 @@ from opentelemetry.trace import SpanKind, TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from replan.controller.approval import Approved, approve_call
-from replan.controller.composite import agent_behind, unguarded_path
+from replan.controller.composite import (
+    UnguardedPath,
+    agent_behind,
+    handoff_tools,
+    is_handoff,
+    unguarded_participant,
+    unguarded_path,
+)
 from replan.controller.executor import (
     AsyncEffect,
     Execution,
@@ -408,6 +415,8 @@ class ReplanMiddleware(FunctionMiddleware):
         self._charged: set[str] = set()
         self._lock = asyncio.Lock()
         self.ends_on_stop = ends_on_stop
+        #: the routing tools of the workflows ``guard_workflow`` checked
+        self._handoffs: set[str] = set()
 
     @property
     def middleware(self) -> list[ChatMiddleware | FunctionMiddleware]:
@@ -424,6 +433,9 @@ class ReplanMiddleware(FunctionMiddleware):
         call_id = context.metadata.get("call_id")
         if agent_behind(context.function) is not None:
             await self._through_agent(context, call_next, name, call_id)
+            return
+        if is_handoff(context.function):
+            await self._handoff(context, call_next, name, call_id)
             return
         async with self._lock:
             await self._guard_and_trace(context, call_next, name, call_id)
@@ -451,6 +463,42 @@ class ReplanMiddleware(FunctionMiddleware):
             REFUSED,
             f"tool {name!r} runs agent {unguarded}, whose own tool calls this guard does "
             "not see: install the guard's middleware on that agent too",
+        )
+        context.result = line
+        known_id = call_id if isinstance(call_id, str) else None
+        self.calls.append(GuardedCall(name, known_id, _arguments(context.arguments), REFUSED, line))
+
+    def guard_workflow(self, workflow: Any) -> Any:
+        """Check ``workflow`` before it runs: every agent it runs carries this guard
+        (``UnguardedPath``, one line naming the first that does not), so every tool
+        call of the run comes back here, under one budget; then its handoffs pass.
+        Returns ``workflow``."""
+        unguarded = unguarded_participant(workflow, self)
+        if unguarded is not None:
+            raise UnguardedPath(
+                f"{unguarded} runs tools without this guard: give every agent "
+                "middleware=guard.middleware before building the workflow"
+            )
+        self._handoffs |= handoff_tools(workflow)
+        return workflow
+
+    async def _handoff(
+        self,
+        context: FunctionInvocationContext,
+        call_next: Callable[[], Awaitable[None]],
+        name: str,
+        call_id: object,
+    ) -> None:
+        """A handoff runs nothing: the workflow's routing takes it (after this guard).
+        Passed for a workflow ``guard_workflow`` checked; refused for any other, whose
+        next agent may run tools this guard never sees."""
+        if name in self._handoffs:
+            await call_next()
+            return
+        line = refusal(
+            REFUSED,
+            f"tool {name!r} hands the run to an agent of a workflow this guard has not "
+            "checked: call guard.guard_workflow(workflow) before running it",
         )
         context.result = line
         known_id = call_id if isinstance(call_id, str) else None
