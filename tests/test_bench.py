@@ -45,7 +45,7 @@ def test_quick_run_writes_json_with_all_three_implementations(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "results.json"
-    assert main(["bench", "--quick", "-o", str(target)]) == 0
+    assert main(["bench", "--quick", "--samples", "1", "-o", str(target)]) == 0
     document = json.loads(target.read_text())
     assert document["quick"] is True and document["all_episodes_completed"] is True
     assert set(document["workloads"]) == {variant.name for variant in VARIANTS}
@@ -115,13 +115,13 @@ def test_tool_measures_only_the_named_tools(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     target = tmp_path / "results.json"
-    code = main(["bench", "--quick", "--samples", "1", "--tool", "middleware", "-o", str(target)])
+    code = main(["bench", "--quick", "--samples", "1", "--tool", "durable", "-o", str(target)])
     assert code == 0
     tools = json.loads(target.read_text())["tools"]
     assert {name for name, figures in tools.items() if figures["status"] != "skipped"} == {
-        "middleware"
+        "durable"
     }
-    assert "guard per call (no provider)" in capsys.readouterr().out
+    assert "the unlogged call (wall)" in capsys.readouterr().out
     assert main(["bench", "--quick", "--tool", "nope"]) == 2
 
 
@@ -329,25 +329,81 @@ def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:
     assert any("bare Hypothesis lockstep machine" in line for line in lines)
 
 
-def test_the_scale_figures_compare_workers_and_ray(tmp_path: Path) -> None:
-    """`replan bench --scale --quick`: the campaign on 1, 2, 4 local workers and 2 Ray
-    tasks, a first failure found on each, the explorer's counts equal everywhere."""
-    pytest.importorskip("ray", reason="the scale extra (ray) is not installed")
-    from replan.verification.bench.scale import scale_figures, scale_lines
+@pytest.mark.parametrize("ray", [True, False])
+def test_the_scale_figures_compare_workers_and_ray(
+    monkeypatch: pytest.MonkeyPatch, ray: bool
+) -> None:
+    """`replan bench --scale`: the campaign on 1, 2, 4 local workers and, when Ray is
+    installed, 2 Ray tasks; a first failure on each; the explorer in one process, two
+    and two Ray actors, the counts compared. The runs are faked here (the campaign's
+    workers, Ray's tasks and the sharded explorer run for real in tests/test_scale.py);
+    what is pinned is what the bench runs, in which order, and what it reports."""
+    from replan.verification.bench import scale
+    from replan.verification.runtime import ray_cluster
 
-    figures = scale_figures(True, lambda _: None)
-    assert [(c["workers"], c["ray"]) for c in figures["campaign"]] == [
-        (1, False),
-        (2, False),
-        (4, False),
-        (2, True),
+    ran: list[tuple[str, int, bool]] = []
+
+    def campaign(workers: int, address: str | None, examples: int | None) -> dict[str, Any]:
+        ran.append(("campaign", workers, address is not None))
+        assert examples == 40  # --quick: a smoke run
+        return {
+            "workers": workers,
+            "ray": address is not None,
+            "examples": examples,
+            "operations": 100 * workers,
+            "seconds": 1.0,
+            "operations_per_second": 100,
+        }
+
+    def first_failure(workers: int, address: str | None) -> dict[str, Any]:
+        ran.append(("first failure", workers, address is not None))
+        return {
+            "workers": workers,
+            "ray": address is not None,
+            "found": "execute-step-limit-stops",
+            "seconds": 2.0,
+        }
+
+    def explorer(workers: int, on_ray: bool, domains: Any) -> dict[str, Any]:
+        ran.append(("explorer", workers, on_ray))
+        states = 7 if workers == 1 else 7 + on_ray  # Ray's shards disagree, say
+        return {
+            "workers": workers,
+            "ray": on_ray,
+            "states": states,
+            "transitions": 9,
+            "seconds": 0.5,
+            "held": True,
+        }
+
+    monkeypatch.setattr(scale, "_campaign", campaign)
+    monkeypatch.setattr(scale, "_first_failure", first_failure)
+    monkeypatch.setattr(scale, "_explorer", explorer)
+    monkeypatch.setattr(ray_cluster, "available", lambda: ray)
+    monkeypatch.setattr(ray_cluster, "connect", lambda address: None)
+    monkeypatch.setattr(ray_cluster, "shutdown", lambda: None)
+    figures = scale.scale_figures(True, lambda _: None)
+    local = [
+        ("campaign", 1, False),
+        ("first failure", 1, False),
+        ("campaign", 2, False),
+        ("first failure", 2, False),
+        ("campaign", 4, False),
+        ("first failure", 4, False),
     ]
-    assert all(c["operations"] > 0 for c in figures["campaign"])
-    assert {f["found"] for f in figures["first_failure"]} == {"execute-step-limit-stops"}
-    assert figures["explorer_same_counts"] and len(figures["explorer"]) == 3
-    lines = scale_lines(figures)
-    assert any("Ray tasks" in line for line in lines)
-    assert any("same counts everywhere: yes" in line for line in lines)
+    on_ray = [("campaign", 2, True), ("first failure", 2, True)] if ray else []
+    explorers = [
+        ("explorer", 1, False),
+        ("explorer", 2, False),
+        *([("explorer", 2, True)] if ray else []),
+    ]
+    assert ran == [*local, *on_ray, *explorers]
+    assert figures["explorer_same_counts"] is not ray
+    lines = "\n".join(scale.scale_lines(figures))
+    assert ("Ray tasks" in lines) is ray
+    assert f"same counts everywhere: {'NO' if ray else 'yes'}" in lines
+    if not ray:
+        assert figures["ray"].startswith("absent")
 
 
 def test_a_child_started_from_a_large_bench_reports_its_own_peak_rss() -> None:

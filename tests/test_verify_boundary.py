@@ -1,9 +1,12 @@
 """`replan verify` checks the effect boundary: its boundary check holds on the real
 boundary under the test policies, and each seeded boundary bug kind
-(``verification/boundary/subjects.py``, ``replan verify --mutant NAME``) makes verify
-exit 1 naming the rule it breaks, in verify.json, verify-report.md, SARIF and JUnit,
-with a counterexample that replays on the bug and not on the real boundary. The
-controller's checks all hold there: the failure is the boundary check's alone."""
+(``verification/boundary/subjects.py``, ``replan verify --mutant NAME``) fails it,
+naming the rule it breaks, with a counterexample that replays on the bug and not on the
+real boundary. Two kinds (one in the guard, one in the run log) go through the whole
+command as a user runs it: exit 1, the rule in verify.json, verify-report.md, SARIF and
+JUnit, and the controller's checks all holding (the failure is the boundary check's
+alone); the other five through the same check inside a verify session, which is all
+that differs between them (a whole run checks the same controller each time)."""
 
 from __future__ import annotations
 
@@ -97,12 +100,17 @@ def test_verify_refuses_an_unknown_mutant_in_one_line(tmp_path: Path) -> None:
     assert "tool-time-not-charged" in completed.stderr  # the boundary's kinds are named
 
 
+#: The kinds run through the whole `replan verify` command: one in the guard, one in
+#: the durable run log.
+THROUGH_THE_COMMAND = ("guard-cites-current-revision", "log-range-read-one-short")
+
+
 @pytest.fixture(scope="module")
 def verified(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, tuple[int, dict[str, object], Path]]:
-    """`replan verify --mutant NAME --json` for every seeded boundary bug, as a user
-    runs it (a process each, two at a time), with --sarif and --junit."""
+    """`replan verify --mutant NAME --json` for the kinds of ``THROUGH_THE_COMMAND``,
+    as a user runs it (a process each, both at once), with --sarif and --junit."""
 
     def one(name: str) -> tuple[int, dict[str, object], Path]:
         evidence = tmp_path_factory.mktemp(name)
@@ -122,12 +130,12 @@ def verified(
         return completed.returncode, json.loads(completed.stdout), evidence
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(MUTANTS, pool.map(one, MUTANTS), strict=True))
+        return dict(zip(THROUGH_THE_COMMAND, pool.map(one, THROUGH_THE_COMMAND), strict=True))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(MUTANTS))
-def test_verify_fails_on_each_seeded_boundary_bug_naming_its_rule(
+@pytest.mark.parametrize("name", THROUGH_THE_COMMAND)
+def test_verify_fails_on_a_seeded_boundary_bug_naming_its_rule(
     name: str, verified: dict[str, tuple[int, dict[str, object], Path]]
 ) -> None:
     code, document, evidence = verified[name]
@@ -146,3 +154,23 @@ def test_verify_fails_on_each_seeded_boundary_bug_naming_its_rule(
     junit = ET.parse(evidence / "junit.xml").getroot()
     failed = [c.get("name") for c in junit.iter("testcase") if c.find("failure") is not None]
     assert failed == ["boundary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [name for name in MUTANTS if name not in THROUGH_THE_COMMAND])
+def test_verifys_boundary_check_fails_on_each_other_seeded_bug_naming_its_rule(
+    name: str, tmp_path: Path
+) -> None:
+    check = check_boundary(_session(tmp_path, verify_subject(name)))
+    rule = MUTANTS[name][1]
+    assert check.status == "failed" and check.properties == [rule]
+    assert check.failure_text.startswith(f"{rule}: ")
+    (saved,) = check.counterexamples
+    assert replay(Path(saved)) is not None and replay(Path(saved), "real") is None
+    report = VerifyReport(DEFAULT_POLICY, "ci", str(tmp_path), checks=[check])
+    assert report.broken_properties == {rule: ["boundary"]}
+    assert [result["ruleId"] for result in sarif_log(report)["runs"][0]["results"]] == [rule]
+
+
+def test_every_seeded_kind_is_checked_one_way_or_the_other() -> None:
+    assert set(THROUGH_THE_COMMAND) < set(MUTANTS) and len(MUTANTS) == 7
