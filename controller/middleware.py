@@ -459,14 +459,21 @@ class ReplanMiddleware(FunctionMiddleware):
         if unguarded is None:
             await call_next()
             return
-        line = refusal(
-            REFUSED,
+        self._refuse_path(
+            context,
+            call_id,
             f"tool {name!r} runs agent {unguarded}, whose own tool calls this guard does "
             "not see: install the guard's middleware on that agent too",
         )
+
+    def _refuse_path(self, context: FunctionInvocationContext, call_id: object, why: str) -> None:
+        """Refuse a call that leads to tools this guard would not see (the model reads
+        why); the call runs nothing and changes nothing in the run."""
+        line = refusal(REFUSED, why)
         context.result = line
         known_id = call_id if isinstance(call_id, str) else None
-        self.calls.append(GuardedCall(name, known_id, _arguments(context.arguments), REFUSED, line))
+        arguments = _arguments(context.arguments)
+        self.calls.append(GuardedCall(context.function.name, known_id, arguments, REFUSED, line))
 
     def guard_workflow(self, workflow: Any) -> Any:
         """Check ``workflow`` before it runs: every agent it runs carries this guard
@@ -495,14 +502,12 @@ class ReplanMiddleware(FunctionMiddleware):
         if name in self._handoffs:
             await call_next()
             return
-        line = refusal(
-            REFUSED,
+        self._refuse_path(
+            context,
+            call_id,
             f"tool {name!r} hands the run to an agent of a workflow this guard has not "
             "checked: call guard.guard_workflow(workflow) before running it",
         )
-        context.result = line
-        known_id = call_id if isinstance(call_id, str) else None
-        self.calls.append(GuardedCall(name, known_id, _arguments(context.arguments), REFUSED, line))
 
     async def _guard_and_trace(
         self,

@@ -11,8 +11,9 @@ change nothing either.
 
 Owns: the log's header (format, the declaration's and the policy's digests, the
 policy itself), the entries (each call's argument and answer in their exact form,
-``controller.call_encoding``), and the storage: in memory and in one SQLite file (a sibling of the executor's journal, say),
-with the checks that keep a restore from rebuilding an older run (``verify``).
+``controller.call_encoding``), and the storage: in memory and in one SQLite file (a
+sibling of the executor's journal, say), with the checks that keep a restore from
+rebuilding an older run (``verify``).
 ``controller.durable.dbos`` keeps the same log in DBOS's own database. Appends are
 idempotent by position: writing the entry already at a position is a no-op when it is
 equal and an error when it is not, so a run re-executed from its start (DBOS

@@ -119,15 +119,7 @@ def _check_guarded(args: argparse.Namespace) -> int:
         results = [] if divergence is None else [_sarif_result(args.file, divergence.line())]
         write_json(args.sarif, _sarif_log(results, [_CONTRADICTS]))
     if args.json:
-        print_json(
-            {
-                "file": args.file,
-                "source": found.source,
-                "calls": found.calls,
-                "conforms": found.conforms,
-                "divergence": None if divergence is None else divergence.as_json(),
-            }
-        )
+        print_json({"file": args.file, **found.as_json()})
     elif divergence is None:
         print(
             f"{args.file}: the recorded run agrees with the controller: all {found.calls} "

@@ -56,15 +56,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(error)) from None
     divergence = found.divergence
     if args.json:
-        print_json(
-            {
-                "log": args.log,
-                "source": found.source,
-                "calls": found.calls,
-                "conforms": found.conforms,
-                "divergence": None if divergence is None else divergence.as_json(),
-            }
-        )
+        print_json({"log": args.log, **found.as_json()})
     elif divergence is None:
         print(
             f"{args.log}: conforms: the model reproduces all {found.calls} recorded calls of "

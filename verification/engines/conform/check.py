@@ -102,6 +102,15 @@ class Conformance:
     def conforms(self) -> bool:
         return self.divergence is None
 
+    def as_json(self) -> dict[str, Any]:
+        divergence = None if self.divergence is None else self.divergence.as_json()
+        return {
+            "source": self.source,
+            "calls": self.calls,
+            "conforms": self.conforms,
+            "divergence": divergence,
+        }
+
 
 #: A trace's answer for a call the input check refused (``InvalidInput``): the call
 #: changed nothing, and its argument, rendered as JSON, may no longer say why (a
