@@ -234,13 +234,14 @@ def _edited_entry(path: Path) -> None:
     ("make", "says"),
     [(_foreign_log, "written under declaration"), (_edited_entry, "position 1")],
 )
-def test_replan_conform_refuses_a_foreign_or_edited_log_in_one_line(
-    tmp_path: Path, make: object, says: str
+@pytest.mark.parametrize("command", ["conform", "check-trace"])
+def test_conform_and_check_trace_refuse_a_foreign_or_unknown_call_log_in_one_line(
+    tmp_path: Path, make: object, says: str, command: str
 ) -> None:
     path = tmp_path / "run.log"
     make(path)  # type: ignore[operator]
     before = files(tmp_path)
-    done = _replan("conform", path)
+    done = _replan(command, path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and says in done.stderr
     assert files(tmp_path) == before
