@@ -74,19 +74,26 @@ def pytest_configure(config: pytest.Config) -> None:
 #: (`--dist loadfile`) hands out files in collection order, so starting these first
 #: keeps the last minutes from running one long file on one core.
 LONG_FILES = (
-    "test_first_policy.py",
-    "test_verify.py",
     "test_bench.py",
+    "test_kernel_engine.py",
     "test_mutate.py",
-    "test_durable_crash.py",
-    "test_campaign_mutants.py",
-    "test_durable_crash_postgres.py",
     "test_scale.py",
-    "test_review.py",
-    "test_verify_catches_mutants.py",
+    "test_spin_engine.py",
+    "test_durable_crash_postgres.py",
+    "test_campaign.py",
+    "test_first_policy.py",
+    "test_durable_crash.py",
     "test_verify_boundary.py",
-    "test_explore.py",
+    "test_verify_catches_mutants.py",
+    "test_explore_cli.py",
+    "test_verify.py",
     "test_approval.py",
+    "test_wheel_and_action.py",
+    "test_campaign_mutants.py",
+    "test_docs.py",
+    "test_campaign_coverage.py",
+    "test_review.py",
+    "test_explore.py",
     "test_budgets.py",
 )
 
@@ -110,7 +117,6 @@ SLOW_TESTS = frozenset(
         "tests/test_bench.py::test_samples_are_interleaved_round_by_round",
         "tests/test_bench.py::test_the_campaign_is_measured_against_a_bare_lockstep_machine",
         "tests/test_bench.py::test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts",
-        "tests/test_bench.py::test_the_scale_figures_compare_workers_and_ray",
         "tests/test_bench.py::test_the_table_shows_every_implementation_ratio_and_goal",
         "tests/test_bench.py::test_tool_measures_only_the_named_tools",
         # test_boundary_bad_input.py
