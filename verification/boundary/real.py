@@ -13,7 +13,9 @@ by the journal and the run log (subclasses of the subject's own, built here) aft
 their write, by the tool after its effect. The work stops there; the objects are
 dropped; ``restart`` builds fresh ones from the files (``SqliteJournal(path)``,
 ``restore(SqliteRunLog(path))``), first after the files were tampered with when asked
-(which must be refused in one line, leaving the files as they were).
+(which must be refused in one line, leaving the files as they were, and by the damaged
+run log alone too; what a kill itself leaves, a witness one entry behind, must restore
+exactly).
 
 Everything the checks compare is recorded here as plain values: the answers, the
 effects the tools saw, the journal's records, the controller's snapshot; and whether
