@@ -249,22 +249,18 @@ def _in_processes(
     progress: Callable[[int, int, BoundaryVerdict], None] | None,
     workers: int,
 ) -> list[BoundaryVerdict]:
-    import multiprocessing
-
     from replan.controller.policy import policy_to_dict
+    from replan.verification.runtime.pool import judged_in_processes
 
-    context = multiprocessing.get_context("spawn")
-    verdicts = []
-    with context.Pool(
-        workers, initializer=_start_worker, initargs=(policy_to_dict(policy),)
-    ) as pool:
-        results = pool.imap(_judge_in_worker, [m.id for m in chosen])
-        for number, (mutant, found) in enumerate(zip(chosen, results, strict=True), start=1):
-            verdict = BoundaryVerdict(mutant, **found)
-            verdicts.append(verdict)
-            if progress is not None:
-                progress(number, len(chosen), verdict)
-    return verdicts
+    return judged_in_processes(
+        chosen,
+        [mutant.id for mutant in chosen],
+        workers,
+        (_start_worker, (policy_to_dict(policy),)),
+        _judge_in_worker,
+        lambda mutant, found: BoundaryVerdict(mutant, **found),
+        progress,
+    )
 
 
 __all__ = [

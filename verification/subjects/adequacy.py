@@ -563,21 +563,15 @@ def _in_processes(
     workers: int,
     contract: Contract,
 ) -> list[Verdict]:
-    import multiprocessing
-
     from replan.controller.policy import policy_to_dict
+    from replan.verification.runtime.pool import judged_in_processes
 
-    context = multiprocessing.get_context("spawn")  # z3 and the mutant modules: fresh
-    with context.Pool(
+    return judged_in_processes(
+        chosen,
+        [mutant.id for mutant in chosen],
         workers,
-        initializer=_start_worker,
-        initargs=(policy_to_dict(policy), every_engine, contract),
-    ) as pool:
-        verdicts = []
-        results = pool.imap(_judge_in_worker, [m.id for m in chosen])
-        for number, (mutant, found) in enumerate(zip(chosen, results, strict=True), start=1):
-            verdict = Verdict(mutant, **found)
-            verdicts.append(verdict)
-            if progress is not None:
-                progress(number, len(chosen), verdict)
-    return verdicts
+        (_start_worker, (policy_to_dict(policy), every_engine, contract)),
+        _judge_in_worker,
+        lambda mutant, found: Verdict(mutant, **found),
+        progress,
+    )
