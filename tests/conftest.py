@@ -8,6 +8,7 @@ generic: other test modules import the builders (``from conftest import obs, pla
 
 from __future__ import annotations
 
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -24,6 +25,7 @@ from replan.spec.vocabulary import Property
 from replan.verification.core import harness
 from replan.verification.core.domains import Domains
 from replan.verification.core.subject import PROJECT, Subject
+from replan.verification.translate.kernel_cache import ENVIRONMENT
 
 IMPLEMENTATIONS: dict[str, type[Run]] = {
     "generated": Controller,
@@ -63,6 +65,15 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     return {name for name in before.keys() | after.keys() if before.get(name) != after.get(name)}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The kernels the commands generate are kept for the session (shared by its
+    workers), never in the checkout's out/."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.environ.setdefault(ENVIRONMENT, str(shared / "kernel-cache"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "graphviz: the test draws with Graphviz `dot` (skipped when it is absent)"
@@ -76,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
 LONG_FILES = (
     "test_bench.py",
     "test_kernel_engine.py",
+    "test_kernel_cache.py",
     "test_mutate.py",
     "test_scale.py",
     "test_spin_engine.py",
@@ -219,6 +231,13 @@ SLOW_TESTS = frozenset(
         "tests/test_kernel_engine.py::test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it",
         "tests/test_kernel_engine.py::test_the_kernel_names_its_source_and_accounts_for_every_call",
         "tests/test_kernel_engine.py::test_the_kernel_steps_in_lockstep_with_the_generated_controller",
+        # test_kernel_cache.py
+        "tests/test_kernel_cache.py::test_a_cache_that_cannot_be_written_only_costs_time",
+        "tests/test_kernel_cache.py::test_a_kept_kernel_is_reused_and_gives_what_generating_it_gives",
+        "tests/test_kernel_cache.py::test_a_mutants_kernel_is_never_kept",
+        "tests/test_kernel_cache.py::test_an_unsound_entry_is_generated_again_never_trusted",
+        "tests/test_kernel_cache.py::test_another_policy_or_domain_finds_no_kept_kernel",
+        "tests/test_kernel_cache.py::test_the_command_keeps_its_kernels_where_the_environment_says",
         # test_mutate.py
         "tests/test_mutate.py::test_a_flipped_comparison_is_killed_naming_the_rule",
         "tests/test_mutate.py::test_an_untouched_copy_of_a_body_is_equivalent",

@@ -168,6 +168,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --engine kernel: also write the generated kernel's Python to FILE",
     )
     parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="with --engine kernel: generate the kernel afresh and keep nothing (default: "
+        "reuse the kernel generated from the same declaration, bodies, policy and "
+        "domains, kept under out/cache/kernels or $REPLAN_KERNEL_CACHE)",
+    )
+    parser.add_argument(
         "--memory",
         type=positive_int,
         metavar="MB",
@@ -229,6 +236,7 @@ OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] 
     ("--max-depth", "max_depth", lambda a: a.max_depth is not None),
     ("--max-states", "max_states", lambda a: a.max_states != DEFAULT_MAX_STATES),
     ("--memory", "memory_mb", lambda a: a.memory is not None),
+    ("--no-cache", "kernel_cache", lambda a: a.no_cache),
     ("--storage", "storage", lambda a: a.storage is not None),
 )
 
@@ -254,8 +262,10 @@ def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
             raise CliError(f"--kernel-source {args.kernel_source}: no directory {parent}")
 
 
-def _options(args: argparse.Namespace, subject: Subject) -> SearchOptions:
+def _options(args: argparse.Namespace, subject: Subject, engine: Engine) -> SearchOptions:
     """The search's options from the flags (the Ray cluster joined here)."""
+    from replan.verification.translate.kernel_cache import default_directory
+
     workers, ray = args.workers, False
     if args.ray is not None:
         from replan.verification.engines.explore.sharded import NotImportable, implementation_path
@@ -278,6 +288,7 @@ def _options(args: argparse.Namespace, subject: Subject) -> SearchOptions:
         progress=_progress,
         memory_mb=args.memory,
         storage=args.storage,
+        kernel_cache=None if args.no_cache or engine.name != "kernel" else default_directory(),
     )
 
 
@@ -309,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
     subject = _subject(args)
     engine = engine_named(args.engine)
     _check_flags(args, engine)
-    options = _options(args, subject)
+    options = _options(args, subject, engine)
     result = _search(engine, subject, policy, domains, options)
     reduced = None
     if args.symmetry == "both":

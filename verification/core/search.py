@@ -53,6 +53,8 @@ class SearchOptions:
     #: SPIN only: pan's memory limit in MB, and its state storage
     memory_mb: int | None = None
     storage: str | None = None
+    #: kernel only: the directory generated kernels are kept in (None: generate afresh)
+    kernel_cache: Path | None = None
 
 
 class Engine(Protocol):

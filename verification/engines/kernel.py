@@ -19,9 +19,17 @@ from typing import Any
 from replan.controller.policy import Policy
 from replan.verification.core.domains import Domains, InputSpace
 from replan.verification.core.search import SearchOptions, SearchResult
-from replan.verification.core.subject import Subject
+from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.engines.trail import initial_failure, replay_calls
-from replan.verification.translate.kernel import Kernel, State, build, successors_by_call
+from replan.verification.translate.kernel import (
+    GeneratedKernel,
+    Kernel,
+    State,
+    compiled,
+    generate,
+    successors_by_call,
+)
+from replan.verification.translate.kernel_cache import DamagedEntry, KernelCache, cache_key
 
 #: How often (in states) the search reports progress.
 PROGRESS_EVERY = 250_000
@@ -34,13 +42,13 @@ def explore_kernel(
     *,
     max_states: int | None = None,
     progress: Callable[[str], None] | None = None,
+    cache: KernelCache | None = None,
 ) -> SearchResult:
-    """Generate the kernel of ``subject`` over ``domains`` and search it."""
+    """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``)
+    and search it."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    kernel = build(
-        policy, domains, subject.model, subject.model_class, progress=say, contract=subject.contract
-    )
+    kernel, provenance = kernel_for(policy, domains, subject, cache, say)
     translated = time.perf_counter() - started
     say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
@@ -66,8 +74,8 @@ def explore_kernel(
         properties_checked=len(kernel.checked),
         coverage_measured=False,
         max_states=max_states,
-        details=_details(kernel, found, translated),
-        notes=_notes(kernel, found, translated, seconds),
+        details={**_details(kernel, found, translated), "kernel_cache": provenance},
+        notes=_notes(kernel, found, translated, seconds, provenance),
         artifact=kernel.source,
     )
     if found.broken is not None:
@@ -85,6 +93,54 @@ def explore_kernel(
         )
         violation.report_in(result, "the kernel")
     return result
+
+
+def kernel_for(
+    policy: Policy,
+    domains: Domains,
+    subject: Subject,
+    cache: KernelCache | None,
+    say: Callable[[str], None],
+) -> tuple[Kernel, dict[str, Any]]:
+    """The kernel, and where it came from (JSON-ready): taken from ``cache`` when it
+    holds a sound entry for these inputs, else generated (and kept there). Only the
+    project's own subject is cached (``kernel_cache.py`` says why)."""
+
+    def generated() -> GeneratedKernel:
+        return generate(
+            policy, domains, subject.model, subject.model_class, say, contract=subject.contract
+        )
+
+    if cache is None:
+        return compiled(generated(), policy, domains, subject.model), {"status": "off"}
+    if subject != PROJECT:
+        kernel = compiled(generated(), policy, domains, subject.model)
+        return kernel, {"status": "not cached", "why": f"{subject.name}: not the project's bodies"}
+    key = cache_key(policy, domains, subject.model)
+    path = str(cache.path(key))
+    damage = None
+    try:
+        kept = cache.load(key)
+    except DamagedEntry as error:
+        kept, damage = None, str(error)
+    if kept is not None:
+        try:
+            say(f"compiling the kernel kept at {path}")
+            return compiled(kept, policy, domains, subject.model), {
+                "status": "reused",
+                "path": path,
+            }
+        except (ValueError, RuntimeError, KeyError) as error:  # e.g. a table of other calls
+            damage = str(error)
+    fresh = generated()
+    provenance: dict[str, Any] = {"status": "generated", "path": path}
+    if damage is not None:
+        provenance.update(status="regenerated", why=f"the entry kept there was unsound: {damage}")
+    try:
+        cache.store(key, fresh)
+    except OSError as error:
+        provenance.update(path=None, why=f"not kept: {error.strerror or error}")
+    return compiled(fresh, policy, domains, subject.model), provenance
 
 
 def _stopped_by(found: Search) -> str | None:
@@ -107,7 +163,9 @@ def _details(kernel: Kernel, found: Search, translated: float) -> dict[str, Any]
     }
 
 
-def _notes(kernel: Kernel, found: Search, translated: float, seconds: float) -> list[str]:
+def _notes(
+    kernel: Kernel, found: Search, translated: float, seconds: float, provenance: dict[str, Any]
+) -> list[str]:
     """What the kernel's report says beyond the counts every engine gives."""
     share = found.evaluated / found.transitions if found.transitions else 0.0
     notes = [
@@ -118,7 +176,7 @@ def _notes(kernel: Kernel, found: Search, translated: float, seconds: float) -> 
         "the rest leave their state unchanged with every property decided when the kernel "
         "was generated, or have the same code as a call evaluated (the same class of "
         "arguments in that state)",
-        f"  translate {translated:.1f} s, search {seconds:.2f} s",
+        f"  translate {translated:.1f} s ({_provenance_text(provenance)}), search {seconds:.2f} s",
         f"properties checked on every transition: {len(kernel.checked)}",
     ]
     notes += [
@@ -128,12 +186,24 @@ def _notes(kernel: Kernel, found: Search, translated: float, seconds: float) -> 
     return notes
 
 
+def _provenance_text(provenance: dict[str, Any]) -> str:
+    status = provenance["status"]
+    if status == "reused":
+        return f"the kernel kept at {provenance['path']}"
+    if status == "off":
+        return "generated afresh, not cached"
+    text = f"generated, kept at {provenance['path']}" if provenance.get("path") else "generated"
+    if status == "regenerated":
+        text = f"generated again, kept at {provenance['path']}"
+    return f"{text}; {provenance['why']}" if provenance.get("why") else text
+
+
 class KernelEngine:
     """The generated kernel as an engine (``--engine kernel``): the declaration's
     dispatch as pure Python over a state tuple, searched breadth first."""
 
     name = "kernel"
-    supports = frozenset({"max_states"})
+    supports = frozenset({"max_states", "kernel_cache"})
 
     def search(
         self,
@@ -146,8 +216,14 @@ class KernelEngine:
             raise ValueError(
                 f"--engine {self.name} needs one domain of fixed calls (--spin-domains)"
             )
+        cache = None if options.kernel_cache is None else KernelCache(options.kernel_cache)
         return explore_kernel(
-            policy, domains, subject, max_states=options.max_states, progress=options.progress
+            policy,
+            domains,
+            subject,
+            max_states=options.max_states,
+            progress=options.progress,
+            cache=cache,
         )
 
 

@@ -1,8 +1,9 @@
 """Writing the files the tools produce: atomically, and in a command all at its end.
 
 Owns ``write_atomically`` (every report, counterexample, evidence file, page and log
-under ``replan/`` and ``verification/`` is written through it) and ``held`` (what
-``replan.cli.main`` runs every command in), and nothing else.
+under ``replan/`` and ``verification/`` is written through it), ``held`` (what
+``replan.cli.main`` runs every command in) and ``write_now`` (a cache entry, written
+at once), and nothing else.
 
 ``write_atomically(path, data)``: the bytes (or UTF-8 text) go to a temporary file
 in the same directory, are fsynced and then renamed over ``path`` (``os.replace``): a
@@ -68,6 +69,15 @@ def write_atomically(path: str | Path, data: str | bytes) -> Path:
         _held[-1][where] = payload
         return target
     _write_now(target, payload)
+    return target
+
+
+def write_now(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically at once, even inside ``held()``: for a
+    file that is no part of a command's result (a cache entry), which an interrupted
+    command may as well leave, and whose failure to be written fails nothing."""
+    target = Path(path)
+    _write_now(target, data.encode("utf-8") if isinstance(data, str) else bytes(data))
     return target
 
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from replan.controller.policy import Policy
@@ -63,6 +63,7 @@ from replan.verification.translate.promela import (
     call_text,
     domain_calls,
 )
+from replan.verification.translate.symbolic import Universe
 
 State = tuple[int, ...]
 #: A per-call function: the successor (the argument itself when the call changes
@@ -80,7 +81,8 @@ class Kernel:
     source: str
     digest: str
     calls: list[Call]
-    layout: Layout
+    #: the translation's layout (None for a kernel taken from a cache)
+    layout: Layout | None
     variables: list[str]  # the state tuple's layout, one name per position
     initial: tuple[int, ...]
     mode_position: int
@@ -100,6 +102,34 @@ class Kernel:
     groups: int = 0  # functions generated
 
 
+@dataclass(frozen=True)
+class GeneratedKernel:
+    """What generating a kernel produces, before it is compiled: its text and the table
+    that says which function runs which call in which declared state. Plain data
+    (JSON-ready), so a kernel generated once can be kept and compiled again
+    (``kernel_cache.py``) without the translation that made it."""
+
+    source: str
+    #: (call number, declared state, function name or None: settled there)
+    table: tuple[tuple[int, int, str | None], ...]
+    classes: tuple[int, ...]
+    variables: tuple[str, ...]
+    initial: tuple[int, ...]
+    mode_position: int
+    checked: tuple[str, ...]
+    unchecked: tuple[tuple[str, str], ...]
+    initial_failures: tuple[str, ...]
+    groups: int
+    #: the translation's layout, which encodes a controller's state as the kernel's
+    #: tuple (its interned names numbered as that translation met them); not kept in
+    #: a cache: only generating the kernel again rebuilds it
+    layout: Layout | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def digest(self) -> str:
+        return f"sha256:{hashlib.sha256(self.source.encode()).hexdigest()}"
+
+
 def build(
     policy: Policy,
     domains: Domains,
@@ -111,6 +141,19 @@ def build(
     """Translate ``model`` with ``model_class``'s bodies under ``policy`` over
     ``domains`` into a kernel checking ``contract`` (default: the project's), and
     compile it."""
+    generated = generate(policy, domains, model, model_class, progress, contract)
+    return compiled(generated, policy, domains, model)
+
+
+def generate(
+    policy: Policy,
+    domains: Domains,
+    model: MachineModel,
+    model_class: type,
+    progress: Callable[[str], None] | None = None,
+    contract: Contract | None = None,
+) -> GeneratedKernel:
+    """The kernel's text and table: the translation, where the time of a build goes."""
     calls = domain_calls(policy, domains, model)
     translation = Translation(policy, model, model_class, calls, domains.versions, contract)
     layout = translation.layout
@@ -125,27 +168,47 @@ def build(
             writer.call(lowered)
     writer.invariants(translation.state_invariants())
     writer.expanders()
-    source = writer.module(model, domains, policy)
-    namespace = _compiled(source, domains)
-    modes = len(layout.u.mode.members)
-    steps, settled = _step_table(writer, namespace, modes, len(calls))
-    return Kernel(
-        source=source,
-        digest=f"sha256:{hashlib.sha256(source.encode()).hexdigest()}",
-        calls=calls,
-        layout=layout,
-        variables=writer.variables,
+    return GeneratedKernel(
+        source=writer.module(model, domains, policy),
+        table=tuple(writer.table),
+        classes=tuple(writer.classes),
+        variables=tuple(writer.variables),
         initial=writer.initial,
         mode_position=writer.position[layout.mode_name],
+        checked=tuple(sorted(translation.checked)),
+        unchecked=tuple(sorted(translation.unchecked.items())),
+        initial_failures=tuple(translation.initial_failures()),
+        groups=writer.functions,
+        layout=layout,
+    )
+
+
+def compiled(
+    generated: GeneratedKernel, policy: Policy, domains: Domains, model: MachineModel
+) -> Kernel:
+    """The kernel ``generated`` describes, compiled; its calls are derived again from
+    the inputs (cheap: no body is translated)."""
+    calls = domain_calls(policy, domains, model)
+    namespace = _compiled(generated.source, domains)
+    modes = len(Universe(policy, model).mode.members)
+    steps, settled = _step_table(generated.table, namespace, modes, len(calls))
+    return Kernel(
+        source=generated.source,
+        digest=generated.digest,
+        calls=calls,
+        layout=generated.layout,
+        variables=list(generated.variables),
+        initial=generated.initial,
+        mode_position=generated.mode_position,
         steps=steps,
         expand=[namespace[f"expand_{mode}"] for mode in range(modes)],
         settled=settled,
-        classes=writer.classes,
+        classes=list(generated.classes),
         invariants=namespace["invariants"],
-        checked=sorted(translation.checked),
-        unchecked=translation.unchecked,
-        initial_failures=translation.initial_failures(),
-        groups=writer.functions,
+        checked=list(generated.checked),
+        unchecked=dict(generated.unchecked),
+        initial_failures=list(generated.initial_failures),
+        groups=generated.groups,
     )
 
 
@@ -164,13 +227,13 @@ def _compiled(source: str, domains: Domains) -> dict[str, Any]:
 
 
 def _step_table(
-    writer: _Writer, namespace: dict[str, Any], modes: int, calls: int
+    table: Sequence[tuple[int, int, str | None]], namespace: dict[str, Any], modes: int, calls: int
 ) -> tuple[list[list[tuple[int, Step]]], list[int]]:
     """Per declared state, the compiled call functions by call number, and how many
     calls are settled there (they change nothing); every call is one or the other."""
     steps: list[list[tuple[int, Step]]] = [[] for _ in range(modes)]
     settled = [0] * modes
-    for number, mode, function in writer.table:
+    for number, mode, function in table:
         if function is None:
             settled[mode] += 1
         else:
