@@ -225,6 +225,7 @@ SLOW_TESTS = frozenset(
         # test_kernel_engine.py
         "tests/test_kernel_engine.py::test_a_changed_property_is_what_the_kernel_enforces",
         "tests/test_kernel_engine.py::test_a_changed_state_invariant_is_what_the_kernel_enforces",
+        "tests/test_kernel_engine.py::test_a_run_that_can_never_stop_is_a_trap_in_the_kernel_too",
         "tests/test_kernel_engine.py::test_a_search_stopped_by_max_states_says_incomplete",
         "tests/test_kernel_engine.py::test_kernel_counts_equal_the_python_explorers",
         "tests/test_kernel_engine.py::test_the_cli_saves_a_replayable_counterexample_and_the_kernel",
@@ -399,6 +400,28 @@ def execute_never_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> S
     original = CONTRACT["execute-counts-one-step"]
     replaced = Property(original.name, "call", original.rule, ("execute",), tightened, ("answer",))
     return PROJECT.with_contract(CONTRACT.replacing(replaced))
+
+
+def never_stopping_model() -> Any:
+    """The declaration with its cancel and plan-limit transitions staying where they
+    are, and a policy under which uncounted duplicates cannot stop a run either: in a
+    domain of one id and one key observed, no state can reach a stopped one."""
+    import dataclasses
+
+    from replan.controller.policy import policy_from_dict, policy_to_dict
+    from replan.spec.declaration import Replanning
+    from replan.spec.model import extract
+
+    model = extract(Replanning)
+    stuck = tuple(
+        dataclasses.replace(t, target=t.source)
+        if t.event == "cancel" or t.cond == "proposals_exhausted"
+        else t
+        for t in model.transitions
+    )
+    document = policy_to_dict(DEFAULT_POLICY)
+    document["limits"]["count_duplicate_deliveries"] = False
+    return dataclasses.replace(model, transitions=stuck), policy_from_dict(document)
 
 
 def small_domains() -> Domains:

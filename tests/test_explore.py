@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import pytest
+from conftest import never_stopping_model
 
 from replan.controller import Controller, Plan
 from replan.controller.fields import position
@@ -31,10 +32,10 @@ from replan.verification.core.domains import (
     product_domains,
 )
 from replan.verification.core.harness import apply, load_counterexample, run_sequence
+from replan.verification.core.reachability import guard_analysis
 from replan.verification.engines.explore.coverage import compare_campaign, coverage
 from replan.verification.engines.explore.engine import (
     explore,
-    guard_analysis,
     shortest_path_to_violation,
     state_of_snapshot,
 )
@@ -310,17 +311,8 @@ def test_a_run_that_can_never_stop_is_a_trap() -> None:
     domain where nothing else can stop a run (one id: no StepLimit; only parser is
     observed: no Completed; uncounted duplicates: no NoNewEvidence): every state is a
     trap, and the report says so, beside the rules those transitions break."""
-    model = extract(Replanning)
-    stuck = tuple(
-        dataclasses.replace(t, target=t.source)
-        if t.event == "cancel" or t.cond == "proposals_exhausted"
-        else t
-        for t in model.transitions
-    )
-    never_stops = load_controller(dataclasses.replace(model, transitions=stuck), name="stuck")
-    document = policy_to_dict(DEFAULT_POLICY)
-    document["limits"]["count_duplicate_deliveries"] = False
-    policy = policy_from_dict(document)
+    model, policy = never_stopping_model()
+    never_stops = load_controller(model, name="stuck")
     result = explore(policy, TINY, never_stops, stop_at_first=False)
     assert result.complete and not result.ok
     assert {"cancel-stops-an-active-run", "propose-budget-stops"} <= set(result.violation_summary)

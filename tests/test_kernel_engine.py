@@ -5,6 +5,7 @@ over a state tuple (``verification/translate/kernel.py``) and searched breadth-f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -14,6 +15,7 @@ from conftest import (
     TRANSLATED_ENGINE_MUTANTS,
     assert_reproduced_on_mutant,
     model_and_controller_disagree,
+    never_stopping_model,
     small_domains,
 )
 
@@ -46,6 +48,12 @@ def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
     # most transitions are decided when the kernel is generated, but not all
     assert 0 < kernel.details["transitions_evaluated"] < kernel.transitions
     assert kernel.details["unchecked"].keys() == {"trace-one-record-per-call"}
+    # and the same coverage: the declared transitions fired, the stop reasons reached,
+    # the transitions the policy switches off, the traps, the warnings
+    assert kernel.coverage_measured and kernel.fired.keys() == python.fired.keys()
+    assert kernel.stop_reasons == python.stop_reasons
+    assert kernel.disabled_by_policy == python.disabled_by_policy
+    assert (kernel.traps, kernel.warnings) == (python.traps, python.warnings)
 
 
 @pytest.mark.parametrize(
@@ -139,6 +147,24 @@ def test_a_changed_state_invariant_is_what_the_kernel_enforces(
     assert finding.property == "proposal-bound"
     operations = finding.operations
     assert [operation.op for operation in operations].count("propose") == 2
+
+
+def test_a_run_that_can_never_stop_is_a_trap_in_the_kernel_too() -> None:
+    """A declaration whose cancel and plan-limit transitions stay where they are,
+    checked without the two rules that forbid it, in a domain where nothing else
+    stops a run: every state is a trap, the initial one already, as the Python
+    explorer says of the same controller."""
+    model, policy = never_stopping_model()
+    never_stops = Subject("never-stops", build_model=lambda: model, reference_kind=None)
+    never_stops = never_stops.with_contract(
+        CONTRACT.without("cancel-stops-an-active-run", "propose-budget-stops")
+    )
+    domains = dataclasses.replace(small_domains(), keys=("parser",))
+    result = explore_kernel(policy, domains, never_stops)
+    assert result.ok and result.complete
+    assert result.traps == result.states and result.trap_example == []
+    assert any("trap states" in warning for warning in result.warnings)
+    assert explore_kernel(policy, domains, PROJECT).traps == 0
 
 
 def test_the_kernel_names_its_source_and_accounts_for_every_call() -> None:

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from replan.controller.policy import Policy
+from replan.controller.records import StopReason
 from replan.verification.core.domains import Domains, InputSpace
+from replan.verification.core.reachability import judge_reachability
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import PROJECT, Subject
-from replan.verification.engines.trail import initial_failure, replay_calls
+from replan.verification.engines.trail import initial_failure, operations_of, replay_calls
 from replan.verification.translate.kernel import (
     GeneratedKernel,
     Kernel,
@@ -31,6 +33,8 @@ from replan.verification.translate.kernel import (
 )
 from replan.verification.translate.kernel_cache import DamagedEntry, KernelCache, cache_key
 
+#: The declared states a run stops in (their values are the stop reasons).
+_STOP_VALUES = frozenset(str(reason) for reason in StopReason)
 #: How often (in states) the search reports progress.
 PROGRESS_EVERY = 250_000
 
@@ -78,6 +82,8 @@ def explore_kernel(
         notes=_notes(kernel, found, translated, seconds, provenance),
         artifact=kernel.source,
     )
+    if found.seen is not None and found.broken is None:
+        _coverage(result, kernel, found, found.seen, subject)
     if found.broken is not None:
         prop, numbers = found.broken
         violation = replay_calls(
@@ -141,6 +147,61 @@ def kernel_for(
     except OSError as error:
         provenance.update(path=None, why=f"not kept: {error.strerror or error}")
     return compiled(fresh, policy, domains, subject.model), provenance
+
+
+def _coverage(
+    result: SearchResult, kernel: Kernel, found: Search, seen: Seen, subject: Subject
+) -> None:
+    """The report's coverage, as the Python explorer gives it: which declared
+    transitions fired (with the number of expanded states each fired in), which stop
+    reasons were reached, the traps (complete searches only), and the judgement of
+    both (``judge_reachability``)."""
+    labels = subject.controller.transitions
+    counts = dict(seen.fired_dynamic)
+    for mode, expanded in enumerate(seen.expanded_per_mode):
+        for number in kernel.fired_static[mode] if expanded else ():
+            counts[number] = counts.get(number, 0) + expanded
+    members = kernel.modes
+    reached = {members[mode] for mode in {state[kernel.mode_position] for state in seen.states}}
+    result.labels = labels
+    result.fired = {labels[n]: count for n, count in sorted(counts.items()) if n >= 0}
+    result.stop_reasons = {str(reason): str(reason) in reached for reason in StopReason}
+    result.coverage_measured = True
+    result.details["fired_counts"] = "expanded states in which the transition fired"
+    if found.complete:
+        trapped = _traps(kernel, seen, members)
+        result.traps = len(trapped)
+        if trapped:
+            numbers = _calls_to(kernel, seen.parent, seen.states, trapped[0])
+            result.trap_example = operations_of(result.policy, subject, kernel.calls, numbers)
+    judge_reachability(result, subject.controller)
+
+
+def _traps(kernel: Kernel, seen: Seen, members: list[str]) -> list[int]:
+    """The states (by index, shallowest first) from which no stopped state is
+    reachable: all but those a backward search from the stopped states reaches."""
+    stopped = {n for n, member in enumerate(members) if member in _STOP_VALUES}
+    count = len(seen.states)
+    predecessors: list[list[int]] = [[] for _ in range(count)]
+    start = 0
+    for source, end in enumerate(seen.ends):
+        for target in seen.targets[start:end]:
+            predecessors[target].append(source)
+        start = end
+    position = kernel.mode_position
+    alive = bytearray(count)
+    frontier = [n for n, state in enumerate(seen.states) if state[position] in stopped]
+    for n in frontier:
+        alive[n] = 1
+    while frontier:
+        following = []
+        for n in frontier:
+            for before in predecessors[n]:
+                if not alive[before]:
+                    alive[before] = 1
+                    following.append(before)
+        frontier = following
+    return [n for n in range(count) if not alive[n]]
 
 
 def _stopped_by(found: Search) -> str | None:
@@ -235,6 +296,24 @@ class Search:
     depth: int
     complete: bool
     broken: tuple[str, list[int]] | None  # (property, the calls reaching it)
+    #: what the search saw, for the report's coverage (``_coverage``)
+    seen: Seen | None = None
+
+
+@dataclass
+class Seen:
+    """What the search saw beyond the counts: the states themselves and their parents,
+    how many states of each declared state were expanded, the declared transitions
+    fired that depend on the state (index -> states where they fired), and every
+    expanded state's successors (``ends[i]`` is one past state i's last in
+    ``targets``), from which the traps are found."""
+
+    states: list[State]
+    parent: array[int]
+    expanded_per_mode: list[int]
+    fired_dynamic: dict[int, int]
+    targets: array[int]
+    ends: array[int]
 
 
 def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -> Search:
@@ -245,51 +324,55 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
     initial = kernel.initial
     index: dict[State, int] = {initial: 0}
     states = [initial]
-    parent = array("q", [-1])  # 8 bytes a state, not a boxed int
-    expand = kernel.expand
-    evaluated_per_mode = kernel.classes
-    invariants = kernel.invariants
-    mode_position = kernel.mode_position
+    seen = Seen(states, array("q", [-1]), [0] * len(kernel.expand), {}, array("q"), array("q"))
+    parent, targets, ends = seen.parent, seen.targets, seen.ends  # 8 bytes an entry
+    expand, fired, fired_static = kernel.expand, kernel.fired, kernel.fired_static
+    expanded, fired_dynamic = seen.expanded_per_mode, seen.fired_dynamic
+    invariants, mode_position = kernel.invariants, kernel.mode_position
     calls = len(kernel.calls)
     limit = max_states if max_states is not None else -1
-    evaluated = 0
-    depth = 0
-    level_end = 1  # the index one past the last state of the current depth
-    source = 0
+    depth, source, level_end = 0, 0, 1  # level_end: one past the current depth's last
     broken: tuple[str, list[int]] | None = None
+    capped = False
     next_report = PROGRESS_EVERY
     while source < len(states):
         if source == level_end:
-            depth += 1
-            level_end = len(states)
+            depth, level_end = depth + 1, len(states)
         state = states[source]
         mode = state[mode_position]
-        evaluated += evaluated_per_mode[mode]
+        expanded[mode] += 1
         successors = expand[mode](state)
         if successors.__class__ is str:
             broken = _broken_call(kernel, parent, states, source)
             break
+        if fired[mode] is not None:
+            for number in fired[mode](state) - fired_static[mode]:  # type: ignore[misc]
+                fired_dynamic[number] = fired_dynamic.get(number, 0) + 1
         for successor in successors:
-            if successor in index:
-                continue
-            target = len(states)
-            index[successor] = target
-            states.append(successor)
-            parent.append(source)
-            failed = invariants(successor)
-            if failed is not None:
-                broken = (failed, _calls_to(kernel, parent, states, target))
-                break
+            target = index.get(successor)
+            if target is None:
+                target = index[successor] = len(states)
+                states.append(successor)
+                parent.append(source)
+                failed = invariants(successor)
+                if failed is not None:
+                    broken = (failed, _calls_to(kernel, parent, states, target))
+                    break
+            targets.append(target)
         if broken is not None:
             break
+        ends.append(len(targets))
         source += 1
         if len(states) >= next_report:
             say(f"kernel: {len(states):,} states, {source * calls:,} transitions, depth {depth}")
             next_report += PROGRESS_EVERY
         if limit >= 0 and len(states) >= limit:
-            return Search(len(states), source * calls, evaluated, depth, False, None)
+            capped = True
+            break
+    evaluated = sum(n * classes for n, classes in zip(expanded, kernel.classes, strict=True))
+    complete = broken is None and not capped
     transitions = (source + (broken is not None)) * calls
-    return Search(len(states), transitions, evaluated, depth, broken is None, broken)
+    return Search(len(states), transitions, evaluated, depth, complete, broken, seen)
 
 
 def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:

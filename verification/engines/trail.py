@@ -55,6 +55,21 @@ def initial_failure(policy: Policy, name: str, subject: Subject, engine: str) ->
     )
 
 
+def operations_of(
+    policy: Policy, subject: Subject, calls: Sequence[Call], numbers: list[int]
+) -> list[Operation]:
+    """The model's calls ``numbers`` as the operations they are on ``subject``'s
+    controller (a relative plan revision made concrete in the state it is called in)."""
+    controller: Any = subject.controller(policy)
+    operations: list[Operation] = []
+    for number in numbers:
+        call = calls[number]
+        operation = Operation(call.event, call.concrete(run_view(controller)))
+        observe_call(policy, controller, operation)
+        operations.append(operation)
+    return operations
+
+
 def replay_calls(
     policy: Policy,
     subject: Subject,

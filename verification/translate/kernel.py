@@ -100,6 +100,13 @@ class Kernel:
     unchecked: dict[str, str]
     initial_failures: list[str]
     groups: int = 0  # functions generated
+    #: per declared state: the declared transitions (indices into the model's
+    #: transitions; -1 none) its calls fire in every state of it, and a function of
+    #: the state giving those that depend on it (None: none do)
+    #: the declared states, by the mode's value (stopped ones by their stop reason)
+    modes: list[str] = field(default_factory=list)
+    fired_static: list[frozenset[int]] = field(default_factory=list)
+    fired: list[Callable[[State], set[int]] | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,10 @@ class GeneratedKernel:
     unchecked: tuple[tuple[str, str], ...]
     initial_failures: tuple[str, ...]
     groups: int
+    #: per declared state: the declared transitions (indices) its calls fire in every
+    #: state of it, and the function naming those that depend on the state, if any
+    fired_static: tuple[tuple[int, ...], ...] = ()
+    fired_functions: tuple[str | None, ...] = ()
     #: the translation's layout, which encodes a controller's state as the kernel's
     #: tuple (its interned names numbered as that translation met them); not kept in
     #: a cache: only generating the kernel again rebuilds it
@@ -168,6 +179,7 @@ def generate(
             writer.call(lowered)
     writer.invariants(translation.state_invariants())
     writer.expanders()
+    writer.firing()
     return GeneratedKernel(
         source=writer.module(model, domains, policy),
         table=tuple(writer.table),
@@ -179,6 +191,8 @@ def generate(
         unchecked=tuple(sorted(translation.unchecked.items())),
         initial_failures=tuple(translation.initial_failures()),
         groups=writer.functions,
+        fired_static=tuple(tuple(sorted(fired)) for fired in writer.fired_static),
+        fired_functions=tuple(writer.fired_functions),
         layout=layout,
     )
 
@@ -190,7 +204,8 @@ def compiled(
     the inputs (cheap: no body is translated)."""
     calls = domain_calls(policy, domains, model)
     namespace = _compiled(generated.source, domains)
-    modes = len(Universe(policy, model).mode.members)
+    members = list(Universe(policy, model).mode.members)
+    modes = len(members)
     steps, settled = _step_table(generated.table, namespace, modes, len(calls))
     return Kernel(
         source=generated.source,
@@ -209,6 +224,9 @@ def compiled(
         unchecked=dict(generated.unchecked),
         initial_failures=list(generated.initial_failures),
         groups=generated.groups,
+        modes=members,
+        fired_static=[frozenset(fired) for fired in generated.fired_static],
+        fired=[None if name is None else namespace[name] for name in generated.fired_functions],
     )
 
 
@@ -301,6 +319,11 @@ class _Writer:
         #: per declared state: (call number, post-state, checks) of every call that is
         #: not settled there
         self.specialized: list[list[tuple[int, dict[str, IR], Checks]]] = [[] for _ in range(modes)]
+        #: per declared state: the declared transitions its calls fire in every state of
+        #: it, and the expressions (over the state) of those that depend on the state
+        self.fired_static: list[set[int]] = [set() for _ in range(modes)]
+        self.fired_dynamic: list[dict[IR, None]] = [{} for _ in range(modes)]
+        self.fired_functions: list[str | None] = []
 
     def _local(self, name: str) -> str:
         """A pre-state variable (``b_x``) as the local it is read into."""
@@ -334,6 +357,11 @@ class _Writer:
                 if (folded := self.context.run(substitute(node, values, memo), known)) != TRUE
             )
             groups.setdefault((tuple(post.items()), checks), []).append(value)
+            fired = self.context.run(lowered.fired, known)
+            if fired[0] == "c":
+                self.fired_static[value].add(int(fired[1]))
+            else:
+                self.fired_dynamic[value].setdefault(fired, None)
         for (post_items, checks), modes in groups.items():
             if not post_items and not checks:
                 self.table.extend((lowered.call.number, m, None) for m in modes)
@@ -380,6 +408,28 @@ class _Writer:
                     "return out",
                 )
             )
+
+    def firing(self) -> None:
+        """Per declared state whose calls fire a transition that depends on the state,
+        one function of the state giving the indices of those transitions."""
+        members = list(self.layout.u.mode.members)
+        for mode, dynamic in enumerate(self.fired_dynamic):
+            if not dynamic:
+                self.fired_functions.append(None)
+                continue
+            printer = _PythonPrinter(self._local)
+            printer.share(list(dynamic))
+            shown = ", ".join(printer.text(node) for node in dynamic)
+            name = f"fired_{mode}"
+            self.blocks.append(
+                self._function(
+                    f"{name}(s)",
+                    f"The declared transitions calls in {members[mode]} fire that depend on s.",
+                    list(printer.lines),
+                    f"return {{{shown}}}",
+                )
+            )
+            self.fired_functions.append(name)
 
     def _function(self, signature: str, doc: str, body: list[str], tail: str) -> str:
         used = sorted(

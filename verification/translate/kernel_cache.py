@@ -44,7 +44,7 @@ from replan.verification.runtime.files import OUT, write_now
 from replan.verification.translate.kernel import GeneratedKernel
 
 #: Bumped when an entry's shape changes: older entries are then generated afresh.
-FORMAT = 1
+FORMAT = 2
 #: The environment variable naming the cache's directory.
 ENVIRONMENT = "REPLAN_KERNEL_CACHE"
 #: The packages whose source a kernel is generated from (relative to ``replan``).
@@ -150,6 +150,12 @@ def _entry(document: Any, key: str) -> GeneratedKernel:
         unchecked=tuple((_typed(n, str), _typed(w, str)) for n, w in document["unchecked"]),
         initial_failures=tuple(_typed(v, str) for v in document["initial_failures"]),
         groups=_typed(document["groups"], int),
+        fired_static=tuple(
+            tuple(_typed(index, int) for index in fired) for fired in document["fired_static"]
+        ),
+        fired_functions=tuple(
+            None if name is None else _typed(name, str) for name in document["fired_functions"]
+        ),
     )
     if generated.digest != document.get("digest"):
         raise ValueError("its text does not match its digest")

@@ -298,7 +298,8 @@ class Translation:
             ]
             answer = lower.scalar(settle(encoding.answer))
             flags = [(name, lower.scalar(settle(term))) for name, term in properties.items()]
-            out.append(LoweredCall(call, assigned, answer, flags))
+            fired = lower.scalar(settle(encoding.fired))
+            out.append(LoweredCall(call, assigned, answer, flags, fired))
         return out
 
     def event_blocks(self, event: str, calls: Sequence[Call]) -> list[tuple[str, int]]:
@@ -335,6 +336,9 @@ class LoweredCall:
     assigned: list[tuple[str, IR]]
     answer: IR
     flags: list[tuple[str, IR]]
+    #: the index of the declared transition the call fires (-1: none, the input check
+    #: refused it or a stopped run absorbed it), over the pre-state
+    fired: IR
 
 
 class _Settle:

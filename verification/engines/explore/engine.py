@@ -74,7 +74,7 @@ from replan.verification.core.domains import (
     spin_domains,
 )
 from replan.verification.core.harness import Finding, Operation, apply, violated
-from replan.verification.core.liveness import liveness, stop_reasons_entered
+from replan.verification.core.reachability import judge_reachability
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import Subject
 from replan.verification.engines.explore.graph import ExploredGraph
@@ -92,18 +92,6 @@ __all__ = [
     "spin_domains",
     "state_of_snapshot",
 ]
-
-# ---- the policy's switches: guards that read nothing but the policy ---------------------
-
-
-def guard_analysis(
-    implementation: type[Run], policy: Policy
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(switched off by the policy, structurally dead): label -> why, for the
-    implementation's own transitions (``verification.core.liveness``)."""
-    found = liveness(implementation, policy, implementation.transitions)
-    return found.switched_off, found.dead
-
 
 # ---- the search ------------------------------------------------------------------------
 
@@ -253,7 +241,7 @@ def _explore_one(
     """Search one domain and report it.
 
     Long: the stages live in helpers (``_initial_broken``, ``_search``, ``_traps``,
-    ``_findings``, ``_judge``); what is left is the search's keyword options passed
+    ``_findings``, ``judge_reachability``); what is left is the search's keyword options passed
     through and the one ``SearchResult`` they fill in."""
     space = InputSpace(policy, domains)
     if symmetry is None:
@@ -322,7 +310,7 @@ def _explore_one(
         graph=ExploredGraph(engine) if keep_graph else None,
         violation_summary=engine.violation_summary,
     )
-    _judge(result, implementation)
+    judge_reachability(result, implementation)
     return result
 
 
@@ -409,53 +397,6 @@ def _findings(
     return findings
 
 
-def _judge(result: SearchResult, implementation: type[Run]) -> None:
-    """Fill in what the reachable set says about the declaration: transitions the
-    policy switches off, and the warnings (unreachable transitions and stop reasons,
-    traps), given only when the search was complete."""
-    disabled, dead = guard_analysis(implementation, result.policy)
-    result.disabled_by_policy = {
-        label: why for label, why in disabled.items() if label not in result.fired
-    }
-    # a stop reason no transition that can fire enters is no target (BudgetExhausted
-    # under a policy that sets no budget)
-    from replan.verification.core.coverage import declared_model
-
-    final = {state.id: str(state.value) for state in declared_model().states if state.final}
-    entered = stop_reasons_entered(result.labels, {**disabled, **dead}, final)
-    result.stop_reasons = {
-        reason: hit for reason, hit in result.stop_reasons.items() if hit or reason in entered
-    }
-    warnings: list[str] = []
-    if result.complete:
-        for label in result.labels:
-            if label in result.fired or label in result.disabled_by_policy:
-                continue
-            why = dead.get(label) or f"never fired in {result.states:,} reachable states"
-            warnings.append(f"unreachable transition: {label} ({why})")
-        for reason, reached in result.stop_reasons.items():
-            if not reached:
-                warnings.append(f"unreachable stop reason: {reason} (in these domains)")
-        if result.traps:
-            length = len(result.trap_example or [])
-            warnings.append(
-                f"{result.traps} trap states: no stopped state is reachable from them "
-                f"(the shallowest after {length} operations)"
-            )
-    else:
-        missing = [
-            label
-            for label in result.labels
-            if label not in result.fired and label not in result.disabled_by_policy
-        ]
-        warnings.append(
-            f"incomplete search (stopped by {result.stopped_by}): reachability and trap "
-            f"verdicts cover only the explored part; {len(missing)} declared transitions "
-            "not reached so far"
-        )
-    result.warnings = warnings
-
-
 def _merge_summaries(runs: list[SearchResult]) -> dict[str, dict[str, int]]:
     merged: dict[str, dict[str, int]] = {}
     for run in runs:
@@ -514,7 +455,7 @@ def _combine(runs: list[SearchResult], implementation: type[Run]) -> SearchResul
         runs=runs,
         violation_summary=_merge_summaries(runs),
     )
-    _judge(combined, implementation)
+    judge_reachability(combined, implementation)
     return combined
 
 
