@@ -231,7 +231,16 @@ def coverage_counts() -> dict[str, int]:
 
 
 @pytest.mark.graphviz
-@pytest.mark.parametrize("shape", ["campaign", "transitions_fired", "coverage.transitions"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "campaign",
+        "transitions_fired",
+        "coverage.transitions",
+        "fired_on_distinct_edges",  # `replan explore --json`, the Python explorer
+        "fired_on_expanded_states",  # ... and the kernel
+    ],
+)
 def test_coverage_draws_a_missed_transition_dashed(tmp_path: Path, shape: str) -> None:
     counts = coverage_counts()
     if shape == "campaign":  # what `replan campaign --json` writes
@@ -243,6 +252,8 @@ def test_coverage_draws_a_missed_transition_dashed(tmp_path: Path, shape: str) -
         }
     elif shape == "transitions_fired":
         document = {"transitions_fired": counts, "examples": 10}
+    elif shape.startswith("fired_on_"):
+        document = {shape: counts, "disabled_by_policy": {}, "states": 10}
     else:
         document = {"coverage": {"transitions": {**counts, "Canceled absorbs observe": 4}}}
     result = tmp_path / "campaign.json"

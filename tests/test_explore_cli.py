@@ -20,6 +20,8 @@ from replan.controller import Controller
 from replan.verification.core.domains import spin_domains
 from replan.verification.engines.explore.engine import explore
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_default_report_reaches_every_declared_transition_and_stop_reason(
     capsys: pytest.CaptureFixture[str],
@@ -140,6 +142,47 @@ def test_bad_engine_arguments_exit_2_with_one_line(
     assert main(["explore", *arguments]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "error" in error[0]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "chosen"),
+    [
+        (["--spin-domains"], "kernel"),
+        (["--spin-domains", "--ids", "2", "--mutant", "stopped-run-revived"], "kernel"),
+        (["--spin-domains", "--max-states", "100", "--kernel-source", "k.py"], "kernel"),
+        ([], "python"),  # the default report: fresh ids and derived arguments
+        (["--max-version", "1", "--ids", "1"], "python"),  # product domains
+        (["--spin-domains", "--workers", "2"], "python"),
+        (["--spin-domains", "--keep-going"], "python"),
+        (["--spin-domains", "--max-depth", "3"], "python"),
+        (["--spin-domains", "--symmetry", "on"], "python"),
+        (["--spin-domains", "--symmetry", "both"], "python"),
+        (["--spin-domains", "--compare-spin"], "python"),
+        (["--spin-domains", "--engine", "python"], "python"),
+    ],
+)
+def test_the_default_engine_is_the_kernel_where_it_takes_the_domains_and_flags(
+    arguments: list[str], chosen: str
+) -> None:
+    from replan.cli import build_parser
+    from replan.commands.explore import _engine_name
+
+    assert _engine_name(build_parser().parse_args(["explore", *arguments])) == chosen
+
+
+def test_spin_domains_are_searched_by_the_kernel_with_the_explorers_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The committed figures of SPIN's (1, 1) domains are the Python explorer's (its
+    --compare-spin run): the kernel, now the default there, gives the same report."""
+    assert main(["explore", "--spin-domains", "--json"]) == 0
+    kernel = json.loads(capsys.readouterr().out)
+    python = json.loads((ROOT / "evidence" / "explore-spin-1-1.json").read_text())
+    assert kernel["engine"] == "kernel"
+    same = ("states", "transitions", "depth", "complete", "traps", "stop_reasons", "warnings")
+    assert {key: kernel[key] for key in same} == {key: python[key] for key in same}
+    assert kernel["transitions_reached"] == python["transitions_reached"]
+    assert kernel["fired_on_expanded_states"].keys() == python["fired_on_distinct_edges"].keys()
 
 
 def test_campaign_coverage_vs_explorer_is_printed_and_in_json(

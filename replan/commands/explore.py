@@ -6,7 +6,9 @@ the report states in full.
                                           reach every declared transition and stop reason
   replan explore --json                   the same, as JSON on stdout
   replan explore --spin-domains --ids 2   SPIN's domains (V, K) = (1, 2): 280,380 states,
-                                          comparable with ../shared/anchors/spin
+                                          comparable with ../shared/anchors/spin;
+                                          searched by the generated kernel (the default
+                                          engine where it takes the domains and flags)
   replan explore --spin-domains --ids 2 --symmetry both --compare-spin --workers 2
                                           SPIN on the same model and domains, side by
                                           side; the symmetry-reduced count beside it
@@ -18,11 +20,10 @@ the report states in full.
                                           translated to Promela and searched by SPIN
                                           (apt-get install -y spin); every trail is
                                           replayed on the generated controller
-  replan explore --engine kernel --spin-domains --ids 2
-                                          the same translation printed as Python (the
-                                          generated successor kernel) and searched here:
-                                          no SPIN needed, 12-14x the python engine
-  replan explore --engine kernel --spin-domains --kernel-source k.py
+  replan explore --engine python --spin-domains --ids 2
+                                          the same, by the explorer driving the generated
+                                          controller (the kernel is about 15x faster)
+  replan explore --spin-domains --kernel-source k.py
                                           ... and the kernel written out, for review
 
 The report gives distinct states, transitions, depth, states/s, which declared
@@ -41,7 +42,9 @@ generated controller, breaks the same property; a trail that does not is reporte
 a translation bug (exit 1). --memory MB caps pan; exact storage then falls back to
 collapse compression (exact) and bitstate (counts become lower bounds).
 --engine kernel works the same way without SPIN: the model's shortest path to a
-violation is replayed on the generated controller before it is reported.
+violation is replayed on the generated controller before it is reported. Its kernel
+is kept under out/cache/kernels (--no-cache: generated afresh) and its report gives
+the reachable transitions, stop reasons and traps as the Python explorer does.
 
 Exit codes: 0 every property held on every transition explored; a search stopped by
 --max-states or --max-depth also exits 0 but says INCOMPLETE (JSON "complete": false),
@@ -153,14 +156,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=("python", "spin", "kernel"),
-        default="python",
-        help="python: the breadth-first explorer driving the generated controller "
-        "(default; every domain, the full report); spin: the declaration, bodies, policy "
-        "and properties translated to Promela and searched by SPIN (needs `apt-get "
-        "install -y spin`); kernel: the same translation as pure Python functions over "
-        "a state tuple, searched here. spin and kernel need --spin-domains and replay "
-        "a violation on the generated controller before reporting it",
+        choices=("auto", "python", "spin", "kernel"),
+        default="auto",
+        help="auto (default): kernel where it takes the domains and every flag given "
+        "(--spin-domains, without --symmetry on/both, --keep-going, --workers, "
+        "--max-depth, --ray or --compare-spin), python elsewhere; python: the "
+        "breadth-first explorer driving the generated controller (every domain, the "
+        "full report); spin: the declaration, bodies, policy and properties translated "
+        "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "
+        "same translation as pure Python functions over a state tuple, searched here. "
+        "spin and kernel need --spin-domains and replay a violation on the generated "
+        "controller before reporting it",
     )
     parser.add_argument(
         "--kernel-source",
@@ -241,6 +247,21 @@ OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] 
 )
 
 
+def _engine_name(args: argparse.Namespace) -> str:
+    """The engine ``--engine`` names; for ``auto``, the kernel where it takes the
+    domains and every flag given (the same report, many times faster), the Python
+    explorer elsewhere."""
+    if args.engine != "auto":
+        return str(args.engine)
+    from replan.verification.engines.kernel import KernelEngine
+
+    refused = any(
+        given(args) and option not in KernelEngine.supports for _, option, given in OPTION_FLAGS
+    )
+    python_only = args.compare_spin is not None or args.symmetry == "both"
+    return "kernel" if args.spin_domains and not refused and not python_only else "python"
+
+
 def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
     """A flag the engine does not honour is bad input, said before anything runs."""
     for flag, option, given in OPTION_FLAGS:
@@ -318,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     domains = _domains(args)
     subject = _subject(args)
-    engine = engine_named(args.engine)
+    engine = engine_named(_engine_name(args))
     _check_flags(args, engine)
     options = _options(args, subject, engine)
     result = _search(engine, subject, policy, domains, options)

@@ -108,6 +108,9 @@ class SearchResult:
     invariant_evaluations: int = 0
     labels: tuple[str, ...] = ()
     fired: dict[str, int] = field(default_factory=dict)  # label -> distinct edges it fired on
+    #: what ``fired`` counts (in JSON: ``fired_on_<unit>``): the Python explorer's
+    #: distinct edges, or the kernel's expanded states
+    fired_unit: str = "distinct_edges"
     absorbed: dict[str, int] = field(default_factory=dict)  # "<Stop> absorbs <op>" -> edges
     stop_reasons: dict[str, bool] = field(default_factory=dict)
     disabled_by_policy: dict[str, str] = field(default_factory=dict)  # label -> why off
@@ -192,7 +195,7 @@ class SearchResult:
                 )
                 for label in self.labels
             },
-            "fired_on_distinct_edges": dict(self.fired),
+            f"fired_on_{self.fired_unit}": dict(self.fired),
             "absorbed_in_final_states": dict(self.absorbed),
             "disabled_by_policy": dict(self.disabled_by_policy),
             "stop_reasons": dict(self.stop_reasons),

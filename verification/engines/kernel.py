@@ -82,7 +82,7 @@ def explore_kernel(
         notes=_notes(kernel, found, translated, seconds, provenance),
         artifact=kernel.source,
     )
-    if found.seen is not None and found.broken is None:
+    if found.seen is not None:
         _coverage(result, kernel, found, found.seen, subject)
     if found.broken is not None:
         prop, numbers = found.broken
@@ -167,7 +167,7 @@ def _coverage(
     result.fired = {labels[n]: count for n, count in sorted(counts.items()) if n >= 0}
     result.stop_reasons = {str(reason): str(reason) in reached for reason in StopReason}
     result.coverage_measured = True
-    result.details["fired_counts"] = "expanded states in which the transition fired"
+    result.fired_unit = "expanded_states"
     if found.complete:
         trapped = _traps(kernel, seen, members)
         result.traps = len(trapped)

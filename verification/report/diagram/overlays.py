@@ -71,8 +71,16 @@ def load_coverage(path: str | Path, model: MachineModel) -> Coverage:
     counts: Any = None
     dead: Any = {}
     where = ""
+    fired_on = (
+        [key for key in document if key.startswith("fired_on_")]
+        if isinstance(document, dict)
+        else []
+    )
     if isinstance(document, dict) and "transitions_fired" in document:
         counts, where = document["transitions_fired"], "transitions_fired"
+    elif fired_on:  # ``replan explore --json``: by distinct edges, or expanded states
+        counts, where = document[fired_on[0]], fired_on[0]
+        dead = document.get("disabled_by_policy") or {}
     elif isinstance(document, dict) and isinstance(document.get("coverage"), dict):
         transitions = document["coverage"].get("transitions")
         if isinstance(transitions, dict) and isinstance(transitions.get("fired"), dict):
@@ -82,8 +90,8 @@ def load_coverage(path: str | Path, model: MachineModel) -> Coverage:
             counts, where = transitions, "coverage.transitions"
     if not isinstance(counts, dict):
         raise OverlayError(
-            f'{source}: expected a JSON object with "transitions_fired" or "coverage": '
-            '{"transitions": ...}, mapping transition labels to fire counts'
+            f'{source}: expected a JSON object with "transitions_fired", "fired_on_..." or '
+            '"coverage": {"transitions": ...}, mapping transition labels to fire counts'
         )
     if not isinstance(dead, dict):
         raise OverlayError(f"{source}: coverage.transitions.dead_under_policy: expected an object")
