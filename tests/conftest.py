@@ -74,6 +74,14 @@ def kernel_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Non
     os.environ.setdefault(ENVIRONMENT, str(shared / "kernel-cache"))
 
 
+def session_kernel_cache() -> Any:
+    """The session's kernel cache (``kernel_cache_of_the_session``): a test about what
+    a kernel finds, not about generating it, takes its kernel from there."""
+    from replan.verification.translate.kernel_cache import KernelCache
+
+    return KernelCache(Path(os.environ[ENVIRONMENT]))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "graphviz: the test draws with Graphviz `dot` (skipped when it is absent)"
@@ -225,6 +233,7 @@ SLOW_TESTS = frozenset(
         # test_kernel_engine.py
         "tests/test_kernel_engine.py::test_a_changed_property_is_what_the_kernel_enforces",
         "tests/test_kernel_engine.py::test_a_changed_state_invariant_is_what_the_kernel_enforces",
+        "tests/test_kernel_engine.py::test_a_bounded_search_leaves_the_same_depth_unexpanded_as_the_explorer",
         "tests/test_kernel_engine.py::test_a_run_that_can_never_stop_is_a_trap_in_the_kernel_too",
         "tests/test_kernel_engine.py::test_a_search_stopped_by_max_states_says_incomplete",
         "tests/test_kernel_engine.py::test_kernel_counts_equal_the_python_explorers",

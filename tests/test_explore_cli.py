@@ -131,7 +131,6 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
         ["--engine", "kernel", "--spin-domains", "--workers", "2"],
         ["--engine", "kernel", "--spin-domains", "--memory", "100"],
         ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
-        ["--engine", "kernel", "--spin-domains", "--max-depth", "3"],
         ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
         ["--engine", "kernel", "--spin-domains", "--kernel-source", "/no/such/dir/k.py"],
     ],
@@ -154,7 +153,7 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         (["--max-version", "1", "--ids", "1"], "python"),  # product domains
         (["--spin-domains", "--workers", "2"], "python"),
         (["--spin-domains", "--keep-going"], "python"),
-        (["--spin-domains", "--max-depth", "3"], "python"),
+        (["--spin-domains", "--max-depth", "3", "--max-states", "500"], "kernel"),
         (["--spin-domains", "--symmetry", "on"], "python"),
         (["--spin-domains", "--symmetry", "both"], "python"),
         (["--spin-domains", "--compare-spin"], "python"),

@@ -183,5 +183,5 @@ def test_the_command_keeps_its_kernels_where_the_environment_says(
 
 
 def test_no_cache_is_only_for_the_kernel(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explore", "--spin-domains", "--no-cache"]) == 2
+    assert main(["explore", "--engine", "python", "--spin-domains", "--no-cache"]) == 2
     assert "--no-cache is not for --engine python" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from conftest import (
     assert_reproduced_on_mutant,
     model_and_controller_disagree,
     never_stopping_model,
+    session_kernel_cache,
     small_domains,
 )
 
@@ -37,7 +38,8 @@ from replan.verification.translate.symbolic import abstract_run
 def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
     """The same states, transitions and depth as the explorer driving the generated
     controller, on the small domain and on SPIN's (V, K) = (1, 1)."""
-    kernel = explore_kernel(DEFAULT_POLICY, domains, PROJECT)  # type: ignore[arg-type]
+    cache = session_kernel_cache()
+    kernel = explore_kernel(DEFAULT_POLICY, domains, PROJECT, cache=cache)  # type: ignore[arg-type]
     python = explore(DEFAULT_POLICY, domains)  # type: ignore[arg-type]
     assert kernel.ok and kernel.complete and python.ok
     assert (kernel.states, kernel.transitions, kernel.depth) == (
@@ -147,6 +149,20 @@ def test_a_changed_state_invariant_is_what_the_kernel_enforces(
     assert finding.property == "proposal-bound"
     operations = finding.operations
     assert [operation.op for operation in operations].count("propose") == 2
+
+
+@pytest.mark.parametrize("depth", [1, 3, 5])
+def test_a_bounded_search_leaves_the_same_depth_unexpanded_as_the_explorer(depth: int) -> None:
+    cache = session_kernel_cache()
+    kernel = explore_kernel(DEFAULT_POLICY, small_domains(), PROJECT, max_depth=depth, cache=cache)
+    python = explore(DEFAULT_POLICY, small_domains(), max_depth=depth)
+    assert (kernel.states, kernel.transitions, kernel.depth) == (
+        python.states,
+        python.transitions,
+        python.depth,
+    )
+    assert kernel.stopped_by == python.stopped_by == "max_depth" and not kernel.complete
+    assert kernel.fired.keys() == python.fired.keys() and kernel.warnings == python.warnings
 
 
 def test_a_run_that_can_never_stop_is_a_trap_in_the_kernel_too() -> None:

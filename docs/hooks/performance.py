@@ -315,6 +315,98 @@ def spin(evidence: Path) -> str:
     )
 
 
+#: The engines of ``replan bench --explore``, as its figures name them, and as a
+#: reader knows them.
+ENGINE_ROWS = (
+    ("spin", "SPIN, the hand-written model"),
+    ("kernel", "replan explore --engine kernel"),
+    ("spin_engine", "replan explore --engine spin"),
+    ("explore_1_workers", "replan explore --engine python"),
+    ("explore_2_workers", "... --workers 2"),
+)
+
+
+def engines(evidence: Path) -> str:
+    """Every engine on SPIN's domains side by side, the campaign's throughput, and a
+    first user's policy through ``replan verify``: one ``replan bench --explore`` run."""
+    name = "bench-explore.json"
+    bench = _load(evidence, name)
+    figures = bench["tools"]["explore"]
+    rows, notes = [], []
+    for each in figures["spin"]:
+        domain = f"({each['versions']}, {each['ids']})"
+        spin = each.get("spin", {})
+        for key, shown in ENGINE_ROWS:
+            figure = each.get(key, {})
+            if "seconds" not in figure:
+                rows.append([domain, shown, "absent", "", "", "", ""])
+                continue
+            per_transition = (
+                _ratio(spin["transitions_per_second"] / figure["transitions_per_second"])
+                if "transitions_per_second" in spin and key != "spin"
+                else ""
+            )
+            rows.append(
+                [
+                    domain,
+                    shown,
+                    _count(figure["states"]),
+                    _count(figure["transitions"]),
+                    _seconds(figure["seconds"]),
+                    _count(figure["transitions_per_second"]),
+                    per_transition,
+                ]
+            )
+        kernel = each.get("kernel", {})
+        if "build_seconds" in kernel:
+            notes.append(
+                f"At {domain}: generating the kernel took {_seconds(kernel['build_seconds'])}, "
+                f"taking it from the cache {_seconds(kernel['cached_build_seconds'])}; the same "
+                "states and transitions as the Python explorer: "
+                f"{'yes' if kernel['same_counts_as_python_explorer'] else '**no**'}."
+            )
+    campaign = figures.get("campaign")
+    if campaign:
+        notes.append(
+            f"The campaign at `--profile ci` ({campaign['examples']} examples): "
+            f"{_count(campaign['campaign_operations_per_second'])} operations/s against "
+            f"{_count(campaign['bare_lockstep_operations_per_second'])} for a bare "
+            f"Hypothesis lockstep machine ({_ratio(campaign['campaign_to_bare'])})."
+        )
+    first = figures.get("first_policy")
+    if first:
+        checks = ", ".join(
+            f"{check} {_seconds(seconds)}" for check, seconds in first["check_seconds"].items()
+        )
+        notes.append(
+            f"A first user's policy (three keys, six steps): `{first['command']}` exited "
+            f"{first['exit_code']} in {_seconds(first['seconds'])}, peak RSS "
+            f"{first['peak_rss_mb']} MB ({checks})."
+        )
+    return "\n\n".join(
+        [
+            _table(
+                [
+                    "(V, K)",
+                    "engine",
+                    "states",
+                    "transitions",
+                    "search",
+                    "transitions/s",
+                    "SPIN faster per transition",
+                ],
+                rows,
+                "llrrrrr",
+            ),
+            "\n".join(f"- {note}" for note in notes),
+            f"*From `evidence/{name}` (`replan bench --explore -o evidence/{name}`), measured "
+            f"{str(bench['date'])[:10]} on {_machine(bench)}; the search alone, "
+            "medians of interleaved rounds (`--engine spin` once per domain: compiling pan "
+            "takes longer than its search).*",
+        ]
+    )
+
+
 # ---- mutation adequacy (replan mutate) and the proofs (replan evidence) ------------------
 
 
@@ -384,6 +476,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "tools": tools,
     "explorer": explorer,
     "spin": spin,
+    "engines": engines,
     "mutation": mutation,
     "proofs": proofs,
     "verify": verify,

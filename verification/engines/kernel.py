@@ -3,9 +3,13 @@
 Owns the search over ``verification/translate/kernel.py``'s state tuples (a dict from state to
 its index, a parent per state for the shortest counterexample), the counts
 (every call of the domains is a transition of every state, as in SPIN's model and
-the object explorer), and the report. A violation found in the kernel is replayed on
-the real generated controller before it is reported (``model_trail``): one that does
-not reproduce is a translation bug, never a property failure.
+the object explorer), and the report: the coverage the explorer gives (the declared
+transitions fired, the stop reasons reached, the traps, from the successors kept per
+state), judged by the same code. A violation found in the kernel is replayed on the
+real generated controller before it is reported (``engines/trail.py``): one that
+does not reproduce is a translation bug, never a property failure. Where the kernel
+comes from is ``kernel_for``: a cache entry when one is sound
+(``translate/kernel_cache.py``), else generated.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def explore_kernel(
     subject: Subject,
     *,
     max_states: int | None = None,
+    max_depth: int | None = None,
     progress: Callable[[str], None] | None = None,
     cache: KernelCache | None = None,
 ) -> SearchResult:
@@ -56,7 +61,7 @@ def explore_kernel(
     translated = time.perf_counter() - started
     say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
-    found = search(kernel, max_states, say)
+    found = search(kernel, max_states, say, max_depth)
     seconds = time.perf_counter() - started
     space = InputSpace(policy, domains)
     result = SearchResult(
@@ -78,6 +83,7 @@ def explore_kernel(
         properties_checked=len(kernel.checked),
         coverage_measured=False,
         max_states=max_states,
+        max_depth=max_depth,
         details={**_details(kernel, found, translated), "kernel_cache": provenance},
         notes=_notes(kernel, found, translated, seconds, provenance),
         artifact=kernel.source,
@@ -205,9 +211,7 @@ def _traps(kernel: Kernel, seen: Seen, members: list[str]) -> list[int]:
 
 
 def _stopped_by(found: Search) -> str | None:
-    if found.broken is not None:
-        return "violation"
-    return None if found.complete else "max_states"
+    return "violation" if found.broken is not None else found.capped
 
 
 def _details(kernel: Kernel, found: Search, translated: float) -> dict[str, Any]:
@@ -253,9 +257,9 @@ def _provenance_text(provenance: dict[str, Any]) -> str:
         return f"the kernel kept at {provenance['path']}"
     if status == "off":
         return "generated afresh, not cached"
-    text = f"generated, kept at {provenance['path']}" if provenance.get("path") else "generated"
-    if status == "regenerated":
-        text = f"generated again, kept at {provenance['path']}"
+    text = "generated again" if status == "regenerated" else "generated"
+    if provenance.get("path"):
+        text += f", kept at {provenance['path']}"
     return f"{text}; {provenance['why']}" if provenance.get("why") else text
 
 
@@ -264,7 +268,7 @@ class KernelEngine:
     dispatch as pure Python over a state tuple, searched breadth first."""
 
     name = "kernel"
-    supports = frozenset({"max_states", "kernel_cache"})
+    supports = frozenset({"max_states", "max_depth", "kernel_cache"})
 
     def search(
         self,
@@ -283,6 +287,7 @@ class KernelEngine:
             domains,
             subject,
             max_states=options.max_states,
+            max_depth=options.max_depth,
             progress=options.progress,
             cache=cache,
         )
@@ -298,6 +303,8 @@ class Search:
     broken: tuple[str, list[int]] | None  # (property, the calls reaching it)
     #: what the search saw, for the report's coverage (``_coverage``)
     seen: Seen | None = None
+    #: the bound that stopped it early ("max_states", "max_depth"), if any
+    capped: str | None = None
 
 
 @dataclass
@@ -316,11 +323,17 @@ class Seen:
     ends: array[int]
 
 
-def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -> Search:
+def search(
+    kernel: Kernel,
+    max_states: int | None,
+    say: Callable[[str], None],
+    max_depth: int | None = None,
+) -> Search:
     """Breadth-first over the kernel's states: the first violation found is on a
     shortest path (every transition of a depth is tried before the next depth). Only
     a state's parent is kept; the call between them is found again for a
-    counterexample (``_calls_to``)."""
+    counterexample (``_calls_to``). ``max_depth`` leaves the states at that depth
+    unexpanded, as the Python explorer does."""
     initial = kernel.initial
     index: dict[State, int] = {initial: 0}
     states = [initial]
@@ -333,11 +346,14 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
     limit = max_states if max_states is not None else -1
     depth, source, level_end = 0, 0, 1  # level_end: one past the current depth's last
     broken: tuple[str, list[int]] | None = None
-    capped = False
+    capped: str | None = None
     next_report = PROGRESS_EVERY
     while source < len(states):
         if source == level_end:
             depth, level_end = depth + 1, len(states)
+        if max_depth is not None and depth >= max_depth:
+            capped = "max_depth"
+            break
         state = states[source]
         mode = state[mode_position]
         expanded[mode] += 1
@@ -367,12 +383,12 @@ def search(kernel: Kernel, max_states: int | None, say: Callable[[str], None]) -
             say(f"kernel: {len(states):,} states, {source * calls:,} transitions, depth {depth}")
             next_report += PROGRESS_EVERY
         if limit >= 0 and len(states) >= limit:
-            capped = True
+            capped = "max_states"
             break
     evaluated = sum(n * classes for n, classes in zip(expanded, kernel.classes, strict=True))
-    complete = broken is None and not capped
+    complete = broken is None and capped is None
     transitions = (source + (broken is not None)) * calls
-    return Search(len(states), transitions, evaluated, depth, complete, broken, seen)
+    return Search(len(states), transitions, evaluated, depth, complete, broken, seen, capped)
 
 
 def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:

@@ -23,6 +23,9 @@ Why it is fast (the design; docs/engines/kernel.md says it for users):
   arguments apart there: two ids neither accepted nor completed, say) run once per
   state: the input classes, derived from the guards.
 - State invariants are one function of the state, evaluated once per new state.
+- Which declared transition each call fires (the report's coverage) is folded the
+  same way: a constant in most declared states, counted per state expanded there;
+  the rest is one ``fired_M`` function per declared state.
 
 The text is readable Python with a header naming its sources and digests, written
 next to a run with ``--kernel-source``.
@@ -100,11 +103,11 @@ class Kernel:
     unchecked: dict[str, str]
     initial_failures: list[str]
     groups: int = 0  # functions generated
+    #: the declared states, by the mode's value (stopped ones by their stop reason)
+    modes: list[str] = field(default_factory=list)
     #: per declared state: the declared transitions (indices into the model's
     #: transitions; -1 none) its calls fire in every state of it, and a function of
     #: the state giving those that depend on it (None: none do)
-    #: the declared states, by the mode's value (stopped ones by their stop reason)
-    modes: list[str] = field(default_factory=list)
     fired_static: list[frozenset[int]] = field(default_factory=list)
     fired: list[Callable[[State], set[int]] | None] = field(default_factory=list)
 
@@ -490,6 +493,7 @@ class _Writer:
             "call_N_M(s) is call N in the declared states M: it returns the successor (s",
             "itself when nothing changes) or the name of the property the transition breaks.",
             "expand_M(s) runs every call in declared state M that is not settled there.",
+            "fired_M(s) gives the declared transitions calls in M fire that depend on s.",
             '"""',
             "",
         ]
