@@ -247,6 +247,7 @@ SLOW_TESTS = frozenset(
         "tests/test_kernel_cache.py::test_a_mutants_kernel_is_never_kept",
         "tests/test_kernel_cache.py::test_an_unsound_entry_is_generated_again_never_trusted",
         "tests/test_kernel_cache.py::test_another_policy_or_domain_finds_no_kept_kernel",
+        "tests/test_kernel_cache.py::test_only_the_most_recently_used_entries_are_kept",
         "tests/test_kernel_cache.py::test_the_command_keeps_its_kernels_where_the_environment_says",
         # test_mutate.py
         "tests/test_mutate.py::test_a_flipped_comparison_is_killed_naming_the_rule",

@@ -19,6 +19,7 @@ from replan.verification.core.search import SearchResult
 from replan.verification.core.subject import PROJECT
 from replan.verification.engines.kernel import explore_kernel
 from replan.verification.subjects.mutants import MUTANTS
+from replan.verification.translate import kernel_cache
 from replan.verification.translate.kernel_cache import (
     ENVIRONMENT,
     GENERATOR_SOURCES,
@@ -137,6 +138,23 @@ def test_an_unsound_entry_is_generated_again_never_trusted(
     key = cache_key(DEFAULT_POLICY, TINY, PROJECT.model)
     again = cache.load(key)
     assert again is not None and again.digest == result.details["kernel_digest"]
+
+
+def test_only_the_most_recently_used_entries_are_kept(
+    kept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernel_cache, "KEPT_ENTRIES", 3)
+    cache, entry = _copy(kept, tmp_path)
+    key = entry.stem
+    generated = cache.load(key)
+    assert generated is not None
+    for age, other in enumerate(("a" * 64, "b" * 64, "c" * 64), start=1):
+        cache.store(other, generated)
+        os.utime(cache.path(other), (1000.0 * age, 1000.0 * age))  # used long ago
+    assert cache.load(key) is not None  # used now: the last to go
+    cache.store("d" * 64, generated)
+    kept_now = {path.stem for path in cache.directory.iterdir()}
+    assert kept_now == {key, "c" * 64, "d" * 64}
 
 
 def test_a_mutants_kernel_is_never_kept(tmp_path: Path) -> None:

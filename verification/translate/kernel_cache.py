@@ -16,10 +16,11 @@ bodies are not in that source.
 
 An entry is JSON (``GeneratedKernel``), written atomically under
 ``out/cache/kernels/`` (``REPLAN_KERNEL_CACHE`` names another directory, e.g. one a
-CI job keeps between runs). An entry that does not read back as what was written (cut
-short, edited, of another format or key, its text not matching its digest) is
-generated afresh and written again, and the report says so: a cache can only make a
-run faster, never change its answer.
+CI job keeps between runs); the ``KEPT_ENTRIES`` most recently used are kept. An
+entry that does not read back as what was written (cut short, edited, of another
+format or key, its text not matching its digest) is generated afresh and written
+again, and the report says so: a cache can only make a run faster, never change its
+answer.
 
 A kept kernel is one sound kernel of its inputs, not necessarily the text generating
 it again in another process gives: the translation's z3 terms are numbered in the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -47,6 +49,9 @@ from replan.verification.translate.kernel import GeneratedKernel
 FORMAT = 2
 #: The environment variable naming the cache's directory.
 ENVIRONMENT = "REPLAN_KERNEL_CACHE"
+#: Entries kept at most: past it, the least recently used go (each is about a
+#: megabyte; a policy edited many times would otherwise leave one per version).
+KEPT_ENTRIES = 32
 #: The packages whose source a kernel is generated from (relative to ``replan``).
 GENERATOR_SOURCES = ("controller", "spec", "verification/translate", "verification/core")
 
@@ -114,6 +119,8 @@ class KernelCache:
             return None
         except (OSError, UnicodeDecodeError) as error:
             raise DamagedEntry(f"unreadable ({error})") from None
+        with suppress(OSError):  # used now: the last to go (a read-only cache keeps all)
+            os.utime(path)
         try:
             return _entry(json.loads(text), key)
         except (ValueError, TypeError, KeyError) as error:
@@ -125,7 +132,20 @@ class KernelCache:
         kept = {f.name: getattr(generated, f.name) for f in fields(generated) if f.name != "layout"}
         document = {"format": FORMAT, "key": key, "digest": generated.digest, **kept}
         write_now(path, json.dumps(document, separators=(",", ":")))
+        self._prune()
         return path
+
+    def _prune(self) -> None:
+        """Remove the least recently used entries past ``KEPT_ENTRIES`` (a file another
+        process removes first is gone either way)."""
+        entries = []
+        for entry in self.directory.glob("*.json"):
+            try:
+                entries.append((entry.stat().st_mtime, entry))
+            except FileNotFoundError:
+                continue
+        for _, entry in sorted(entries, reverse=True)[KEPT_ENTRIES:]:
+            entry.unlink(missing_ok=True)
 
 
 def _entry(document: Any, key: str) -> GeneratedKernel:
