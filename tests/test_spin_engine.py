@@ -26,6 +26,7 @@ from replan.verification.engines.spin.engine import explore_spin
 from replan.verification.subjects.mutants import MUTANTS
 from replan.verification.translate.promela import translate
 
+ROOT = Path(__file__).resolve().parent.parent
 SPIN_MISSING = shutil.which("spin") is None or shutil.which("gcc") is None
 if SPIN_MISSING and os.environ.get("CI") == "true":  # .ci/run installs them
     pytest.fail("spin and gcc are needed (CI=true: the SPIN engine's tests must run)")
@@ -36,14 +37,17 @@ pytestmark = pytest.mark.skipif(
 
 def test_spin_counts_equal_the_python_explorers_on_spins_domains(tmp_path: Path) -> None:
     """The same states on SPIN's (V, K) = (1, 1) domains (63,903 with the hand-written
-    anchor too); SPIN counts one transition more, into the initial state."""
-    domains = spin_domains(1, 1)
-    spin = explore_spin(DEFAULT_POLICY, domains, PROJECT, workdir=tmp_path)
-    python = explore(DEFAULT_POLICY, domains)
-    assert spin.ok and spin.complete and python.ok
+    anchor too); SPIN counts one transition more, into the initial state. The Python
+    explorer's figures are its committed run (``evidence/explore-spin-1-1.json``),
+    which the kernel reproduces (tests/test_explore_cli.py) and the explorer equals
+    the kernel there (tests/test_kernel_engine.py): one search of (1, 1) per engine."""
+    spin = explore_spin(DEFAULT_POLICY, spin_domains(1, 1), PROJECT, workdir=tmp_path)
+    python = json.loads((ROOT / "evidence" / "explore-spin-1-1.json").read_text())
+    assert python["engine"] == "python" and python["domains"]["name"] == "spin"
+    assert spin.ok and spin.complete and python["ok"]
     assert spin.details["storage"] == "exact"
-    assert spin.states == python.states == 63_903
-    assert spin.transitions == python.transitions + 1
+    assert spin.states == python["states"] == 63_903
+    assert spin.transitions == python["transitions"] + 1
     assert spin.details["unchecked"].keys() == {"trace-one-record-per-call"}
 
 

@@ -105,8 +105,11 @@ def _campaign(settings: Settings, module: Any) -> dict[str, Any]:
     }
 
 
-#: Examples of the ``thorough`` profile each memory run makes (--quick: a tenth).
+#: Examples of the ``thorough`` profile each memory run makes.
 MEMORY_EXAMPLES = 1000
+#: ``--quick`` divides the memory runs' budget and engine size by this: a smoke run of
+#: the same two ways, seconds instead of a minute.
+QUICK_MEMORY_DIVISOR = 40
 
 
 def campaign_memory(settings: Settings) -> dict[str, Any]:
@@ -116,9 +119,10 @@ def campaign_memory(settings: Settings) -> dict[str, Any]:
     mark is per process), the two alternating, three rounds (one with ``--quick``)."""
     from replan.verification.engines.campaign.memory import EXAMPLES_PER_ENGINE
 
-    examples = MEMORY_EXAMPLES // 10 if settings.quick else MEMORY_EXAMPLES
+    divisor = QUICK_MEMORY_DIVISOR if settings.quick else 1
+    examples = MEMORY_EXAMPLES // divisor
     # --quick scales the share with the budget, so that its bounded run is split too
-    share = EXAMPLES_PER_ENGINE // 10 if settings.quick else EXAMPLES_PER_ENGINE
+    share = max(1, EXAMPLES_PER_ENGINE // divisor)
     sizes: dict[str, int | None] = {"bounded": share, "one_engine": None}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sizes}
     for _ in range(1 if settings.quick else 3):
@@ -198,10 +202,10 @@ def time_episodes(
     """Time zero-argument episode functions that check their own outcome (and raise
     when it is wrong), with the same method as the controller: calibrated episodes per
     sample (at most ``settings.episodes``, about 0.2 s a sample), samples interleaved
-    round by round, warm-ups discarded, then a separate tracemalloc pass. Here the
-    *wall clock* is the headline (``*_us``) and the thread's CPU time is beside it
-    (``cpu_*_us``): a durable journal's cost is mostly waiting for the disk, which
-    CPU time does not count."""
+    round by round, warm-ups discarded, then a separate tracemalloc pass (20 episodes,
+    3 with ``--quick`` or a slow episode). Here the *wall clock* is the headline
+    (``*_us``) and the thread's CPU time is beside it (``cpu_*_us``): a durable
+    journal's cost is mostly waiting for the disk, which CPU time does not count."""
     target = 0.02 if settings.quick else 0.2
     counts: dict[str, int] = {}
     for name, episode in episodes.items():
@@ -229,7 +233,7 @@ def time_episodes(
                 cpu_samples[name].append(cpu / count / 1000)
     figures: dict[str, dict[str, Any]] = {}
     for name, episode in episodes.items():
-        traced = 20 if counts[name] >= 20 else 3
+        traced = 20 if counts[name] >= 20 and not settings.quick else 3
         figures[name] = {
             "episodes_per_sample": counts[name],
             **_summary(samples[name]),
