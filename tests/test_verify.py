@@ -16,6 +16,7 @@ import pytest
 
 from replan.cli import main
 from replan.controller.policy import DEFAULT_POLICY, load_policy
+from replan.verification.core.search import SearchResult
 from replan.verification.pipeline.checks.against import check_against
 from replan.verification.pipeline.checks.diagram import check_diagram
 from replan.verification.pipeline.checks.drift import check_drift
@@ -245,15 +246,23 @@ def test_the_default_report_goes_to_out_verify() -> None:
     )
 
 
-def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Path) -> None:
-    """The explorer never reaches no_progress = 7 under the default policy: a
-    counterexample to induction from there names that field."""
-    from replan.controller import DEFAULT_POLICY
-    from replan.verification.engines.explore.coverage import unreachable_fields
+@pytest.fixture(scope="module")
+def default_exploration() -> SearchResult:
+    """The explorer's default report on the default policy, every state kept: one
+    search for the tests of this module that read it (none changes it)."""
     from replan.verification.engines.explore.engine import explore
 
-    result = explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
-    runs = result.runs or [result]
+    return explore(DEFAULT_POLICY, keep_graph=True, stop_at_first=False)
+
+
+def test_a_proof_counterexample_from_an_unreached_state_is_labelled(
+    default_exploration: SearchResult,
+) -> None:
+    """The explorer never reaches no_progress = 7 under the default policy: a
+    counterexample to induction from there names that field."""
+    from replan.verification.engines.explore.coverage import unreachable_fields
+
+    runs = default_exploration.runs or [default_exploration]
     reached = {
         "state": "idle",
         "evidence_revision": 1,
@@ -270,15 +279,13 @@ def test_a_proof_counterexample_from_an_unreached_state_is_labelled(tmp_path: Pa
     ]
 
 
-def test_what_no_engine_exercised_is_a_gap() -> None:
+def test_what_no_engine_exercised_is_a_gap(default_exploration: SearchResult) -> None:
     """A campaign of two three-step examples, too short to complete a run, beside the
     explorer that reaches every transition: verify's gaps name what it never fired."""
-    from replan.controller import DEFAULT_POLICY
     from replan.verification.engines.campaign.run import run_campaign
-    from replan.verification.engines.explore.engine import explore
 
     pipeline = VerifySession(DEFAULT_POLICY, Path("unused"))
-    pipeline.explored = explore(DEFAULT_POLICY, stop_at_first=False)
+    pipeline.explored = default_exploration
     pipeline.campaigned = run_campaign(
         DEFAULT_POLICY, "ci", seed=0, examples=2, steps=3, out_dir=None, database=None
     )
