@@ -356,7 +356,6 @@ SLOW_FIXTURES: dict[str, frozenset[str]] = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselects by marker
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` (the suite's default): three workers per two usable cores. Much of
     the suite waits rather than computes (a subprocess starting, a database's fsync, a
@@ -370,6 +369,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return max(1, usable_cores() * 3 // 2)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The slow tests marked (``SLOW_TESTS``, ``SLOW_FIXTURES``); the long files first
     (``LONG_FILES``; the order within a file is kept). Graphviz is optional
