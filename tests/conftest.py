@@ -356,19 +356,6 @@ SLOW_FIXTURES: dict[str, frozenset[str]] = {
 }
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (the suite's default): three workers per two usable cores. Much of
-    the suite waits rather than computes (a subprocess starting, a database's fsync, a
-    Ray cluster coming up, a wheel installing), and with one worker per core a core
-    sits idle through those waits. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides
-    when set, and ``-n N`` is always N."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # pytest-xdist's own hook reads it
-    from replan.verification.runtime.forking import usable_cores
-
-    return max(1, usable_cores() * 3 // 2)
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The slow tests marked (``SLOW_TESTS``, ``SLOW_FIXTURES``); the long files first
