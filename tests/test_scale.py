@@ -249,6 +249,18 @@ def test_local_shares_are_not_forked_from_a_ray_driver(
     assert worker_context().get_start_method() == "fork"
 
 
+def test_a_local_clusters_workers_run_at_the_drivers_priority(ray_local: str) -> None:
+    """Ray lowers its workers' priority by default; a cluster started for this run
+    keeps its shares at the driver's, or any other busy process starves them."""
+    from replan.verification.runtime import ray_cluster
+
+    def niceness() -> int:  # local, so Ray sends it by value, not by this module's name
+        return os.nice(0)
+
+    task = ray_cluster.remote_function(niceness, retries=0)
+    assert ray_cluster.get([task.remote()]) == [os.nice(0)]
+
+
 def test_a_ray_campaign_survives_a_killed_worker(ray_local: str, fresh_redis: str) -> None:
     """A Ray worker running a share is killed mid-campaign: Ray runs the share again,
     the campaign finishes, and the merged result is the one nobody killed."""
