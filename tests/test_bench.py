@@ -5,10 +5,11 @@ assertions: the figures are measured, never asserted."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -207,6 +208,29 @@ def test_memory_pass_counts_what_an_episode_allocates() -> None:
     assert plain["episodes_completed"] == 5
     assert plain["peak_bytes"] >= plain["retained_bytes"] > 500
     assert hoarding["retained_bytes"] - plain["retained_bytes"] >= 100_000
+
+
+class SeesTheCollector(Controller):
+    """Records how many of the host's objects the collector has set aside."""
+
+    __slots__ = ()
+    frozen: ClassVar[list[int]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        SeesTheCollector.frozen.append(gc.get_freeze_count())
+
+
+def test_the_host_processs_objects_are_set_aside_while_measuring_and_given_back() -> None:
+    """The collections before every sample walk only what the measured code made,
+    never the heap of the process running the bench (here a test session's)."""
+    host = [[number] for number in range(50_000)]
+    seeing = dataclasses.replace(GENERATED, override=SeesTheCollector)
+    SeesTheCollector.frozen.clear()
+    measure_module.measure_time(TINY, implementations=(seeing,))
+    measure_module.measure_memory(VARIANTS[0], seeing, 2)
+    assert SeesTheCollector.frozen and min(SeesTheCollector.frozen) >= len(host)
+    assert gc.get_freeze_count() == 0
 
 
 def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(

@@ -11,7 +11,8 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,32 @@ class Series:
 
 Progress = Callable[[str], None]
 
+#: How many ``host_objects_set_aside`` blocks are open (only the outermost freezes).
+_set_aside_depth = 0
+
+
+@contextmanager
+def host_objects_set_aside() -> Iterator[None]:
+    """Keep the collector off the objects the host process already holds while
+    measuring. Every sample starts with ``gc.collect()`` and the episodes trigger
+    collections of their own; without this, each would walk every object of the
+    process running the bench (a test session's, an embedding program's), so the
+    figures and the time to take them would grow with a heap the measured code never
+    touches. ``gc.freeze`` moves those objects to a generation the collector skips
+    (a full collection still empties CPython's free lists); ``gc.unfreeze`` gives
+    them back when the outermost block ends."""
+    global _set_aside_depth
+    if _set_aside_depth == 0:
+        gc.collect()
+        gc.freeze()
+    _set_aside_depth += 1
+    try:
+        yield
+    finally:
+        _set_aside_depth -= 1
+        if _set_aside_depth == 0:
+            gc.unfreeze()
+
 
 def _quiet(_: str) -> None:
     pass
@@ -83,6 +110,13 @@ def measure_time(
     implementations: Sequence[Implementation] = IMPLEMENTATIONS,
 ) -> list[Series]:
     """Time every series, interleaved round by round (see the module docstring)."""
+    with host_objects_set_aside():
+        return _timed(settings, progress, implementations)
+
+
+def _timed(
+    settings: Settings, progress: Progress, implementations: Sequence[Implementation]
+) -> list[Series]:
     series = [
         Series(variant, implementation, settings.episodes_for(implementation))
         for variant in VARIANTS
@@ -115,6 +149,11 @@ def measure_memory(
 ) -> dict[str, Any]:
     """Peak and retained traced bytes of one episode, median over ``episodes`` traced
     one at a time (after a few untraced warm episodes)."""
+    with host_objects_set_aside():
+        return _traced(variant, implementation, episodes)
+
+
+def _traced(variant: Variant, implementation: Implementation, episodes: int) -> dict[str, Any]:
     factory = implementation.factory()
     variant.loop(factory, 3)
     peaks: list[int] = []
@@ -225,7 +264,11 @@ def method(settings: Settings) -> dict[str, Any]:
             "each round times one sample of every series, order rotated per round; "
             "warm-up rounds discarded; ratios computed sample by sample within a round"
         ),
-        "gc": "enabled while timing; gc.collect() before every sample",
+        "gc": (
+            "enabled while timing; gc.collect() before every sample; the objects the "
+            "process held before measuring frozen (gc.freeze), so collections walk only "
+            "what the measured code made"
+        ),
         "memory": (
             "separate pass with tracemalloc, one episode at a time: peak = high-water "
             "traced bytes above the level before the episode; retained = traced bytes "

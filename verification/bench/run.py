@@ -32,7 +32,9 @@ What is measured, and why this way (the method is also written into the JSON):
   several times slower); and the wall clock (``time.perf_counter_ns``), recorded
   beside it. On a quiet machine the two agree. The
   garbage collector stays enabled (its cost is part of running the code) and
-  ``gc.collect()`` runs before every sample so no series pays for another's garbage.
+  ``gc.collect()`` runs before every sample so no series pays for another's garbage;
+  the objects the process held before measuring are frozen (``gc.freeze``), so no
+  series pays for walking the host's heap either.
   The reference model is ~1000x slower, so it runs fewer episodes per sample
   (``reference_episodes``, default episodes // 10); figures are per episode either way.
 - **Memory** is measured in a separate pass, never while timing: ``tracemalloc``

@@ -26,6 +26,7 @@ from replan.verification.bench.measure import (
     _quiet,
     _ratio_summary,
     _summary,
+    host_objects_set_aside,
 )
 
 
@@ -373,6 +374,11 @@ OPT_IN = frozenset({"explore", "scale", "boundary"})
 
 def tool_figures(settings: Settings, progress: Progress = _quiet) -> dict[str, Any]:
     """Every other tool's figure: measured, ``absent``, ``skipped`` or ``error``."""
+    with host_objects_set_aside():
+        return _figures(settings, progress)
+
+
+def _figures(settings: Settings, progress: Progress) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for name, (module_name, measure) in TOOLS.items():
         if (
