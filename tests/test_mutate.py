@@ -73,6 +73,36 @@ def test_a_flipped_comparison_is_killed_naming_the_rule() -> None:
     )
 
 
+def test_the_proofs_read_the_judges_encodings_as_their_own() -> None:
+    """The judge hands the proofs the steps it encoded to compare a mutant with the
+    original: the verdict of every property is the one a fresh encoding gives."""
+    from replan.verification.engines.prove.engine import prove_invariants
+
+    judge = Judge(DEFAULT_POLICY, DECLARATION, CONTRACT)
+    mutant = next(
+        m for m in all_mutants(DECLARATION) if m.id == "flip-comparison:plan_outdated:8.0"
+    )
+    found = judge.differences(mutant)
+    assert found.events == ["propose"] and set(found.encoded.steps) == {"propose"}
+
+    def verdicts(**encoded: object) -> list[tuple[str, bool, object]]:
+        results = prove_invariants(
+            DEFAULT_POLICY,
+            mutant.model,
+            mutant.model_class,
+            events=found.events,
+            initial=found.initial,
+            contract=CONTRACT,
+            **encoded,  # type: ignore[arg-type]
+        )
+        # the obligation that failed, not its witness: z3 may name a plan id otherwise
+        return [(r.name, r.proved, (r.counterexample or {}).get("obligation")) for r in results]
+
+    taken = verdicts(encoded=found.encoded)
+    assert taken == verdicts()
+    assert ("propose-revision-must-increase", False) in [(n, p) for n, p, _ in taken]
+
+
 def test_policy_defaults_are_mutated_and_killed_by_the_policy_check() -> None:
     code, matrix = mutate("--operator", "policy-default")
     assert code == 0 and matrix["generated"] == 7

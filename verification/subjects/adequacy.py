@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3  # type: ignore[import-untyped]
 
@@ -44,6 +44,9 @@ from replan.controller.run import Run
 from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.verification.subjects.mutation import Mutant, all_mutants
+
+if TYPE_CHECKING:
+    from replan.verification.engines.prove.engine import Encoded
 
 ENGINES = ("proofs", "explorer", "campaign")
 #: The explorer stops a mutant's search here (a broken controller can make the state
@@ -81,6 +84,17 @@ class Verdict:
         if self.status == "survived":
             document["diff"] = self.mutant.diff
         return document
+
+
+@dataclass
+class Differences:
+    """Where a mutant's steps differ from the original's (``Judge.differences``)."""
+
+    events: list[str]
+    initial: bool
+    witness: str
+    #: the mutant's steps of every event compared (its universe and encodings)
+    encoded: Encoded
 
 
 class Judge:
@@ -122,13 +136,15 @@ class Judge:
 
     # -- equivalence ---------------------------------------------------------------------
 
-    def differences(self, mutant: Mutant) -> tuple[list[str], bool, str]:
+    def differences(self, mutant: Mutant) -> Differences:
         """The events whose step relation the mutant changes, whether it changes the
-        initial state, and a witness of the first difference (empty when none).
+        initial state, a witness of the first difference (empty when none), and the
+        mutant's steps encoded to find them (the proofs take them as they are).
 
         Long: one symbolic comparison, event by event, with its imports kept local
         (the translator is loaded only when a mutant is judged)."""
         from replan.verification.engines.prove.describe import describe_state
+        from replan.verification.engines.prove.engine import Encoded
         from replan.verification.translate.symbolic import (
             Universe,
             encode_event,
@@ -139,12 +155,17 @@ class Judge:
         u = Universe(self.policy, mutant.model, symbolic_limits=True)
         changed: list[str] = []
         witness = ""
+        encoded = Encoded(u, {})
         for event, original in self.original.items():
             if self.unchanged(mutant, event):
                 continue
+            # the original's pre-state and argument are the terms a fresh encoding in
+            # ``u`` would make (same names, same sorts): the step is the one the
+            # proofs would encode, so they take it from ``encoded``
             encoding = encode_event(
                 u, event, mutant.model_class, pre=original.pre, argument=original.argument
             )
+            encoded.steps[event] = encoding
             solver = z3.Solver()
             solver.add(*self.premises[event])
             solver.add(
@@ -188,7 +209,7 @@ class Judge:
         initial_changed = solver.check() != z3.unsat
         if initial_changed and not witness:
             witness = "the initial state differs"
-        return changed, initial_changed, witness
+        return Differences(changed, initial_changed, witness, encoded)
 
     def equivalence_reason(self, mutant: Mutant) -> str:
         """Why an equivalent mutant is one: which events z3 compared, and which run no
@@ -222,9 +243,10 @@ class Judge:
 
     # -- killing ---------------------------------------------------------------------------
 
-    def proofs(self, mutant: Mutant, events: Sequence[str], initial: bool) -> list[str]:
+    def proofs(self, mutant: Mutant, found: Differences) -> list[str]:
         from replan.verification.engines.prove.engine import prove_equivalence, prove_invariants
 
+        events, initial = found.events, found.initial
         results = prove_invariants(
             self.policy,
             mutant.model,
@@ -232,6 +254,7 @@ class Judge:
             events=events,
             initial=initial,
             contract=self.contract,
+            encoded=found.encoded,
         )
         if "execute" in events or initial:
             results.append(
@@ -290,7 +313,7 @@ class Judge:
                 return Verdict(mutant, "killed", "policy", broken, "the policy check fails")
             return Verdict(mutant, "survived", reason="no policy property fails")
         try:
-            events, initial, witness = self.differences(mutant)
+            differences = self.differences(mutant)
         except TranslationError as error:
             # ``replan verify``'s proofs stop with this error: that is a failure of
             # verification, reported as the proofs refusing the mutant
@@ -305,7 +328,7 @@ class Judge:
                 controller = load_controller(mutant.model, mutant.model_class, mutant.id)
             return controller
 
-        if not events and not initial:
+        if not differences.events and not differences.initial:
             try:
                 generated()
             except GenerationError as error:
@@ -315,7 +338,7 @@ class Judge:
             return Verdict(mutant, "equivalent", reason=self.equivalence_reason(mutant))
         found: dict[str, list[str]] = {}
         runs: list[tuple[str, Callable[[], list[str]]]] = [
-            ("proofs", lambda: self.proofs(mutant, events, initial)),
+            ("proofs", lambda: self.proofs(mutant, differences)),
             ("explorer", lambda: self.explorer(mutant, generated())),
             ("campaign", lambda: self.campaign(mutant, generated())),
         ]
@@ -340,6 +363,7 @@ class Judge:
                 f"{killer} fails: {', '.join(found[killer])}",
                 engines=found if every_engine else {},
             )
+        witness = differences.witness
         reason = f"differs from the original: {witness}" if witness else "no engine fails"
         return Verdict(mutant, "survived", reason=reason, engines=found if every_engine else {})
 

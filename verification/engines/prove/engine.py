@@ -354,6 +354,15 @@ def _unreported(result: PropertyResult) -> PropertyResult:
     return result
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """Steps encoded in one universe, each as ``encode_event(universe, event,
+    model_class)`` would encode it (a fresh pre-state and argument)."""
+
+    universe: Universe
+    steps: dict[str, StepEncoding]
+
+
 def prove_invariants(
     policy: Policy,
     model: MachineModel | None = None,
@@ -363,19 +372,24 @@ def prove_invariants(
     initial: bool = True,
     tick: Callable[[PropertyResult], PropertyResult] = _unreported,
     contract: Contract | None = None,
+    encoded: Encoded | None = None,
 ) -> list[PropertyResult]:
     """Every property of ``spec/properties.py`` over every event's step, the limits
     symbolic: the state invariants (auxiliary and the contract's) inductive, each call
     property for every step from a state satisfying them, and the bodies'
     well-definedness on such states. ``events`` (default: all) and ``initial``
     restrict the obligations to those steps (``replan mutate`` proves only what a
-    mutant changed: the rest is the same question as for the original)."""
+    mutant changed: the rest is the same question as for the original). ``encoded``:
+    steps already encoded in a universe of this policy and model (``replan mutate``
+    encodes a mutant's changed events to compare them with the original's; the same
+    terms, not made twice); the events it lacks are encoded here."""
     model = model or declaration_model()
-    u = Universe(policy, model, symbolic_limits=True)
+    u = encoded.universe if encoded is not None else Universe(policy, model, symbolic_limits=True)
     translator = Translator(u, model_class)
     init = initial_state(u, model_class)
     chosen = model.events if events is None else [e for e in model.events if e in events]
-    steps = [encode_event(u, event, model_class) for event in chosen]
+    known = {} if encoded is None else encoded.steps
+    steps = [known.get(event) or encode_event(u, event, model_class) for event in chosen]
     contract = contract_or_default(contract)
     reachable = Reachable(translator, contract)
     obligations = _Obligations(
