@@ -233,6 +233,18 @@ def test_the_host_processs_objects_are_set_aside_while_measuring_and_given_back(
     assert gc.get_freeze_count() == 0
 
 
+def test_a_host_that_froze_objects_of_its_own_keeps_them_frozen() -> None:
+    """Giving back what the bench froze must not give back what the host froze (a
+    pre-forking server's shared heap)."""
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        measure_module.measure_memory(VARIANTS[0], GENERATED, 2)
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_a_missing_tool_is_absent_and_a_failing_one_is_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

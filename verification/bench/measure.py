@@ -73,8 +73,9 @@ class Series:
 
 Progress = Callable[[str], None]
 
-#: How many ``host_objects_set_aside`` blocks are open (only the outermost freezes).
-_set_aside_depth = 0
+#: How many ``host_objects_set_aside`` blocks are open, and whether the outermost
+#: one froze the host's objects (only it freezes, and only it gives them back).
+_set_aside: dict[str, Any] = {"depth": 0, "froze": False}
 
 
 @contextmanager
@@ -86,17 +87,20 @@ def host_objects_set_aside() -> Iterator[None]:
     figures and the time to take them would grow with a heap the measured code never
     touches. ``gc.freeze`` moves those objects to a generation the collector skips
     (a full collection still empties CPython's free lists); ``gc.unfreeze`` gives
-    them back when the outermost block ends."""
-    global _set_aside_depth
-    if _set_aside_depth == 0:
-        gc.collect()
-        gc.freeze()
-    _set_aside_depth += 1
+    them back when the outermost block ends. A host that froze objects of its own
+    (a pre-forking server does) is left as it is: ``gc.unfreeze`` would give back its
+    objects too, so nothing is frozen and the collections walk its heap as before."""
+    if _set_aside["depth"] == 0:
+        _set_aside["froze"] = gc.get_freeze_count() == 0
+        if _set_aside["froze"]:
+            gc.collect()
+            gc.freeze()
+    _set_aside["depth"] += 1
     try:
         yield
     finally:
-        _set_aside_depth -= 1
-        if _set_aside_depth == 0:
+        _set_aside["depth"] -= 1
+        if _set_aside["depth"] == 0 and _set_aside["froze"]:
             gc.unfreeze()
 
 
