@@ -281,6 +281,15 @@ def _poll_recovery_often() -> None:
 _FORK = multiprocessing.get_context("fork")
 
 
+def _import_before_forking(workload: str) -> None:
+    """Import the workload's modules in the parent, once: every forked worker
+    inherits them. A worker importing the agent stack itself (Agent Framework,
+    its telemetry) spends about a third of a second on it at every restart, and
+    the harness restarts hundreds of times."""
+    if workload in ("agent", FORGETFUL_AGENT):
+        import replan.verification.boundary.durable.agent  # noqa: F401
+
+
 def _start(
     url: str,
     run_id: str,
@@ -289,6 +298,7 @@ def _start(
     broken: str | None = None,
     workload: str = "import",
 ) -> multiprocessing.process.BaseProcess:
+    _import_before_forking(workload)
     for name in ("result.json", "launched"):
         (directory / name).unlink(missing_ok=True)
     child = _FORK.Process(
