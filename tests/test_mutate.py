@@ -103,6 +103,34 @@ def test_the_proofs_read_the_judges_encodings_as_their_own() -> None:
     assert ("propose-revision-must-increase", False) in [(n, p) for n, p, _ in taken]
 
 
+def test_an_obligation_z3_proved_once_is_not_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The judge keeps what z3 decided across mutants (their obligations are mostly
+    the same terms): asked again, only what failed is solved again, and it still
+    fails (a failure is never kept as proved)."""
+    import replan.verification.engines.prove.engine as engine
+
+    judge = Judge(DEFAULT_POLICY, DECLARATION, CONTRACT)
+    mutant = next(
+        m for m in all_mutants(DECLARATION) if m.id == "flip-comparison:plan_outdated:8.0"
+    )
+    solvers = 0
+    made = engine.simplifying_solver
+
+    def counted() -> object:
+        nonlocal solvers
+        solvers += 1
+        return made()
+
+    monkeypatch.setattr(engine, "simplifying_solver", counted)
+    broken = ["propose-revision-must-increase"]
+    assert judge.proofs(mutant, judge.differences(mutant)) == broken
+    asked_first, solvers = solvers, 0
+    assert judge.proofs(mutant, judge.differences(mutant)) == broken
+    assert 0 < solvers < asked_first / 4, (solvers, asked_first)
+
+
 def test_policy_defaults_are_mutated_and_killed_by_the_policy_check() -> None:
     code, matrix = mutate("--operator", "policy-default")
     assert code == 0 and matrix["generated"] == 7

@@ -102,6 +102,7 @@ class Judge:
     the original once: its step relation per event, the invariants as premises."""
 
     def __init__(self, policy: Policy, model: MachineModel, contract: Contract) -> None:
+        from replan.verification.engines.prove.engine import Decided
         from replan.verification.translate.property_terms import Reachable
         from replan.verification.translate.symbolic import (
             Translator,
@@ -120,6 +121,9 @@ class Judge:
             e: [*enc.assumptions, *reachable(enc.pre)] for e, enc in self.original.items()
         }
         self.initial = initial_state(self.universe, Run)
+        #: what z3 decided for earlier mutants (most obligations of a mutated event
+        #: are its other mutants' too: the same terms, decided once)
+        self.decided = Decided()
         #: per event, every body of ``Run`` and function of ``controller/run.py`` its
         #: step can run (``reads``)
         self.reads = {e: reads(model, e) for e in model.events}
@@ -255,6 +259,7 @@ class Judge:
             initial=initial,
             contract=self.contract,
             encoded=found.encoded,
+            decided=self.decided,
         )
         if "execute" in events or initial:
             results.append(

@@ -244,25 +244,35 @@ def _controller_class(model: MachineModel, model_class: type) -> type[Run]:
 Query = tuple[str, Sequence[z3.BoolRef], z3.BoolRef, StepEncoding | None, State | None]
 
 
-class Satisfiable:
-    """The premises already found satisfiable (each property asks again of the same
-    premises of one event's step: the vacuity check is made once per premise set,
-    not once per property, about 10 s of z3 time at 300 keys). Keyed by the
-    premises' z3 terms, which the cache keeps alive so that no other term takes
-    their ids."""
+class Decided:
+    """What z3 already decided in this context, by term: premise sets found
+    satisfiable (each property asks again of the same premises of one event's step:
+    the vacuity check is made once per premise set, not once per property, about
+    10 s of z3 time at 300 keys), and obligations found valid (premises that imply
+    their goal). z3 shares structurally equal terms, so an obligation asked again
+    is recognised by its terms' ids: ``replan mutate`` asks every mutant of an event
+    the obligations the event's other mutants share with it, and each is decided
+    once. The cache keeps the terms alive so that no other term takes their ids."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[int, ...], Sequence[z3.BoolRef]] = {}
+        self._satisfiable: dict[tuple[int, ...], Sequence[z3.BoolRef]] = {}
+        self._valid: dict[tuple[tuple[int, ...], int], tuple[Sequence[z3.BoolRef], z3.BoolRef]] = {}
 
     @staticmethod
     def _key(premises: Sequence[z3.BoolRef]) -> tuple[int, ...]:
         return tuple(p.get_id() for p in premises)
 
-    def __contains__(self, premises: Sequence[z3.BoolRef]) -> bool:
-        return self._key(premises) in self._known
+    def satisfiable(self, premises: Sequence[z3.BoolRef]) -> bool:
+        return self._key(premises) in self._satisfiable
 
-    def add(self, premises: Sequence[z3.BoolRef]) -> None:
-        self._known[self._key(premises)] = list(premises)
+    def add_satisfiable(self, premises: Sequence[z3.BoolRef]) -> None:
+        self._satisfiable[self._key(premises)] = list(premises)
+
+    def valid(self, premises: Sequence[z3.BoolRef], goal: z3.BoolRef) -> bool:
+        return (self._key(premises), goal.get_id()) in self._valid
+
+    def add_valid(self, premises: Sequence[z3.BoolRef], goal: z3.BoolRef) -> None:
+        self._valid[self._key(premises), goal.get_id()] = (list(premises), goal)
 
 
 def _check(
@@ -271,26 +281,30 @@ def _check(
     statement: str,
     queries: Sequence[Query],
     universe: Universe,
-    satisfiable: Satisfiable | None = None,
+    decided: Decided | None = None,
 ) -> PropertyResult:
     """Each query is (label, premises, goal, step, state): the premises must imply the
     goal. The first query whose premises and negated goal are satisfiable gives the
     counterexample. Premises that are unsatisfiable on their own would make the proof
-    vacuous: that is a failure too, never a proof (``satisfiable``: premises already
-    found satisfiable, not asked again)."""
+    vacuous: that is a failure too, never a proof (``decided``: what z3 decided
+    before, not asked again)."""
     started = time.perf_counter()
+    decided = decided or Decided()
     for label, premises, goal, step, state in queries:
         interrupt.check()  # Ctrl-C between obligations (z3 itself is interrupted)
+        if decided.valid(premises, goal):
+            continue
         solver = simplifying_solver()
         solver.add(*premises)
-        known = satisfiable is not None and premises in satisfiable
+        known = decided.satisfiable(premises)
         verdict = z3.sat if known else solver.check()
         if verdict == z3.sat:
-            if satisfiable is not None and not known:
-                satisfiable.add(premises)
+            if not known:
+                decided.add_satisfiable(premises)
             solver.add(z3.Not(goal))
             verdict = solver.check()
             if verdict == z3.unsat:
+                decided.add_valid(premises, goal)
                 continue
         elif verdict == z3.unsat:
             return PropertyResult(
@@ -373,6 +387,7 @@ def prove_invariants(
     tick: Callable[[PropertyResult], PropertyResult] = _unreported,
     contract: Contract | None = None,
     encoded: Encoded | None = None,
+    decided: Decided | None = None,
 ) -> list[PropertyResult]:
     """Every property of ``spec/properties.py`` over every event's step, the limits
     symbolic: the state invariants (auxiliary and the contract's) inductive, each call
@@ -382,14 +397,17 @@ def prove_invariants(
     mutant changed: the rest is the same question as for the original). ``encoded``:
     steps already encoded in a universe of this policy and model (``replan mutate``
     encodes a mutant's changed events to compare them with the original's; the same
-    terms, not made twice); the events it lacks are encoded here."""
+    terms, not made twice); the events it lacks are encoded here. ``decided``: what
+    z3 decided in earlier calls (``replan mutate`` keeps one for all its mutants)."""
     model = model or declaration_model()
     u = encoded.universe if encoded is not None else Universe(policy, model, symbolic_limits=True)
     translator = Translator(u, model_class)
     init = initial_state(u, model_class)
     chosen = model.events if events is None else [e for e in model.events if e in events]
     known = {} if encoded is None else encoded.steps
-    steps = [known.get(event) or encode_event(u, event, model_class) for event in chosen]
+    steps = [
+        known[event] if event in known else encode_event(u, event, model_class) for event in chosen
+    ]
     contract = contract_or_default(contract)
     reachable = Reachable(translator, contract)
     obligations = _Obligations(
@@ -399,11 +417,11 @@ def prove_invariants(
         steps,
         {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps},
     )
-    satisfiable = Satisfiable()
+    decided = decided or Decided()
     results = []
 
     def check(name: str, kind: str, statement: str, queries: Sequence[Query]) -> None:
-        results.append(tick(_check(name, kind, statement, queries, u, satisfiable)))
+        results.append(tick(_check(name, kind, statement, queries, u, decided)))
 
     for prop in reachable.invariants:
         queries = obligations.inductive(prop, initial)
