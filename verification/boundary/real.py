@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from agent_framework import Agent, FunctionInvocationContext, FunctionTool
-from pydantic import create_model
+from pydantic import BaseModel, create_model
 
 from replan.controller.agent import FunctionInvokingChatClient
 from replan.controller.records import (
@@ -90,6 +91,17 @@ class Done(NamedTuple):
     settled: str | None = None
     refusal: str | None = None  # a restore's or an owner's one-line refusal
     violations: tuple[Violation, ...] = ()
+
+
+@functools.cache
+def _arguments_model(resource_argument: str | None) -> type[BaseModel]:
+    """A tool's arguments (rows, a verdict, and the resource argument its step names,
+    if any). Made once per shape: building a pydantic model is a millisecond, and
+    every sequence of a campaign wires its tools afresh."""
+    fields: dict[str, Any] = {"rows": (int, ...), "verdict": (str, ...)}
+    if resource_argument is not None:
+        fields[resource_argument] = (str, ...)
+    return create_model("Arguments", **fields)
 
 
 class RealBoundary:
@@ -195,12 +207,9 @@ class RealBoundary:
         self.reached("effected", call_id)
 
     def _tool(self, step: str) -> FunctionTool:
-        fields: dict[str, Any] = {"rows": (int, ...), "verdict": (str, ...)}
         declared = {s.name for s in self.policy.steps}
         named = self.policy.step(step).resource_argument if step in declared else None
-        if named is not None:
-            fields[named] = (str, ...)
-        model = create_model(f"Arguments_{len(step)}", **fields)
+        model = _arguments_model(named)
         key_name = self.subject.component("middleware", "IDEMPOTENCY_KEY")
 
         def run(ctx: FunctionInvocationContext, **arguments: Any) -> str:
