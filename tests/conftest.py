@@ -88,33 +88,44 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-#: The files that take a minute or more (each runs whole engines: verify, the mutation
-#: matrix, the kill-and-restart matrix, a Ray cluster), longest first. pytest-xdist
-#: (`--dist loadfile`) hands out files in collection order, so starting these first
-#: keeps the last minutes from running one long file on one core.
+#: The files that take half a minute or more (each runs whole engines: verify, the
+#: mutation matrix, the kill-and-restart matrix, a Ray cluster), longest first.
+#: pytest-xdist (`--dist loadfile --no-loadscope-reorder`: pyproject.toml's addopts)
+#: hands out files in collection order, so starting these first keeps the last
+#: minutes from running one long file on one core. (Its default order, the files with
+#: the most tests first, would start them last.) The kill-and-restart matrices come
+#: first of all: they fork a worker per kill from the test process, and forking a
+#: process that earlier tests have grown costs more.
 LONG_FILES = (
-    "test_bench.py",
-    "test_kernel_engine.py",
-    "test_kernel_cache.py",
-    "test_mutate.py",
-    "test_scale.py",
-    "test_spin_engine.py",
-    "test_durable_crash_postgres.py",
-    "test_campaign.py",
-    "test_first_policy.py",
     "test_durable_crash.py",
-    "test_verify_boundary.py",
-    "test_verify_catches_mutants.py",
-    "test_explore_cli.py",
-    "test_verify.py",
-    "test_approval.py",
+    "test_mutate.py",
+    "test_durable_crash_postgres.py",
+    "test_spin_engine.py",
+    "test_kernel_engine.py",
+    "test_first_policy.py",
+    "test_bench.py",
     "test_wheel_and_action.py",
+    "test_scale.py",
+    "test_verify_boundary.py",
+    "test_campaign.py",
+    "test_explore_cli.py",
     "test_campaign_mutants.py",
-    "test_docs.py",
+    "test_verify.py",
     "test_campaign_coverage.py",
-    "test_review.py",
+    "test_docs.py",
+    "test_verify_catches_mutants.py",
+    "test_kernel_cache.py",
+    "test_approval.py",
+    "test_sarif.py",
+    "test_boundary_mutation.py",
     "test_explore.py",
+    "test_campaign_memory.py",
     "test_budgets.py",
+    "test_prove.py",
+    "test_mutation_matrix.py",
+    "test_pytest_plugin.py",
+    "test_review_browser.py",
+    "test_boundary_check.py",
 )
 
 
