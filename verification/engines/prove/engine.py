@@ -289,7 +289,7 @@ def _check(
     vacuous: that is a failure too, never a proof (``decided``: what z3 decided
     before, not asked again)."""
     started = time.perf_counter()
-    decided = decided or Decided()
+    decided = Decided() if decided is None else decided
     for label, premises, goal, step, state in queries:
         interrupt.check()  # Ctrl-C between obligations (z3 itself is interrupted)
         if decided.valid(premises, goal):
@@ -417,7 +417,7 @@ def prove_invariants(
         steps,
         {step.event: [*step.assumptions, *reachable(step.pre)] for step in steps},
     )
-    decided = decided or Decided()
+    decided = Decided() if decided is None else decided
     results = []
 
     def check(name: str, kind: str, statement: str, queries: Sequence[Query]) -> None:
