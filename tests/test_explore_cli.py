@@ -152,7 +152,7 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         ([], "python"),  # the default report: fresh ids and derived arguments
         (["--max-version", "1", "--ids", "1"], "python"),  # product domains
         (["--spin-domains", "--workers", "2"], "python"),
-        (["--spin-domains", "--keep-going"], "python"),
+        (["--spin-domains", "--keep-going"], "kernel"),
         (["--spin-domains", "--max-depth", "3", "--max-states", "500"], "kernel"),
         (["--spin-domains", "--symmetry", "on"], "python"),
         (["--spin-domains", "--symmetry", "both"], "python"),

@@ -30,7 +30,7 @@ from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.engines.explore.engine import explore
 from replan.verification.engines.kernel import explore_kernel
 from replan.verification.subjects.mutants import MUTANTS
-from replan.verification.translate.kernel import build, successors_by_call
+from replan.verification.translate.kernel import Broken, build, successors_by_call
 from replan.verification.translate.symbolic import abstract_run
 
 
@@ -77,7 +77,7 @@ def test_the_kernel_steps_in_lockstep_with_the_generated_controller(subject: Sub
         for _call in range(14):
             outcomes = successors_by_call(kernel, state)
             expanded = kernel.expand[state[kernel.mode_position]](state)
-            failures_by_call = [o for o in outcomes.values() if isinstance(o, str)]
+            failures_by_call = [o.names[0] for o in outcomes.values() if isinstance(o, Broken)]
             if isinstance(expanded, str):
                 assert failures_by_call and expanded == failures_by_call[0]
             else:
@@ -90,12 +90,15 @@ def test_the_kernel_steps_in_lockstep_with_the_generated_controller(subject: Sub
             failures = harness.violated(observed)
             outcome = outcomes[number]
             steps += 1
-            if isinstance(outcome, str):
-                assert outcome in failures, (operation, outcome, failures)
+            if isinstance(outcome, Broken):
+                # every property the kernel names is one the controller breaks, and
+                # the walk goes on from the state both reach
+                assert set(outcome.names) <= set(failures), (operation, outcome, failures)
                 broken += 1
-                break
-            assert not failures, (operation, failures)
-            state = outcome
+                state = outcome.successor
+            else:
+                assert not failures, (operation, failures)
+                state = outcome
             expected = layout.encode(abstract_run(layout.u, run_view(controller)))
             assert state == expected, (operation, _diff(kernel.variables, state, expected))
     assert steps > 300
@@ -163,6 +166,36 @@ def test_a_bounded_search_leaves_the_same_depth_unexpanded_as_the_explorer(depth
     )
     assert kernel.stopped_by == python.stopped_by == "max_depth" and not kernel.complete
     assert kernel.fired.keys() == python.fired.keys() and kernel.warnings == python.warnings
+
+
+def test_a_search_that_keeps_going_finds_every_violation_the_explorer_finds() -> None:
+    """``--keep-going`` on a broken body: the kernel goes on from the states a
+    violation reaches, as the Python explorer does, so both find the same states, the
+    same shortest counterexample of every property broken (in the same order, with
+    the same calls) and count the same violating transitions of each."""
+    mutant, depth = MUTANTS["stopped-run-revived"], 5
+    kernel = explore_kernel(
+        DEFAULT_POLICY, small_domains(), mutant, max_depth=depth, stop_at_first=False
+    )
+    python = explore(
+        DEFAULT_POLICY,
+        small_domains(),
+        mutant.controller,
+        max_depth=depth,
+        stop_at_first=False,
+        contract=mutant.contract,
+    )
+    assert (kernel.states, kernel.transitions, kernel.depth) == (
+        python.states,
+        python.transitions,
+        python.depth,
+    )
+    assert kernel.stopped_by == python.stopped_by == "max_depth"
+    assert not kernel.translation_bugs
+    shown = [(f.property, list(map(str, f.operations))) for f in kernel.findings]
+    assert len(shown) > 1
+    assert shown == [(f.property, list(map(str, f.operations))) for f in python.findings]
+    assert kernel.violation_summary == python.violation_summary
 
 
 def test_a_run_that_can_never_stop_is_a_trap_in_the_kernel_too() -> None:

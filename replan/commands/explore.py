@@ -159,8 +159,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "python", "spin", "kernel"),
         default="auto",
         help="auto (default): kernel where it takes the domains and every flag given "
-        "(--spin-domains, without --symmetry on/both, --keep-going, --workers, --ray "
-        "or --compare-spin), python elsewhere; python: the "
+        "(--spin-domains, without --symmetry on/both, --workers, --ray or "
+        "--compare-spin), python elsewhere; python: the "
         "breadth-first explorer driving the generated controller (every domain, the "
         "full report); spin: the declaration, bodies, policy and properties translated "
         "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "

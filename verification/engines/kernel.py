@@ -18,6 +18,7 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from replan.controller.policy import Policy
@@ -28,6 +29,7 @@ from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.engines.trail import initial_failure, operations_of, replay_calls
 from replan.verification.translate.kernel import (
+    Broken,
     GeneratedKernel,
     Kernel,
     State,
@@ -52,16 +54,18 @@ def explore_kernel(
     max_depth: int | None = None,
     progress: Callable[[str], None] | None = None,
     cache: KernelCache | None = None,
+    stop_at_first: bool = True,
 ) -> SearchResult:
     """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``)
-    and search it."""
+    and search it: up to the first violation, or (``stop_at_first`` false) through
+    every violation, with the shortest counterexample of each property broken."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
     kernel, provenance = kernel_for(policy, domains, subject, cache, say)
     translated = time.perf_counter() - started
     say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
-    found = search(kernel, max_states, say, max_depth)
+    found = search(kernel, max_states, say, max_depth, stop_at_first)
     seconds = time.perf_counter() - started
     space = InputSpace(policy, domains)
     result = SearchResult(
@@ -84,14 +88,14 @@ def explore_kernel(
         coverage_measured=False,
         max_states=max_states,
         max_depth=max_depth,
+        violation_summary=found.summary,
         details={**_details(kernel, found, translated), "kernel_cache": provenance},
         notes=_notes(kernel, found, translated, seconds, provenance),
         artifact=kernel.source,
     )
     if found.seen is not None:
         _coverage(result, kernel, found, found.seen, subject)
-    if found.broken is not None:
-        prop, numbers = found.broken
+    for prop, numbers in found.violations:
         violation = replay_calls(
             policy,
             subject,
@@ -211,7 +215,7 @@ def _traps(kernel: Kernel, seen: Seen, members: list[str]) -> list[int]:
 
 
 def _stopped_by(found: Search) -> str | None:
-    return "violation" if found.broken is not None else found.capped
+    return "violation" if found.stopped_at_violation else found.capped
 
 
 def _details(kernel: Kernel, found: Search, translated: float) -> dict[str, Any]:
@@ -268,7 +272,7 @@ class KernelEngine:
     dispatch as pure Python over a state tuple, searched breadth first."""
 
     name = "kernel"
-    supports = frozenset({"max_states", "max_depth", "kernel_cache"})
+    supports = frozenset({"max_states", "max_depth", "kernel_cache", "stop_at_first"})
 
     def search(
         self,
@@ -290,6 +294,7 @@ class KernelEngine:
             max_depth=options.max_depth,
             progress=options.progress,
             cache=cache,
+            stop_at_first=options.stop_at_first,
         )
 
 
@@ -300,7 +305,13 @@ class Search:
     evaluated: int
     depth: int
     complete: bool
-    broken: tuple[str, list[int]] | None  # (property, the calls reaching it)
+    #: (property, the calls reaching it): the first violation of each property broken,
+    #: in the order found (shortest first); one when the search stopped at it
+    violations: list[tuple[str, list[int]]]
+    #: property -> {"transitions": how many break it, "shortest", "first": their
+    #: lengths}, as the Python explorer counts them
+    summary: dict[str, dict[str, int]]
+    stopped_at_violation: bool
     #: what the search saw, for the report's coverage (``_coverage``)
     seen: Seen | None = None
     #: the bound that stopped it early ("max_states", "max_depth"), if any
@@ -328,12 +339,16 @@ def search(
     max_states: int | None,
     say: Callable[[str], None],
     max_depth: int | None = None,
+    stop_at_first: bool = True,
 ) -> Search:
-    """Breadth-first over the kernel's states: the first violation found is on a
-    shortest path (every transition of a depth is tried before the next depth). Only
-    a state's parent is kept; the call between them is found again for a
+    """Breadth-first over the kernel's states: the first violation of a property found
+    is on a shortest path (every transition of a depth is tried before the next
+    depth). Only a state's parent is kept; the call between them is found again for a
     counterexample (``_calls_to``). ``max_depth`` leaves the states at that depth
-    unexpanded, as the Python explorer does."""
+    unexpanded, as the Python explorer does. Without ``stop_at_first``, a state whose
+    ``expand`` breaks a property is expanded call by call instead (``_every_outcome``):
+    every violation is counted and the search goes on from the states they reach, as
+    the Python explorer's does."""
     initial = kernel.initial
     index: dict[State, int] = {initial: 0}
     states = [initial]
@@ -345,7 +360,7 @@ def search(
     calls = len(kernel.calls)
     limit = max_states if max_states is not None else -1
     depth, source, level_end = 0, 0, 1  # level_end: one past the current depth's last
-    broken: tuple[str, list[int]] | None = None
+    found = _Violations(kernel, parent, states)
     capped: str | None = None
     next_report = PROGRESS_EVERY
     while source < len(states):
@@ -359,8 +374,10 @@ def search(
         expanded[mode] += 1
         successors = expand[mode](state)
         if successors.__class__ is str:
-            broken = _broken_call(kernel, parent, states, source)
-            break
+            if stop_at_first:
+                found.first_call(source)
+                break
+            successors = _every_outcome(kernel, state, found, source, depth)
         if fired[mode] is not None:
             for number in fired[mode](state) - fired_static[mode]:  # type: ignore[misc]
                 fired_dynamic[number] = fired_dynamic.get(number, 0) + 1
@@ -372,10 +389,13 @@ def search(
                 parent.append(source)
                 failed = invariants(successor)
                 if failed is not None:
-                    broken = (failed, _calls_to(kernel, parent, states, target))
-                    break
+                    found.add(
+                        (failed,), depth + 1, partial(_calls_to, kernel, parent, states, target)
+                    )
+                    if stop_at_first:
+                        break
             targets.append(target)
-        if broken is not None:
+        if found.list and stop_at_first:
             break
         ends.append(len(targets))
         source += 1
@@ -386,9 +406,77 @@ def search(
             capped = "max_states"
             break
     evaluated = sum(n * classes for n, classes in zip(expanded, kernel.classes, strict=True))
-    complete = broken is None and capped is None
-    transitions = (source + (broken is not None)) * calls
-    return Search(len(states), transitions, evaluated, depth, complete, broken, seen, capped)
+    stopped = bool(found.list) and stop_at_first
+    transitions = (source + stopped) * calls
+    return Search(
+        len(states),
+        transitions,
+        evaluated,
+        depth,
+        complete=not stopped and capped is None,
+        violations=found.list,
+        summary=found.summary,
+        stopped_at_violation=stopped,
+        seen=seen,
+        capped=capped,
+    )
+
+
+class _Violations:
+    """The violations a search finds: the first of each property with the calls
+    reaching it (found again only for that first one), and every one counted."""
+
+    def __init__(self, kernel: Kernel, parent: Sequence[int], states: list[State]) -> None:
+        self.kernel, self.parent, self.states = kernel, parent, states
+        self.list: list[tuple[str, list[int]]] = []
+        self.summary: dict[str, dict[str, int]] = {}
+
+    def add(self, names: Sequence[str], length: int, path: Callable[[], list[int]]) -> None:
+        """One transition, of ``length`` calls, breaking ``names``."""
+        for name in names:
+            counted = self.summary.get(name)
+            if counted is None:
+                self.summary[name] = {"transitions": 1, "shortest": length, "first": length}
+                self.list.append((name, path()))
+            else:
+                counted["transitions"] += 1
+                counted["shortest"] = min(counted["shortest"], length)
+
+    def first_call(self, source: int) -> None:
+        """The first call of ``states[source]`` that breaks a property (its ``expand``
+        said one does), as the one violation of a search that stops there."""
+        outcomes = successors_by_call(self.kernel, self.states[source])
+        broken = [(n, o) for n, o in outcomes.items() if isinstance(o, Broken)]
+        if not broken:
+            raise RuntimeError(
+                "kernel: no call's function breaks the property its expand function broke "
+                "(the two disagree: a generator bug)"
+            )
+        number, outcome = broken[0]
+        path = _calls_through(self.kernel, self.parent, self.states, source, number)
+        self.add(outcome.names[:1], len(path), partial(list, path))
+
+
+def _every_outcome(
+    kernel: Kernel, state: State, found: _Violations, source: int, depth: int
+) -> list[State]:
+    """Every call of ``state`` run on its own: the successors in the calls' order, each
+    violation added to ``found``."""
+    successors: list[State] = []
+    for number, outcome in successors_by_call(kernel, state).items():
+        if isinstance(outcome, Broken):
+            path = partial(_calls_through, kernel, found.parent, found.states, source, number)
+            found.add(outcome.names, depth + 1, path)
+            outcome = outcome.successor
+        successors.append(outcome)
+    return successors
+
+
+def _calls_through(
+    kernel: Kernel, parent: Sequence[int], states: list[State], source: int, number: int
+) -> list[int]:
+    """The calls to ``states[source]``, then call ``number``."""
+    return [*_calls_to(kernel, parent, states, source), number]
 
 
 def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:
@@ -398,7 +486,7 @@ def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target
     while target > 0:
         source = parent[target]
         outcomes = successors_by_call(kernel, states[source])
-        found = [n for n, state in outcomes.items() if state == states[target]]
+        found = [n for n, outcome in outcomes.items() if _reached(outcome) == states[target]]
         if not found:
             raise RuntimeError(
                 "kernel: no call's function gives the state its expand function gave "
@@ -409,17 +497,5 @@ def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target
     return numbers[::-1]
 
 
-def _broken_call(
-    kernel: Kernel, parent: Sequence[int], states: list[State], source: int
-) -> tuple[str, list[int]]:
-    """(property, calls) for the first call of ``states[source]`` breaking a property."""
-    outcomes = successors_by_call(kernel, states[source])
-    broken = [(n, s) for n, s in outcomes.items() if isinstance(s, str)]
-    if not broken:
-        raise RuntimeError(
-            "kernel: no call's function breaks the property its expand function broke "
-            "(the two disagree: a generator bug)"
-        )
-    number, failed = broken[0]
-    assert isinstance(failed, str)
-    return failed, [*_calls_to(kernel, parent, states, source), number]
+def _reached(outcome: State | Broken) -> State:
+    return outcome.successor if isinstance(outcome, Broken) else outcome

@@ -69,9 +69,21 @@ from replan.verification.translate.promela import (
 from replan.verification.translate.symbolic import Universe
 
 State = tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """A transition that breaks properties: every property it breaks (in the order the
+    kernel checks them: the first is the one ``expand`` names) and the state it
+    reaches, which a search that does not stop at the first violation goes on from."""
+
+    names: tuple[str, ...]
+    successor: State
+
+
 #: A per-call function: the successor (the argument itself when the call changes
-#: nothing), or the name of the property the transition breaks.
-Step = Callable[[State], "State | str"]
+#: nothing), or ``Broken`` when the transition breaks a property.
+Step = Callable[[State], "State | Broken"]
 #: A per-declared-state function: the successors of every call that may differ from
 #: the state, or the name of the first property a call breaks.
 Expand = Callable[[State], "list[State] | str"]
@@ -236,7 +248,7 @@ def compiled(
 def _compiled(source: str, domains: Domains) -> dict[str, Any]:
     """The kernel's module namespace; a domain too large for Python to compile is a
     ``ValueError`` that says to take the SPIN engine."""
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"Broken": Broken}
     try:
         exec(compile(source, "<replan kernel>", "exec"), namespace)
     except (SyntaxError, RecursionError, MemoryError) as error:  # e.g. nesting too deep
@@ -453,13 +465,22 @@ class _Writer:
         printer = _PythonPrinter(self._local)
         printer.share([*post.values(), *(node for _, node in checks)])
         lines = list(printer.lines)
+        collect = target.collect and bool(checks)
+        if collect:
+            lines.append("broken = []")
         for prop, node in checks:
             lines.append(f"if not {printer.text(node)}:")
-            lines.append(f"    return {prop!r}")
+            lines.append(f"    broken.append({prop!r})" if collect else f"    return {prop!r}")
+        if post:
+            lines.append("n = list(s)")
+            lines += [
+                f"n[{self.position[name]}] = {printer.text(node)}" for name, node in post.items()
+            ]
+        if collect:
+            successor = "tuple(n)" if post else "s"
+            lines += ["if broken:", f"    return Broken(tuple(broken), {successor})"]
         if not post:
             return lines + list(target.same)
-        lines.append("n = list(s)")
-        lines += [f"n[{self.position[name]}] = {printer.text(node)}" for name, node in post.items()]
         return [*lines, target.successor.format("tuple(n)")]
 
     def invariants(self, invariants: list[tuple[str, IR]]) -> None:
@@ -491,8 +512,10 @@ class _Writer:
             *(f"  {i}: {name}" for i, name in enumerate(self.variables)),
             f"Declared states: {members}.",
             "call_N_M(s) is call N in the declared states M: it returns the successor (s",
-            "itself when nothing changes) or the name of the property the transition breaks.",
-            "expand_M(s) runs every call in declared state M that is not settled there.",
+            "itself when nothing changes), or Broken(the properties the transition breaks,",
+            "the successor); Broken is given by verification/translate/kernel.py.",
+            "expand_M(s) runs every call in declared state M that is not settled there:",
+            "the successors, or the name of the first property a call breaks.",
             "fired_M(s) gives the declared transitions calls in M fire that depend on s.",
             '"""',
             "",
@@ -511,19 +534,22 @@ class _Target:
 
     same: tuple[str, ...]
     successor: str
+    #: every property the call breaks, with its successor (``Broken``), rather than
+    #: the first one's name
+    collect: bool
 
 
-_RETURN = _Target(("return s",), "return {}")
-_APPEND = _Target((), "append({})")
+_RETURN = _Target(("return s",), "return {}", collect=True)
+_APPEND = _Target((), "append({})", collect=False)
 
 
 def _describe(call: Call) -> str:
     return call_text(call).replace('"', "'").replace("\\", "/")
 
 
-def successors_by_call(kernel: Kernel, state: State) -> dict[int, State | str]:
+def successors_by_call(kernel: Kernel, state: State) -> dict[int, State | Broken]:
     """What each call does to ``state`` (the settled calls leave it as it is)."""
-    out: dict[int, State | str] = {number: state for number in range(len(kernel.calls))}
+    out: dict[int, State | Broken] = {number: state for number in range(len(kernel.calls))}
     for number, step in kernel.steps[state[kernel.mode_position]]:
         out[number] = step(state)
     return out
