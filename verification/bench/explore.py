@@ -102,7 +102,7 @@ def _kernel_figure(kernel: Any) -> dict[str, Any]:
         "states": found.states,
         "transitions": found.transitions,
         "seconds": seconds,
-        "held": found.broken is None and found.complete,
+        "held": not found.violations and found.complete,
     }
 
 
