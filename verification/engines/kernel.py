@@ -304,7 +304,6 @@ class Search:
     transitions: int
     evaluated: int
     depth: int
-    complete: bool
     #: (property, the calls reaching it): the first violation of each property broken,
     #: in the order found (shortest first); one when the search stopped at it
     violations: list[tuple[str, list[int]]]
@@ -316,6 +315,11 @@ class Search:
     seen: Seen | None = None
     #: the bound that stopped it early ("max_states", "max_depth"), if any
     capped: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every reachable state was expanded: neither a violation nor a bound stopped it."""
+        return not self.stopped_at_violation and self.capped is None
 
 
 @dataclass
@@ -413,7 +417,6 @@ def search(
         transitions,
         evaluated,
         depth,
-        complete=not stopped and capped is None,
         violations=found.list,
         summary=found.summary,
         stopped_at_violation=stopped,
