@@ -463,10 +463,12 @@ class _Violations:
 def _every_outcome(
     kernel: Kernel, state: State, found: _Violations, source: int, depth: int
 ) -> list[State]:
-    """Every call of ``state`` run on its own: the successors in the calls' order, each
-    violation added to ``found``."""
+    """Every call not settled in ``state``'s declared state run on its own, as
+    ``expand`` runs them: the successors in the calls' order (the settled calls leave
+    the state as it is and are not listed), each violation added to ``found``."""
     successors: list[State] = []
-    for number, outcome in successors_by_call(kernel, state).items():
+    for number, step in kernel.steps[state[kernel.mode_position]]:
+        outcome = step(state)
         if isinstance(outcome, Broken):
             path = partial(_calls_through, kernel, found.parent, found.states, source, number)
             found.add(outcome.names, depth + 1, path)
