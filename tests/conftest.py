@@ -341,6 +341,8 @@ SLOW_TESTS = frozenset(
         "tests/test_verify.py::test_readme_verify_in_a_clone_leaves_it_clean_and_reproduces_the_evidence",
         "tests/test_verify.py::test_weakened_commit_gate_fails_the_proofs_with_a_readable_counterexample",
         "tests/test_verify.py::test_what_no_engine_exercised_is_a_gap",
+        # test_verify_beside.py
+        "tests/test_verify_beside.py::test_checks_run_beside_the_explorer_write_the_report_one_process_writes",
         # test_verify_boundary.py
         "tests/test_verify_boundary.py::test_a_seeded_bug_fails_the_check_with_its_rule_counterexample_and_sarif",
         "tests/test_verify_boundary.py::test_the_boundary_check_holds_on_a_policy_with_two_resources",

@@ -483,3 +483,29 @@ def test_the_boundary_figures_are_with_against_without_side_by_side(
         boundary, "_one", lambda b, s: (50.0, 20.0, True) if b else (30.0, None, True)
     )
     assert boundary.boundary_figures(True, lambda _text: None)["within_limit"] is False
+
+
+def test_the_default_policy_verify_is_measured_over_two_processes_and_one_interleaved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The runs are faked (each is a whole `replan verify`, about 15 to 25 s): what is
+    pinned is what is run, in which order, and how the figures are read off them."""
+    from replan.verification.bench import explore
+
+    ran: list[str] = []
+    walls = {"auto": iter([14.0, 16.0, 13.0]), "1": iter([22.0, 21.0, 30.0])}
+
+    def fake(command: list[str]) -> tuple[int, float, int]:
+        workers = command[command.index("--workers") + 1]
+        assert command[command.index("--profile") + 1] == "ci" and "--policy" not in command
+        ran.append(workers)
+        return 0, next(walls[workers]), (190 if workers == "auto" else 220) * 2**20
+
+    monkeypatch.setattr(explore, "_peak_rss_of", fake)
+    figures = explore.default_policy_verify(3, lambda _: None)
+    assert ran == ["auto", "1"] * 3
+    assert (figures["auto_median_s"], figures["one_process_median_s"]) == (14.0, 22.0)
+    assert figures["auto_to_one_process"] == 0.64 and figures["within_goal"]
+    assert (figures["auto_peak_rss_mb"], figures["one_process_peak_rss_mb"]) == (190, 220)
+    lines = explore.explore_lines({"spin": [], "default_policy": figures})
+    assert any("median 14.0 s with --workers auto, 22.0 s in one process" in line for line in lines)

@@ -373,6 +373,19 @@ def engines(evidence: Path) -> str:
             f"{_count(campaign['bare_lockstep_operations_per_second'])} for a bare "
             f"Hypothesis lockstep machine ({_ratio(campaign['campaign_to_bare'])})."
         )
+    verified = figures.get("default_policy")
+    if verified:
+        notes.append(
+            f"The default policy through `replan verify --profile ci` "
+            f"({verified['samples']} interleaved runs of each): median "
+            f"{_seconds(verified['auto_median_s'])} with `--workers auto` (the campaign and "
+            f"the boundary check beside the explorer, in a second process) against "
+            f"{_seconds(verified['one_process_median_s'])} in one process "
+            f"({_ratio(verified['auto_to_one_process'])}); peak RSS "
+            f"{verified['auto_peak_rss_mb']} MB and {verified['one_process_peak_rss_mb']} MB; "
+            f"the goal, at most {_seconds(verified['goal_s'])}: "
+            f"{'met' if verified['within_goal'] else '**missed**'}."
+        )
     first = figures.get("first_policy")
     if first:
         checks = ", ".join(

@@ -122,9 +122,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N|auto",
         help="shard the explorer over N forked processes (same states, transitions and "
-        "verdicts). auto (the default): 2 when this process may use 2 cores and the "
-        "policy's bounds exceed the default policy's (there `replan bench --explore` "
-        "measures what the second core buys), else 1",
+        "verdicts). auto (the default), when this process may use 2 cores: 2 shards when "
+        "the policy's bounds exceed the default policy's, else 1 shard with the campaign "
+        "and the boundary check run beside it in a second process (the same report; "
+        "`replan bench --explore` measures both uses of the second core). 1: every "
+        "check in this process",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(

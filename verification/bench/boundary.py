@@ -111,7 +111,7 @@ def _verify(boundary: bool, directory: Path) -> int:
     from replan.verification.pipeline import VerifyOptions, verify
 
     logging.getLogger("agent_framework").setLevel(logging.CRITICAL)
-    options = VerifyOptions(profile="ci", boundary=boundary)
+    options = VerifyOptions(profile="ci", workers=None, boundary=boundary)  # the command's
     report = verify(DEFAULT_POLICY, directory, options, progress=lambda _text: None)
     return 0 if report.ok else 1
 

@@ -3,9 +3,10 @@
 Owns: what is compared together, on one machine in one run: the
 explorer's transitions per second against SPIN's on the same model and domains
 ((V, K) = (1, 1) and (1, 2), with SPIN's counts beside ours), one worker against two,
-and a new user's first policy (``tests/policies/first-policy.toml``: three keys, a
+a new user's first policy (``tests/policies/first-policy.toml``: three keys, a
 completing step requiring two) through ``replan verify --profile ci`` as a user runs
-it, with its wall time and peak memory, and the campaign's operations per second at
+it, with its wall time and peak memory, the default policy through the same command
+with its checks over two processes and in one, and the campaign's operations per second at
 ``ci`` against a bare Hypothesis lockstep machine. Leaves the searches to
 ``verification/engines/explore/engine.py`` and ``verification/engines/explore/sharded.py``, SPIN to
 ``verification/engines/spin/anchor.py``.
@@ -297,6 +298,48 @@ def first_policy_verify(progress: Progress) -> dict[str, Any]:
     }
 
 
+#: ``replan verify --profile ci`` on the default policy: the goal for its wall time (s).
+VERIFY_GOAL_SECONDS = 15.0
+
+
+def default_policy_verify(samples: int, progress: Progress) -> dict[str, Any]:
+    """``replan verify --profile ci`` on the default policy as a user runs it (a fresh
+    process each; its report in a temporary directory), with ``--workers auto`` (the
+    campaign and the boundary check beside the explorer, on two cores) and with
+    ``--workers 1`` (every check in one process), interleaved: medians, their ratio,
+    the largest peak RSS of each, and whether every run held."""
+    walls: dict[str, list[float]] = {"auto": [], "1": []}
+    peaks: dict[str, list[int]] = {"auto": [], "1": []}
+    held = True
+    with tempfile.TemporaryDirectory(prefix="replan-bench-verify-") as scratch:
+        for sample in range(samples):
+            for workers in walls:
+                progress(
+                    f"explore bench: replan verify --profile ci --workers {workers}, "
+                    f"sample {sample + 1}/{samples}"
+                )
+                command = [sys.executable, "-m", "replan", "verify", "--profile", "ci"]
+                command += ["--workers", workers, "-o", f"{scratch}/{workers}-{sample}"]
+                code, seconds, peak = _peak_rss_of(command)
+                held = held and code == 0
+                walls[workers].append(seconds)
+                peaks[workers].append(peak)
+    auto, one = statistics.median(walls["auto"]), statistics.median(walls["1"])
+    return {
+        "command": "replan verify --profile ci (default policy), --workers auto and 1",
+        "samples": samples,
+        "auto_median_s": round(auto, 1),
+        "one_process_median_s": round(one, 1),
+        "auto_to_one_process": round(auto / max(one, 1e-9), 2),
+        "auto_peak_rss_mb": round(max(peaks["auto"]) / 2**20),
+        "one_process_peak_rss_mb": round(max(peaks["1"]) / 2**20),
+        "goal_s": VERIFY_GOAL_SECONDS,
+        "within_goal": auto <= VERIFY_GOAL_SECONDS,
+        "all_held": held,
+        "runs_s": {name: [round(s, 1) for s in runs] for name, runs in walls.items()},
+    }
+
+
 def campaign_throughput(
     rounds: int, progress: Progress, examples: int | None = None
 ) -> dict[str, Any]:
@@ -337,6 +380,7 @@ def explore_figures(quick: bool, progress: Progress) -> dict[str, Any]:
         "spin": [spin_comparison(v, k, rounds, progress) for v, k, rounds in domains],
         "campaign": campaign_throughput(1 if quick else 3, progress),
         "first_policy": None if quick else first_policy_verify(progress),
+        "default_policy": None if quick else default_policy_verify(3, progress),
     }
 
 
@@ -412,6 +456,17 @@ def _campaign_lines(figures: dict[str, Any]) -> list[str]:
             f"{throughput['campaign_operations_per_second']:,} operations/s against "
             f"{throughput['bare_lockstep_operations_per_second']:,} for a bare Hypothesis "
             f"lockstep machine ({throughput['campaign_to_bare']}x)"
+        )
+    verified = figures.get("default_policy")
+    if verified:
+        lines.append(
+            f"default policy through `replan verify --profile ci` ({verified['samples']} "
+            f"interleaved runs of each): median {verified['auto_median_s']} s with "
+            f"--workers auto, {verified['one_process_median_s']} s in one process "
+            f"({verified['auto_to_one_process']}x); peak RSS {verified['auto_peak_rss_mb']} "
+            f"MB and {verified['one_process_peak_rss_mb']} MB; goal <= "
+            f"{verified['goal_s']:.0f} s: {'met' if verified['within_goal'] else 'MISSED'}"
+            + ("" if verified["all_held"] else "; A RUN FAILED")
         )
     first = figures.get("first_policy")
     if first:

@@ -1,5 +1,6 @@
-"""How big the explorer's search will be, said before it starts, and how many shards
-``--workers auto`` gives it."""
+"""How big the explorer's search will be, said before it starts, and how ``--workers
+auto`` uses the cores: shards for the explorer, or the checks that need none of its
+results run beside it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def auto_workers(estimate: str | None) -> int:
     if estimate is None:
         return 1
     return min(2, usable_cores())
+
+
+def beside_explorer(workers: int | None, estimate: str | None) -> bool:
+    """``--workers auto``: the campaign and the boundary check run in processes of
+    their own beside the explorer when it runs unsharded (its shards would take the
+    cores) and this process may use two cores. Their results are the same either way;
+    only the wall-clock time changes."""
+    return workers is None and auto_workers(estimate) == 1 and usable_cores() >= 2
 
 
 def default_explored_states() -> int | None:

@@ -9,10 +9,15 @@ executor, the journal and the run log between the controller's answers and the
 world), the reference episode (default policy only), then what was asked for beyond:
 mutation adequacy and the comparison with an older version. Nothing stops the run but
 ``fail_fast``: every check runs and reports.
+
+With ``--workers auto`` on two cores, the campaign and the boundary check, which need
+none of the explorer's results, start in processes of their own when the explorer
+starts; each is collected in its turn, so the report is the same.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +26,8 @@ from typing import Any
 from replan.controller.policy import DEFAULT_POLICY, Policy
 from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.pipeline.checks.against import check_against
-from replan.verification.pipeline.checks.boundary import check_boundary
-from replan.verification.pipeline.checks.campaign import check_campaign
+from replan.verification.pipeline.checks.boundary import check_boundary, run_boundary_alone
+from replan.verification.pipeline.checks.campaign import check_campaign, run_campaign_alone
 from replan.verification.pipeline.checks.diagram import check_diagram
 from replan.verification.pipeline.checks.drift import check_drift
 from replan.verification.pipeline.checks.episode import check_episode
@@ -31,6 +36,7 @@ from replan.verification.pipeline.checks.mutation import check_mutation
 from replan.verification.pipeline.checks.policy import check_policy
 from replan.verification.pipeline.checks.proofs import check_proofs
 from replan.verification.pipeline.checks.workflow import check_workflow
+from replan.verification.pipeline.estimate import beside_explorer, explorer_estimate
 from replan.verification.pipeline.findings import label_unreachable_counterexamples
 from replan.verification.pipeline.gaps import find_gaps
 from replan.verification.pipeline.options import VerifyOptions
@@ -38,6 +44,12 @@ from replan.verification.pipeline.session import Progress, VerifySession, stderr
 from replan.verification.report.records import CheckResult, VerifyReport, write_markdown
 
 Check = Callable[[], CheckResult]
+
+#: The checks whose work needs no other check's result: they may run beside the explorer.
+BESIDE_EXPLORER: dict[str, Callable[[VerifySession], Any]] = {
+    "campaign": run_campaign_alone,
+    "boundary": run_boundary_alone,
+}
 
 
 def planned_checks(session: VerifySession) -> list[tuple[str, Check]]:
@@ -78,12 +90,17 @@ def verify(
     session.total = len(steps) + 1
     session.report.checks.append(check_policy(session.options.policy_file, subject))
     progress(f"[1/{session.total}] policy: {session.report.checks[0].status}")
-    for number, (name, check) in enumerate(steps, start=2):
-        if session.options.fail_fast and not session.report.ok:
-            session.report.not_run = [later for later, _ in steps[number - 2 :]]
-            progress(f"--fail-fast: not running {', '.join(session.report.not_run)}")
-            break
-        session.run(number, name, check)
+    try:
+        for number, (name, check) in enumerate(steps, start=2):
+            if session.options.fail_fast and not session.report.ok:
+                session.report.not_run = [later for later, _ in steps[number - 2 :]]
+                progress(f"--fail-fast: not running {', '.join(session.report.not_run)}")
+                break
+            if name == "explorer":
+                start_beside_explorer(session, [planned for planned, _ in steps])
+            session.run(number, name, check)
+    finally:
+        session.cancel_beside()
     label_unreachable_counterexamples(session)
     if not session.report.not_run:  # gaps are judged on a whole run only
         find_gaps(session)
@@ -93,6 +110,20 @@ def verify(
     session.write_json(evidence / "verify.json", relative_paths(document, evidence))
     write_markdown(report, evidence / "verify-report.md", timings=not session.deterministic)
     return report
+
+
+def start_beside_explorer(session: VerifySession, planned: list[str]) -> None:
+    """Start the planned checks that need no other check's result, in turn, in one
+    process of their own, when ``--workers auto`` gives them the second core."""
+    if not beside_explorer(session.options.workers, explorer_estimate(session.policy)):
+        return
+    calls: dict[str, Callable[[], Any]] = {
+        name: functools.partial(work, session)
+        for name, work in BESIDE_EXPLORER.items()
+        if name in planned
+    }
+    if calls and session.start_beside(calls):
+        session.progress(f"{' and '.join(calls)}: started beside the explorer, in one process")
 
 
 def relative_paths(document: Any, evidence: Path) -> Any:

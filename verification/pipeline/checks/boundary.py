@@ -6,22 +6,29 @@ crashes: the boundary model's explorer, then the real components in lockstep wit
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from replan.verification.pipeline.session import VerifySession
 from replan.verification.report.records import CheckResult
 
 
-def check_boundary(session: VerifySession) -> CheckResult:
+def run_boundary_alone(session: VerifySession) -> Any:
+    """The boundary's model and real components checked: needs no other check, so it
+    can run beside the explorer."""
     from replan.verification.boundary.check import check_boundary as run_check
 
     logging.getLogger("agent_framework").setLevel(logging.CRITICAL)  # crashes stop tools
-    result = run_check(
+    return run_check(
         session.policy,
         subject=session.subject.boundary,
         seed=session.options.seed,
         profile=session.options.profile,
         out_dir=session.evidence / "counterexamples",
     )
+
+
+def check_boundary(session: VerifySession) -> CheckResult:
+    result = session.outcome("boundary", lambda: run_boundary_alone(session))
     status = "passed" if result.ok else "failed"
     summary = result.summary()
     if not result.ok:

@@ -21,30 +21,44 @@ def explorer_witness(session: VerifySession, label: str) -> Any:
     return None
 
 
-def check_campaign(session: VerifySession) -> CheckResult:
-    from replan.verification.engines.campaign.run import hypothesis_home, run_campaign, seed_missed
-
-    options: dict[str, Any] = dict(
+def campaign_options(session: VerifySession) -> dict[str, Any]:
+    """The campaign's arguments in this run."""
+    return dict(
         seed=session.options.seed,
         implementation=session.subject.implementation_path,
         reference=session.subject.reference,
         out_dir=session.evidence / "counterexamples",
         database=None,  # reproducible: no examples carried over from other runs
     )
-    profile = session.options.profile
+
+
+def run_campaign_alone(session: VerifySession) -> Any:
+    """The campaign on its own: what needs no explorer, so it can run beside it."""
+    from replan.verification.engines.campaign.run import hypothesis_home, run_campaign
+
     # Hypothesis' own directory (its constants cache) goes nowhere that stays
     with (
         tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home,
         hypothesis_home(home),
     ):
-        result = run_campaign(session.policy, profile, **options)
-        if session.explored is not None:
+        return run_campaign(session.policy, session.options.profile, **campaign_options(session))
+
+
+def check_campaign(session: VerifySession) -> CheckResult:
+    from replan.verification.engines.campaign.run import hypothesis_home, seed_missed
+
+    result = session.outcome("campaign", lambda: run_campaign_alone(session))
+    if session.explored is not None:
+        with (
+            tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home,
+            hypothesis_home(home),
+        ):
             seed_missed(
                 result,
                 list(session.explored.fired),
                 lambda label: explorer_witness(session, label),
-                profile=profile,
-                **options,
+                profile=session.options.profile,
+                **campaign_options(session),
             )
     session.campaigned = result
     document = result.to_json()

@@ -1,0 +1,97 @@
+"""`replan verify --workers auto` on two cores: the campaign and the boundary check run
+in one process of their own beside the explorer, and the report is the one a run in a
+single process writes; their failures are the checks' own; a stopped run stops them."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.pipeline import estimate
+from replan.verification.pipeline.options import VerifyOptions
+from replan.verification.pipeline.run import relative_paths, verify
+from replan.verification.pipeline.session import VerifySession
+from replan.verification.report.records import CheckResult, stable
+from replan.verification.runtime.beside import Beside, BesideError
+
+
+def test_checks_run_beside_the_explorer_write_the_report_one_process_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(estimate, "usable_cores", lambda: 2)  # as on the 2-core CI machine
+    said: list[str] = []
+    beside = verify(
+        DEFAULT_POLICY, tmp_path / "beside", VerifyOptions(workers=None), progress=said.append
+    )
+    alone = verify(
+        DEFAULT_POLICY, tmp_path / "alone", VerifyOptions(workers=1), progress=lambda _: None
+    )
+
+    assert "campaign and boundary: started beside the explorer, in one process" in said
+    assert beside.ok and alone.ok
+    assert [c.name for c in beside.checks] == [c.name for c in alone.checks]
+    for ran_beside, ran_alone in zip(beside.checks, alone.checks, strict=True):
+        assert relative_paths(stable(ran_beside.to_json()), tmp_path / "beside") == relative_paths(
+            stable(ran_alone.to_json()), tmp_path / "alone"
+        ), ran_beside.name
+    # the work done elsewhere is still the check's time in the report
+    assert next(c for c in beside.checks if c.name == "campaign").seconds > 1.0
+
+
+def test_one_process_is_kept_when_the_explorer_is_sharded_or_one_worker_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(estimate, "usable_cores", lambda: 2)
+    assert estimate.beside_explorer(None, None)
+    assert not estimate.beside_explorer(None, "bounds larger than the default policy's")
+    assert not estimate.beside_explorer(1, None)
+    assert not estimate.beside_explorer(2, None)
+    monkeypatch.setattr(estimate, "usable_cores", lambda: 1)
+    assert not estimate.beside_explorer(None, None)
+
+
+def _check(session: VerifySession, name: str) -> CheckResult:
+    value = session.outcome(name, lambda: "computed here")
+    return CheckResult(name, "passed", f"answered {value}")
+
+
+def test_a_check_that_raises_beside_is_reported_as_its_own_error(tmp_path: Path) -> None:
+    session = VerifySession(DEFAULT_POLICY, tmp_path, progress=lambda _: None)
+    assert session.start_beside({"campaign": lambda: 1 / 0, "boundary": lambda: "there"})
+
+    failed = session.run(5, "campaign", lambda: _check(session, "campaign"))
+    passed = session.run(8, "boundary", lambda: _check(session, "boundary"))
+    inline = session.run(9, "episode", lambda: _check(session, "episode"))
+
+    assert (failed.status, failed.summary) == ("error", "ZeroDivisionError: division by zero")
+    assert "1 / 0" in failed.details["traceback"]  # where it was raised, in the other process
+    assert (passed.status, passed.summary) == ("passed", "answered there")
+    assert inline.summary == "answered computed here"
+
+
+def test_a_process_that_dies_is_an_error_naming_its_exit_code() -> None:
+    beside = Beside({"campaign": lambda: os._exit(3)})
+    with pytest.raises(BesideError, match=r"died before answering \(exit code 3\)"):
+        beside.collect("campaign")
+
+
+def test_a_large_answer_not_yet_read_does_not_hold_back_the_next_call() -> None:
+    beside = Beside({"large": lambda: b"x" * 4_000_000, "next": time.monotonic})
+    time.sleep(1.0)  # the parent busy with its own check, the pipe unread
+    collecting = time.monotonic()
+    assert len(beside.collect("large")[0]) == 4_000_000
+    started, _ = beside.collect("next")
+    assert started < collecting
+
+
+def test_cancelling_stops_the_work_that_no_check_collected(tmp_path: Path) -> None:
+    session = VerifySession(DEFAULT_POLICY, tmp_path, progress=lambda _: None)
+    assert session.start_beside({"campaign": lambda: time.sleep(60)})
+    process = session.beside._process  # type: ignore[union-attr]
+    assert process.is_alive()
+    session.cancel_beside()
+    assert not process.is_alive() and session.beside is None
