@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from replan.verification.runtime import files
+from replan.verification.runtime.forking import usable_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 WEAK_GATE = ROOT / "tests" / "policies" / "commit-requires-parser-only.toml"
@@ -144,6 +145,22 @@ def test_ctrl_c_stops_the_explorer_and_its_workers(tmp_path: Path) -> None:
     time.sleep(0.2)
     alive = [pid for pid in workers if _alive(pid)]
     assert alive == []
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
+@pytest.mark.skipif(
+    usable_cores() < 2, reason="--workers auto runs checks beside the explorer on two cores only"
+)
+def test_ctrl_c_stops_verify_and_the_checks_beside_its_explorer(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    running = Running(tmp_path, "verify", "--output", str(out))
+    running.wait_for(r"started beside the explorer")
+    beside = running.children()
+    assert beside  # the campaign, then the boundary check, in a process of their own
+    assert_interrupted(running, "verify")
+    time.sleep(0.2)
+    assert [pid for pid in beside if _alive(pid)] == []
     assert written_files(out) == []
     no_temporary_files(tmp_path)
 

@@ -16,6 +16,7 @@ from replan.verification.pipeline.options import VerifyOptions
 from replan.verification.pipeline.run import relative_paths, verify
 from replan.verification.pipeline.session import VerifySession
 from replan.verification.report.records import CheckResult, stable
+from replan.verification.runtime import files
 from replan.verification.runtime.beside import Beside, BesideError
 
 
@@ -86,6 +87,28 @@ def test_a_large_answer_not_yet_read_does_not_hold_back_the_next_call() -> None:
     assert len(beside.collect("large")[0]) == 4_000_000
     started, _ = beside.collect("next")
     assert started < collecting
+
+
+def test_the_files_written_beside_are_this_process_s_writes_held_with_the_rest(
+    tmp_path: Path,
+) -> None:
+    """A command holds its writes until it has finished (all or none): a file a check
+    writes in the other process joins them, and its announcement waits with them."""
+    target = tmp_path / "counterexamples" / "found.json"
+
+    def check_writing_a_file() -> str:
+        files.write_atomically(target, "{}")
+        files.announce(f"wrote {target}")
+        return "found"
+
+    with files.held() as held:
+        beside = Beside({"campaign": check_writing_a_file})
+        assert beside.collect("campaign")[0] == "found"
+        assert not target.exists()
+        assert held.paths == [target.absolute()]
+        assert held.announcements == [f"wrote {target}"]
+        held.commit()
+    assert target.read_text() == "{}"
 
 
 def test_cancelling_stops_the_work_that_no_check_collected(tmp_path: Path) -> None:

@@ -130,6 +130,10 @@ def test_every_engine_names_the_rule_in_a_whole_run(tmp_path: Path) -> None:
     checks = {check["name"]: check for check in document["checks"]}
     for engine in ("proofs", "explorer", "campaign"):
         assert "execute-counts-one-step" in checks[engine]["properties"], engine
+        # written, wherever the check ran (`--workers auto`: the campaign beside the explorer)
+        assert checks[engine]["counterexamples"], engine
+        for path in checks[engine]["counterexamples"]:
+            assert (tmp_path / path).is_file(), path
     assert set(document["failed"]) >= {"proofs", "explorer", "campaign"}
 
 
