@@ -56,6 +56,10 @@ def test_kernel_counts_equal_the_python_explorers(domains: object) -> None:
     assert kernel.stop_reasons == python.stop_reasons
     assert kernel.disabled_by_policy == python.disabled_by_policy
     assert (kernel.traps, kernel.warnings) == (python.traps, python.warnings)
+    # the Python explorer's own counts of its evaluations are not claimed for the kernel
+    assert python.distinct_edges and "distinct edges" in "\n".join(python.lines())
+    assert kernel.distinct_edges is None and kernel.to_json()["distinct_edges"] is None
+    assert "distinct edges" not in "\n".join(kernel.lines())
 
 
 @pytest.mark.parametrize(

@@ -104,8 +104,10 @@ class SearchResult:
     findings: list[Finding]
     #: the number of properties checked on every transition
     properties_checked: int
-    distinct_edges: int = 0
-    invariant_evaluations: int = 0
+    #: the Python explorer's own counts (the edges it evaluated, the invariant checks
+    #: that cover every transition); None for an engine that does not count them
+    distinct_edges: int | None = None
+    invariant_evaluations: int | None = None
     labels: tuple[str, ...] = ()
     fired: dict[str, int] = field(default_factory=dict)  # label -> distinct edges it fired on
     #: what ``fired`` counts (in JSON: ``fired_on_<unit>``): the Python explorer's
@@ -237,8 +239,13 @@ class SearchResult:
         out += [
             f"states     {self.states:,} distinct"
             + ("" if self.complete else f"  (INCOMPLETE: stopped by {self.stopped_by})"),
-            f"transitions {self.transitions:,}  ({self.distinct_edges:,} distinct edges; "
-            f"{self.invariant_evaluations:,} invariant evaluations cover all of them)",
+            f"transitions {self.transitions:,}"
+            + (
+                ""
+                if self.distinct_edges is None or self.invariant_evaluations is None
+                else f"  ({self.distinct_edges:,} distinct edges; "
+                f"{self.invariant_evaluations:,} invariant evaluations cover all of them)"
+            ),
             f"depth      {self.depth}",
             f"time       {self.seconds:.2f} s  ({self.states_per_second:,.0f} states/s, "
             f"{self.transitions_per_second:,.0f} transitions/s)",
