@@ -392,7 +392,8 @@ def engines(evidence: Path) -> str:
             f"{check} {_seconds(seconds)}" for check, seconds in first["check_seconds"].items()
         )
         notes.append(
-            f"A first user's policy (three keys, six steps): `{first['command']}` exited "
+            f"A first user's policy (three keys, three steps, at most six run): "
+            f"`{first['command']}` exited "
             f"{first['exit_code']} in {_seconds(first['seconds'])}, peak RSS "
             f"{first['peak_rss_mb']} MB ({checks})."
         )
