@@ -4,6 +4,7 @@ single process writes; their failures are the checks' own; a stopped run stops t
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -13,34 +14,35 @@ import pytest
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.pipeline import estimate
 from replan.verification.pipeline.options import VerifyOptions
-from replan.verification.pipeline.run import relative_paths, verify
+from replan.verification.pipeline.run import verify
 from replan.verification.pipeline.session import VerifySession
-from replan.verification.report.records import CheckResult, stable
+from replan.verification.report.records import CheckResult
 from replan.verification.runtime import files
 from replan.verification.runtime.beside import Beside, BesideError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_checks_run_beside_the_explorer_write_the_report_one_process_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The committed evidence/verify.json is `replan evidence`'s: every check in one
+    process (the library's default, one worker). The same run with the campaign and
+    the boundary check beside the explorer writes the same document."""
     monkeypatch.setattr(estimate, "usable_cores", lambda: 2)  # as on the 2-core CI machine
     said: list[str] = []
-    beside = verify(
-        DEFAULT_POLICY, tmp_path / "beside", VerifyOptions(workers=None), progress=said.append
-    )
-    alone = verify(
-        DEFAULT_POLICY, tmp_path / "alone", VerifyOptions(workers=1), progress=lambda _: None
-    )
+    options = VerifyOptions(deterministic=True, workers=None)
+    report = verify(DEFAULT_POLICY, tmp_path, options, progress=said.append)
 
     assert "campaign and boundary: started beside the explorer, in one process" in said
-    assert beside.ok and alone.ok
-    assert [c.name for c in beside.checks] == [c.name for c in alone.checks]
-    for ran_beside, ran_alone in zip(beside.checks, alone.checks, strict=True):
-        assert relative_paths(stable(ran_beside.to_json()), tmp_path / "beside") == relative_paths(
-            stable(ran_alone.to_json()), tmp_path / "alone"
-        ), ran_beside.name
-    # the work done elsewhere is still the check's time in the report
-    assert next(c for c in beside.checks if c.name == "campaign").seconds > 1.0
+    assert report.ok
+    written = json.loads((tmp_path / "verify.json").read_text(encoding="utf-8"))
+    committed = json.loads((ROOT / "evidence" / "verify.json").read_text(encoding="utf-8"))
+    for ran_beside, ran_alone in zip(written["checks"], committed["checks"], strict=True):
+        assert ran_beside == ran_alone, ran_beside["name"]
+    assert written == committed
+    # the work done in the other process is still the check's time in the report
+    assert next(c for c in report.checks if c.name == "campaign").seconds > 1.0
 
 
 def test_one_process_is_kept_when_the_explorer_is_sharded_or_one_worker_is_asked(

@@ -47,10 +47,10 @@ def auto_workers(estimate: str | None) -> int:
 
 
 def beside_explorer(workers: int | None, estimate: str | None) -> bool:
-    """``--workers auto``: the campaign and the boundary check run in processes of
-    their own beside the explorer when it runs unsharded (its shards would take the
-    cores) and this process may use two cores. Their results are the same either way;
-    only the wall-clock time changes."""
+    """``--workers auto``: the campaign and the boundary check run one after the other
+    in a process of their own beside the explorer when it runs unsharded (its shards
+    would take the cores) and this process may use two cores. Their results are the
+    same either way; only the wall-clock time changes."""
     return workers is None and auto_workers(estimate) == 1 and usable_cores() >= 2
 
 
