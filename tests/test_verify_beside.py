@@ -82,6 +82,13 @@ def test_a_process_that_dies_is_an_error_naming_its_exit_code() -> None:
         beside.collect("campaign")
 
 
+def test_an_answer_that_cannot_be_sent_back_is_an_error_saying_so() -> None:
+    beside = Beside({"campaign": lambda: lambda: "a function", "boundary": lambda: "sent"})
+    with pytest.raises(BesideError, match="its answer could not be sent back: "):
+        beside.collect("campaign")
+    assert beside.collect("boundary")[0] == "sent"
+
+
 def test_a_large_answer_not_yet_read_does_not_hold_back_the_next_call() -> None:
     beside = Beside({"large": lambda: b"x" * 4_000_000, "next": time.monotonic})
     time.sleep(1.0)  # the parent busy with its own check, the pipe unread

@@ -8,12 +8,14 @@ process died). Leaves which checks run beside to ``verification.pipeline``.
 Why one process running the calls in turn, not one each: on two cores a third
 CPU-bound process slows the main search, which is the run's critical path. Why a
 process and not a thread: the checks are CPU-bound Python, which a thread would run
-under the same lock. The files a call writes are sent back and written by the parent,
-so a command that holds its writes until it has finished (``files.held``) still
-writes all of them or none. Why only ``fork``: the child inherits the policy and the subject
+under the same lock. Why only ``fork``: the child inherits the policy and the subject
 under test (a mutant's class is built at run time) without pickling them, and sends
 back only each call's value. Where forking is unsafe (a Ray driver:
 ``forking.worker_context``) ``start`` declines and the caller runs the calls in line.
+
+The files a call writes are sent back and written by the parent, so a command that
+holds its writes until it has finished (``files.held``) still writes all of them or
+none.
 """
 
 from __future__ import annotations
@@ -62,7 +64,12 @@ def _run(connection: Connection, calls: dict[str, Callable[[], Any]]) -> None:
 
     def send() -> None:
         while (answer := answers.get()) is not None:
-            connection.send(answer)
+            try:
+                connection.send(answer)
+            except Exception as error:  # a value that cannot be pickled: say so
+                name, kept = answer
+                unsent = f"its answer could not be sent back: {type(error).__name__}: {error}"
+                connection.send((name, kept._replace(value=None, error=unsent)))
         connection.close()
 
     sender = threading.Thread(target=send)
