@@ -483,6 +483,12 @@ def test_the_boundary_figures_are_with_against_without_side_by_side(
         boundary, "_one", lambda b, s: (50.0, 20.0, True) if b else (30.0, None, True)
     )
     assert boundary.boundary_figures(True, lambda _text: None)["within_limit"] is False
+    # a check that adds nothing measurable (run beside the explorer) adds "0.0 s", not "-0.0 s"
+    monkeypatch.setattr(
+        boundary, "_one", lambda b, s: (14.30, 3.9, True) if b else (14.34, None, True)
+    )
+    nothing = boundary.boundary_figures(True, lambda _text: None)
+    assert "adds 0.0 s" in "\n".join(boundary.boundary_lines(nothing))
 
 
 def test_the_default_policy_verify_is_measured_over_two_processes_and_one_interleaved(

@@ -75,7 +75,7 @@ def boundary_figures(
         "samples": count,
         "with_median_s": round(median_with, 1),
         "without_median_s": round(median_without, 1),
-        "added_s": round(added, 1),
+        "added_s": round(added, 1) or 0.0,  # never "-0.0"
         "ratio": round(median_with / max(median_without, 1e-9), 2),
         "check_median_s": round(statistics.median(own), 1) if own else None,
         "limit_s": LIMIT_SECONDS,
