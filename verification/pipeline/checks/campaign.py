@@ -5,6 +5,8 @@ declaration and against the explorer's reachable set."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from replan.verification.pipeline.findings import fired_transition
@@ -32,27 +34,30 @@ def campaign_options(session: VerifySession) -> dict[str, Any]:
     )
 
 
+@contextmanager
+def hypothesis_scratch() -> Iterator[None]:
+    """Hypothesis' own directory (its constants cache) in a temporary one, so that a
+    verify run leaves nothing of it behind."""
+    from replan.verification.engines.campaign.run import hypothesis_home
+
+    with tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home, hypothesis_home(home):
+        yield
+
+
 def run_campaign_alone(session: VerifySession) -> Any:
     """The campaign on its own: what needs no explorer, so it can run beside it."""
-    from replan.verification.engines.campaign.run import hypothesis_home, run_campaign
+    from replan.verification.engines.campaign.run import run_campaign
 
-    # Hypothesis' own directory (its constants cache) goes nowhere that stays
-    with (
-        tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home,
-        hypothesis_home(home),
-    ):
+    with hypothesis_scratch():
         return run_campaign(session.policy, session.options.profile, **campaign_options(session))
 
 
 def check_campaign(session: VerifySession) -> CheckResult:
-    from replan.verification.engines.campaign.run import hypothesis_home, seed_missed
+    from replan.verification.engines.campaign.run import seed_missed
 
     result = session.outcome("campaign", lambda: run_campaign_alone(session))
     if session.explored is not None:
-        with (
-            tempfile.TemporaryDirectory(prefix="replan-hypothesis-") as home,
-            hypothesis_home(home),
-        ):
+        with hypothesis_scratch():  # what the campaign missed, run from the explorer's runs
             seed_missed(
                 result,
                 list(session.explored.fired),
