@@ -115,6 +115,14 @@ def _budget_amounts(limit: str, used: str) -> Callable[[Run], tuple[int, ...]]:
     return amounts
 
 
+#: The budget each amount kind is charged against: (the policy's limit, the run's
+#: field counting what was charged).
+BUDGETS: dict[str, tuple[str, str]] = {
+    "tokens": ("max_tokens", "_tokens"),
+    "cost": ("max_cost", "_cost"),
+    "elapsed ms": ("max_wall_ms", "_elapsed_ms"),
+}
+
 #: kind -> the values worth trying in a state of a run, the common valid ones first.
 CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "plan id": plan_ids,
@@ -127,9 +135,7 @@ CANDIDATES: dict[str, Callable[[Run], tuple[Any, ...]]] = {
     "revision": revisions,
     "evidence revision": evidence_revisions,
     "digest": digests,
-    "tokens": _budget_amounts("max_tokens", "_tokens"),
-    "cost": _budget_amounts("max_cost", "_cost"),
-    "elapsed ms": _budget_amounts("max_wall_ms", "_elapsed_ms"),
+    **{kind: _budget_amounts(*budget) for kind, budget in BUDGETS.items()},
 }
 
 

@@ -165,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "full report); spin: the declaration, bodies, policy and properties translated "
         "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "
         "same translation as pure Python functions over a state tuple, searched here. "
-        "spin and kernel need --spin-domains and replay a violation on the generated "
+        "spin needs --spin-domains; spin and kernel replay a violation on the generated "
         "controller before reporting it",
     )
     parser.add_argument(

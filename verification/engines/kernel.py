@@ -23,7 +23,8 @@ from typing import Any
 
 from replan.controller.policy import Policy
 from replan.controller.records import StopReason
-from replan.verification.core.domains import Domains, InputSpace
+from replan.verification.core.combined import search_each
+from replan.verification.core.domains import Domains, InputSpace, default_report_domains
 from replan.verification.core.reachability import judge_reachability
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import PROJECT, Subject
@@ -74,7 +75,7 @@ def explore_kernel(
         implementation=subject.implementation_path,
         domains=space.describe(),
         domain_lines=space.lines(),
-        symmetry=False,
+        symmetry=kernel.canonical is not None,
         states=found.states,
         transitions=found.transitions,
         depth=found.depth,
@@ -281,21 +282,24 @@ class KernelEngine:
         domains: Domains | Sequence[Domains] | None,
         options: SearchOptions,
     ) -> SearchResult:
-        if not isinstance(domains, Domains):
-            raise ValueError(
-                f"--engine {self.name} needs one domain of fixed calls (--spin-domains)"
-            )
         cache = None if options.kernel_cache is None else KernelCache(options.kernel_cache)
-        return explore_kernel(
-            policy,
-            domains,
-            subject,
-            max_states=options.max_states,
-            max_depth=options.max_depth,
-            progress=options.progress,
-            cache=cache,
-            stop_at_first=options.stop_at_first,
-        )
+
+        def one(each: Domains) -> SearchResult:
+            return explore_kernel(
+                policy,
+                each,
+                subject,
+                max_states=options.max_states,
+                max_depth=options.max_depth,
+                progress=options.progress,
+                cache=cache,
+                stop_at_first=options.stop_at_first,
+            )
+
+        if isinstance(domains, Domains):
+            return one(domains)
+        every = default_report_domains(policy) if domains is None else domains
+        return search_each(every, one, options.stop_at_first, subject.controller)
 
 
 @dataclass
@@ -361,7 +365,9 @@ def search(
     expand, fired, fired_static = kernel.expand, kernel.fired, kernel.fired_static
     expanded, fired_dynamic = seen.expanded_per_mode, seen.fired_dynamic
     invariants, mode_position = kernel.invariants, kernel.mode_position
-    calls = len(kernel.calls)
+    offered_static, offered = kernel.offered_static, kernel.offered
+    canonical = kernel.canonical
+    transitions = 0
     limit = max_states if max_states is not None else -1
     depth, source, level_end = 0, 0, 1  # level_end: one past the current depth's last
     found = _Violations(kernel, parent, states)
@@ -376,6 +382,9 @@ def search(
         state = states[source]
         mode = state[mode_position]
         expanded[mode] += 1
+        transitions += offered_static[mode]
+        if offered[mode] is not None:
+            transitions += offered[mode](state)  # type: ignore[misc]
         successors = expand[mode](state)
         if successors.__class__ is str:
             if stop_at_first:
@@ -385,6 +394,8 @@ def search(
         if fired[mode] is not None:
             for number in fired[mode](state) - fired_static[mode]:  # type: ignore[misc]
                 fired_dynamic[number] = fired_dynamic.get(number, 0) + 1
+        if canonical is not None:
+            successors = [canonical(successor) for successor in successors]
         for successor in successors:
             target = index.get(successor)
             if target is None:
@@ -404,14 +415,13 @@ def search(
         ends.append(len(targets))
         source += 1
         if len(states) >= next_report:
-            say(f"kernel: {len(states):,} states, {source * calls:,} transitions, depth {depth}")
+            say(f"kernel: {len(states):,} states, {transitions:,} transitions, depth {depth}")
             next_report += PROGRESS_EVERY
         if limit >= 0 and len(states) >= limit:
             capped = "max_states"
             break
     evaluated = sum(n * classes for n, classes in zip(expanded, kernel.classes, strict=True))
     stopped = bool(found.list) and stop_at_first
-    transitions = (source + stopped) * calls
     return Search(
         len(states),
         transitions,
@@ -469,6 +479,8 @@ def _every_outcome(
     successors: list[State] = []
     for number, step in kernel.steps[state[kernel.mode_position]]:
         outcome = step(state)
+        if outcome is None:  # not offered in this state
+            continue
         if isinstance(outcome, Broken):
             path = partial(_calls_through, kernel, found.parent, found.states, source, number)
             found.add(outcome.names, depth + 1, path)
@@ -480,26 +492,52 @@ def _every_outcome(
 def _calls_through(
     kernel: Kernel, parent: Sequence[int], states: list[State], source: int, number: int
 ) -> list[int]:
-    """The calls to ``states[source]``, then call ``number``."""
-    return [*_calls_to(kernel, parent, states, source), number]
+    """The calls to ``states[source]``, then call ``number`` (with a renaming of ids,
+    the call doing the same in the state the path reaches)."""
+    calls, reached = _walk(kernel, parent, states, source)
+    if reached == states[source]:
+        return [*calls, number]
+    wanted = successors_by_call(kernel, states[source])[number]
+    for other, outcome in successors_by_call(kernel, reached).items():
+        if type(outcome) is type(wanted) and _stored(kernel, outcome) == _stored(kernel, wanted):
+            return [*calls, other]
+    raise RuntimeError("kernel: no call does in a renamed state what it did in the stored one")
 
 
 def _calls_to(kernel: Kernel, parent: Sequence[int], states: list[State], target: int) -> list[int]:
-    """The calls along the search's path to ``states[target]`` (each found again as
-    the first call taking the parent to the child)."""
+    """The calls along the search's path to ``states[target]``."""
+    return _walk(kernel, parent, states, target)[0]
+
+
+def _walk(
+    kernel: Kernel, parent: Sequence[int], states: list[State], target: int
+) -> tuple[list[int], State]:
+    """The calls along the search's path to ``states[target]``, each found again as the
+    first call taking the state reached so far to one stored as the next, and the
+    state they reach (``states[target]`` itself, or a renaming of it whose ids the
+    calls name as they are: what the controller is driven through)."""
+    path = [target]
+    while path[-1] > 0:
+        path.append(parent[path[-1]])
     numbers: list[int] = []
-    while target > 0:
-        source = parent[target]
-        outcomes = successors_by_call(kernel, states[source])
-        found = [n for n, outcome in outcomes.items() if _reached(outcome) == states[target]]
+    here = kernel.initial
+    for index in reversed(path[:-1]):
+        outcomes = successors_by_call(kernel, here)
+        found = [n for n, o in outcomes.items() if _stored(kernel, o) == states[index]]
         if not found:
             raise RuntimeError(
                 "kernel: no call's function gives the state its expand function gave "
                 "(the two disagree: a generator bug)"
             )
         numbers.append(found[0])
-        target = source
-    return numbers[::-1]
+        here = _reached(outcomes[found[0]])
+    return numbers, here
+
+
+def _stored(kernel: Kernel, outcome: State | Broken) -> State:
+    """The state an outcome is stored as (its canonical form, with a renaming)."""
+    reached = _reached(outcome)
+    return reached if kernel.canonical is None else kernel.canonical(reached)
 
 
 def _reached(outcome: State | Broken) -> State:

@@ -44,9 +44,10 @@ from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.runtime.files import OUT, write_now
 from replan.verification.translate.kernel import GeneratedKernel
+from replan.verification.translate.renaming import Renaming
 
 #: Bumped when an entry's shape changes: older entries are then generated afresh.
-FORMAT = 2
+FORMAT = 3
 #: The environment variable naming the cache's directory.
 ENVIRONMENT = "REPLAN_KERNEL_CACHE"
 #: Entries kept at most: past it, the least recently used go (each is about a
@@ -130,6 +131,8 @@ class KernelCache:
         """Keep ``generated`` under ``key`` (atomically) and say where."""
         path = self.path(key)
         kept = {f.name: getattr(generated, f.name) for f in fields(generated) if f.name != "layout"}
+        if generated.renaming is not None:
+            kept["renaming"] = asdict(generated.renaming)
         document = {"format": FORMAT, "key": key, "digest": generated.digest, **kept}
         write_now(path, json.dumps(document, separators=(",", ":")))
         self._prune()
@@ -176,10 +179,26 @@ def _entry(document: Any, key: str) -> GeneratedKernel:
         fired_functions=tuple(
             None if name is None else _typed(name, str) for name in document["fired_functions"]
         ),
+        offered_static=tuple(_typed(n, int) for n in document["offered_static"]),
+        offered_functions=tuple(
+            None if name is None else _typed(name, str) for name in document["offered_functions"]
+        ),
+        renaming=_renaming(document["renaming"]),
     )
     if generated.digest != document.get("digest"):
         raise ValueError("its text does not match its digest")
     return generated
+
+
+def _renaming(kept: Any) -> Renaming | None:
+    if kept is None:
+        return None
+    return Renaming(
+        ids=tuple(_typed(n, int) for n in kept["ids"]),
+        sets=tuple(tuple(_typed(n, int) for n in positions) for positions in kept["sets"]),
+        present=_typed(kept["present"], int),
+        pending=_typed(kept["pending"], int),
+    )
 
 
 def _typed(value: Any, kind: type) -> Any:

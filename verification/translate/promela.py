@@ -36,9 +36,12 @@ from replan.controller.run import Run
 from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.spec.vocabulary import Property
-from replan.verification.core.domains import PARAMETER_TYPES, Domains, InputSpace
+from replan.verification.core.domains import PARAMETER_TYPES, Domains, InputSpace, id_order
+from replan.verification.translate.derived import Condition, Derivation, Template
+from replan.verification.translate.derived import templates as derived_templates
 from replan.verification.translate.ir import (
     IR,
+    TRUE,
     Context,
     Printer,
     add_fact,
@@ -83,19 +86,34 @@ class Call:
 
     number: int
     event: str
-    #: the argument; a Plan's revisions are offsets (``RELATIVE_FIELDS``)
+    #: the argument; a Plan's revisions are offsets (``RELATIVE_FIELDS``), and a field
+    #: the state derives holds a placeholder (``derived``)
     argument: Any
+    #: the argument's fields the state derives (``derived.py``), by field name
+    derived: tuple[tuple[str, Derivation], ...] = ()
+    #: the conditions under which a state offers the call (none: every state does)
+    offered: tuple[Condition, ...] = ()
 
     def concrete(self, run: Any) -> Any:
-        """The argument in a state of ``run`` (a plan's revisions made absolute)."""
-        if isinstance(self.argument, Plan):
-            return self.argument._replace(
+        """The argument in a state of ``run`` (a plan's revisions made absolute, the
+        fields the state derives computed)."""
+        argument = self.argument
+        if isinstance(argument, Plan):
+            argument = argument._replace(
                 **{
-                    part: getattr(self.argument, part) + getattr(run, field)
+                    part: getattr(argument, part) + getattr(run, field)
                     for part, field in RELATIVE_FIELDS.items()
                 }
             )
-        return self.argument
+        if self.derived:
+            argument = argument._replace(
+                **{field: derivation.value(run) for field, derivation in self.derived}
+            )
+        return argument
+
+    def offered_in(self, run: Any) -> bool:
+        """Whether a state of ``run`` offers this call."""
+        return all(condition.holds(run) for condition in self.offered)
 
 
 @dataclass
@@ -110,36 +128,65 @@ class PromelaModel:
     digest: str
 
 
-def domain_calls(policy: Policy, domains: Domains, model: MachineModel) -> list[Call]:
+def domain_calls(
+    policy: Policy, domains: Domains, model: MachineModel, per_state: bool = False
+) -> list[Call]:
     """Every call of ``domains`` in the explorer's order, with relative plan revisions.
-    The domains must offer the same calls in every state: a fixed id pool, every id
-    offered, no event whose arguments are derived from the state."""
-    if domains.ids is None or domains.one_id_per_kind:
+    Without ``per_state`` (SPIN) the domains must offer the same calls in every state:
+    a fixed id pool, every id offered, no event whose arguments are derived from the
+    state. With it (the kernel) a call may be offered only in some states and have
+    fields the state derives (``derived.py``): one plan id of each kind, fresh ids (a
+    pool of one more id than a run can accept), approve's and charge's arguments."""
+    every_id = domains.ids is not None and not domains.one_id_per_kind
+    if not per_state and not every_id:
         raise ValueError(
-            f"domains {domains.name!r}: SPIN and the kernel need the same calls in every state "
+            f"domains {domains.name!r}: SPIN needs the same calls in every state "
             "(a fixed id pool, every id offered: --spin-domains)"
         )
+    if domains.ids is None and not domains.one_id_per_kind:
+        raise ValueError(
+            f"domains {domains.name!r}: the kernel takes fresh ids one of each kind "
+            "(every mentioned id: --engine python)"
+        )
     space = InputSpace(policy, domains)
-    proposed, executed = space.ids((), (), None)
+    offers: dict[str, tuple[Condition, ...]] = {}
+    if every_id:
+        proposed, executed = space.ids((), (), None)
+        pool = proposed
+    else:
+        pool = space.pool or tuple(f"p{n}" for n in range(1, policy.max_proposals + 2))
+        order = tuple(sorted(pool, key=id_order))
+        offers = {
+            i: (Condition("one of its kind or the first unmentioned", i, order),) for i in pool
+        }
+        proposed = pool
+        executed = pool if space.unknown_id is None else (*pool, space.unknown_id)
     calls: list[Call] = []
     for event in model.events:
         kind = PARAMETER_TYPES.get(event)
         if kind is None and model.interface[event].parameter is None:
-            arguments: Sequence[Any] = (None,)
+            templates: list[Template] = [(None, (), ())]
         elif kind == "Observation":
-            arguments = space.observations
+            templates = [(o, (), ()) for o in space.observations]
         elif kind == "Plan":
-            arguments = space.plans(0, 0, proposed)
+            templates = [(p, (), offers.get(p.id, ())) for p in space.plans(0, 0, proposed)]
         elif kind == "str":
-            arguments = executed
+            templates = [(i, (), offers.get(i, ())) for i in executed]
         elif not domains.derived_events:
             continue
-        else:
+        elif not per_state:
             raise ValueError(
-                f"event {event!r}: its arguments depend on the state; SPIN and the kernel "
-                "need domains without derived events (--spin-domains)"
+                f"event {event!r}: its arguments depend on the state; SPIN needs domains "
+                "without derived events (--spin-domains)"
             )
-        calls.extend(Call(len(calls), event, argument) for argument in arguments)
+        else:
+            assert kind is not None
+            templates = derived_templates(kind, policy, pool)
+        first = len(calls)
+        calls.extend(
+            Call(first + n, event, argument, derived, offered)
+            for n, (argument, derived, offered) in enumerate(templates)
+        )
     return calls
 
 
@@ -299,7 +346,11 @@ class Translation:
             answer = lower.scalar(settle(encoding.answer))
             flags = [(name, lower.scalar(settle(term))) for name, term in properties.items()]
             fired = lower.scalar(settle(encoding.fired))
-            out.append(LoweredCall(call, assigned, answer, flags, fired))
+            offered = TRUE
+            if call.offered:
+                guard = z3.And(*(c.term(encoding.pre, self.u) for c in call.offered))
+                offered = lower.scalar(z3.simplify(guard))
+            out.append(LoweredCall(call, assigned, answer, flags, fired, offered))
         return out
 
     def event_blocks(self, event: str, calls: Sequence[Call]) -> list[tuple[str, int]]:
@@ -339,6 +390,8 @@ class LoweredCall:
     #: the index of the declared transition the call fires (-1: none, the input check
     #: refused it or a stopped run absorbed it), over the pre-state
     fired: IR
+    #: whether a state offers the call, over the pre-state (``Call.offered``)
+    offered: IR = TRUE
 
 
 class _Settle:
@@ -500,6 +553,7 @@ def _argument_substitution(
     pairs: list[tuple[z3.ExprRef, z3.ExprRef]] = []
     concrete = abstract_argument(u, call.event, call.argument)
     symbolic = encoding.argument
+    derived = dict(call.derived)
     if isinstance(symbolic, Record):
         if concrete is None:
             raise TranslationError(f"{call_text(call)}: its argument has no abstraction")
@@ -507,6 +561,9 @@ def _argument_substitution(
             if isinstance(call.argument, Plan) and name in RELATIVE_FIELDS:
                 offset = getattr(call.argument, name)
                 pairs.append((term, encoding.pre[RELATIVE_FIELDS[name]] + offset))
+            elif name in derived:
+                pairs.append((term, derived[name].term(encoding.pre, u)))
+                pairs += derived[name].facts(encoding.pre)
             elif concrete.fields[name] is not None:
                 pairs.append((term, concrete.fields[name]))
     elif isinstance(symbolic, z3.ExprRef):
