@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 
 from replan.verification.translate.layout import Layout
 from replan.verification.translate.symbolic import FIELD_KINDS
 
 State = tuple[int, ...]
+_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -38,33 +40,52 @@ class Renaming:
 
     def canonical(self) -> Callable[[State], State]:
         """The function giving a state's canonical form (the state itself when it is
-        already canonical)."""
-        ids, sets, present, pending = self.ids, self.sets, self.present, self.pending
-        at = {number: i for i, number in enumerate(ids)}
-        count = len(ids)
+        already canonical). Many states share the part holding ids, so the renaming
+        of each such part is computed once (the search calls this on every successor)."""
+        positions = [position for positions in self.sets for position in positions]
+        read = itemgetter(*positions, self.present, self.pending)
+        pending = self.pending
+        memo: dict[tuple[int, ...], tuple[tuple[int, ...], int] | None] = {}
 
         def canonical(s: State) -> State:
-            held = at.get(s[pending], -1) if s[present] else -1
-            order = []
-            for i in range(count):
-                flags = tuple(s[positions[i]] for positions in sets)
-                if i == held or any(flags):
-                    order.append((tuple(not f for f in flags), i != held, i))
-            order.sort()
-            if all(key[2] == j for j, key in enumerate(order)):
+            part = read(s)
+            found = memo.get(part, _MISSING)
+            if found is _MISSING:
+                found = memo[part] = self._renamed(part)
+            if found is None:
                 return s
+            values, renamed_pending = found  # type: ignore[misc]
             out = list(s)
-            for positions in sets:
-                for i in range(count):
-                    out[positions[i]] = 0
-            for j, (_, _, i) in enumerate(order):
-                for positions in sets:
-                    out[positions[j]] = s[positions[i]]
-                if i == held:
-                    out[pending] = ids[j]
+            for position, value in zip(positions, values, strict=True):
+                out[position] = value
+            out[pending] = renamed_pending
             return tuple(out)
 
         return canonical
+
+    def _renamed(self, part: tuple[int, ...]) -> tuple[tuple[int, ...], int] | None:
+        """The id part of a state (each set's bits, the pending plan's presence and
+        id) renamed: its new bits and pending id, or None when it is canonical."""
+        count = len(self.ids)
+        rows = [part[row * count : (row + 1) * count] for row in range(len(self.sets))]
+        present, pending = part[-2], part[-1]
+        held = self.ids.index(pending) if present and pending in self.ids else -1
+        order = []
+        for i in range(count):
+            flags = tuple(row[i] for row in rows)
+            if i == held or any(flags):
+                order.append((tuple(not flag for flag in flags), i != held, i))
+        order.sort()
+        if all(key[2] == j for j, key in enumerate(order)):
+            return None
+        renamed_rows = [[0] * count for _ in rows]
+        renamed_pending = pending
+        for j, (_, _, i) in enumerate(order):
+            for row, renamed in zip(rows, renamed_rows, strict=True):
+                renamed[j] = row[i]
+            if i == held:
+                renamed_pending = self.ids[j]
+        return tuple(value for row in renamed_rows for value in row), renamed_pending
 
 
 def renaming(layout: Layout, variables: list[str]) -> Renaming:
