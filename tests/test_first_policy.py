@@ -37,9 +37,25 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
     assert report["policy"]["workflow"]["ready_when_passed"] == ["schema", "tests"]
     # a large policy is announced before the explorer starts
     assert "keys 3 (default 2)" in completed.stderr
-    # and, with two cores to use, explored over two processes (`--workers auto`)
+    # and searched by the generated kernel (`--engine auto`), in one process, with
+    # the campaign and the boundary check beside it when there are two cores to use
+    assert "searched by the generated kernel" in completed.stderr
+    assert "sharded" not in completed.stderr
     two_cores = usable_cores() >= 2
-    assert ("sharded over 2 processes" in completed.stderr) == two_cores
+    assert ("started beside the explorer" in completed.stderr) == two_cores
+    (explorer,) = [check for check in report["checks"] if check["name"] == "explorer"]
+    assert explorer["details"]["engine"] == "kernel"
+
+
+def test_the_explorers_engine_is_the_kernel_only_past_the_default_policys_bounds() -> None:
+    from replan.controller import DEFAULT_POLICY, load_policy
+    from replan.verification.pipeline.estimate import explorer_engine, explorer_estimate
+
+    larger = explorer_estimate(load_policy(FIRST_POLICY))
+    assert explorer_engine("auto", explorer_estimate(DEFAULT_POLICY)) == "python"
+    assert explorer_engine("auto", larger) == "kernel"
+    assert explorer_engine("python", larger) == "python"
+    assert explorer_engine("kernel", None) == "kernel"
 
 
 def test_workers_auto_shards_only_a_search_larger_than_the_default() -> None:

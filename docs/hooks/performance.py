@@ -391,11 +391,26 @@ def engines(evidence: Path) -> str:
         checks = ", ".join(
             f"{check} {_seconds(seconds)}" for check, seconds in first["check_seconds"].items()
         )
+        kept = first.get("kept_kernel")
+        again = (
+            ""
+            if not kept
+            else f"; run again with the kernel the first run kept: {_seconds(kept['seconds'])}, "
+            f"{kept['peak_rss_mb']} MB"
+        )
+        goal = (
+            ""
+            if "goal_s" not in first
+            else f"; the goal, at most {_seconds(first['goal_s'])}: "
+            f"{'met' if first['within_goal'] else '**missed**'}"
+        )
+        engine = first.get("explorer_engine")
+        searched = "" if engine is None else f", its explorer the {engine} engine"
         notes.append(
             f"A first user's policy (three keys, three steps, at most six run): "
             f"`{first['command']}` exited "
-            f"{first['exit_code']} in {_seconds(first['seconds'])}, peak RSS "
-            f"{first['peak_rss_mb']} MB ({checks})."
+            f"{first['exit_code']} in {_seconds(first['seconds'])}{searched}, peak RSS "
+            f"{first['peak_rss_mb']} MB ({checks}){again}{goal}."
         )
     return "\n\n".join(
         [

@@ -121,12 +121,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=workers_or_auto,
         default=None,
         metavar="N|auto",
-        help="shard the explorer over N forked processes (same states, transitions and "
-        "verdicts). auto (the default), when this process may use 2 cores: 2 shards when "
-        "the policy's bounds exceed the default policy's, else 1 shard with the campaign "
-        "and the boundary check run beside it in a second process (the same report; "
-        "`replan bench --explore` measures both uses of the second core). 1: every "
-        "check in this process",
+        help="shard the Python explorer over N forked processes (same states, "
+        "transitions and verdicts). auto (the default), when this process may use 2 "
+        "cores: 2 shards when it searches a policy whose bounds exceed the default "
+        "policy's (--engine python), else 1 shard with the campaign and the boundary "
+        "check run beside it in a second process (the same report; `replan bench "
+        "--explore` measures both uses of the second core); the kernel is never sharded, "
+        "and those checks run beside it. 1: every check in this process",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "python", "kernel"),
+        default="auto",
+        help="the explorer's engine. auto (the default): the generated kernel when the "
+        "policy's bounds exceed the default policy's (the same report, several times "
+        "faster on large policies; its first run on a policy generates it, about 10 s), "
+        "the Python explorer otherwise; python: the explorer driving the generated "
+        "controller (sharded by --workers), whose graph of states the campaign's "
+        "coverage is also measured against; kernel: always the kernel",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(
@@ -200,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         profile=args.profile,
         seed=args.seed,
         workers=args.workers,
+        engine=args.engine,
         mutate=args.mutate,
         against=args.against,
         policy_file=args.policy,

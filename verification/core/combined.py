@@ -71,6 +71,7 @@ def combine(runs: list[SearchResult], implementation: type[Run]) -> SearchResult
         distinct_edges=sum(run.distinct_edges or 0 for run in runs),
         invariant_evaluations=sum(run.invariant_evaluations or 0 for run in runs),
         labels=first.labels,
+        fired_unit=first.fired_unit,
         fired={label: fired[label] for label in first.labels if label in fired},
         absorbed=dict(sorted(absorbed.items())),
         stop_reasons={

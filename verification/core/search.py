@@ -124,6 +124,9 @@ class SearchResult:
     max_depth: int | None = None
     #: the reachable graph (the Python explorer's ``ExploredGraph``), when kept
     graph: Any = field(default=None, repr=False)
+    #: a run firing a declared transition (its label) last, found in the search's
+    #: states (None: the transition was not fired), for an engine without a graph
+    witness: Callable[[str], list[Operation] | None] | None = field(default=None, repr=False)
     #: Several domains explored one after the other: each run's own result.
     runs: list[SearchResult] = field(default_factory=list)
     #: invariant -> {"transitions": violating transitions found, "shortest": length of

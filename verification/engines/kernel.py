@@ -25,6 +25,7 @@ from replan.controller.policy import Policy
 from replan.controller.records import StopReason
 from replan.verification.core.combined import search_each
 from replan.verification.core.domains import Domains, InputSpace, default_report_domains
+from replan.verification.core.harness import Operation, apply, run_view
 from replan.verification.core.reachability import judge_reachability
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import PROJECT, Subject
@@ -96,6 +97,7 @@ def explore_kernel(
     )
     if found.seen is not None:
         _coverage(result, kernel, found, found.seen, subject)
+        result.witness = partial(_witness, kernel, found.seen, policy, subject)
     for prop, numbers in found.violations:
         violation = replay_calls(
             policy,
@@ -186,6 +188,47 @@ def _coverage(
             numbers = _calls_to(kernel, seen.parent, seen.states, trapped[0])
             result.trap_example = operations_of(result.policy, subject, kernel.calls, numbers)
     judge_reachability(result, subject.controller)
+
+
+def _witness(
+    kernel: Kernel, seen: Seen, policy: Policy, subject: Subject, label: str
+) -> list[Operation] | None:
+    """A run that fires ``label`` last, as the Python explorer's graph gives one: the
+    search's path to the shallowest expanded state where a call fires it, then that
+    call (found on the controller, whose trace names the transition each call fires).
+    None when no call fired it."""
+    labels = list(subject.controller.transitions)
+    if label not in labels:
+        return None
+    wanted = labels.index(label)
+    for index in range(len(seen.ends)):  # the expanded states, breadth first
+        state = seen.states[index]
+        mode = state[kernel.mode_position]
+        dynamic = kernel.fired[mode]
+        if wanted in kernel.fired_static[mode] or (
+            dynamic is not None and wanted in dynamic(state)
+        ):
+            break
+    else:
+        return None
+    path = operations_of(
+        policy, subject, kernel.calls, _calls_to(kernel, seen.parent, seen.states, index)
+    )
+    controller: Any = subject.controller(policy)
+    for operation in path:
+        apply(controller, operation)
+    here = controller._export_state()
+    view = run_view(controller)
+    for call in kernel.calls:
+        if not call.offered_in(view):
+            continue
+        operation = Operation(call.event, call.concrete(view))
+        trial: Any = subject.controller(policy)
+        trial._import_state(here)
+        apply(trial, operation)
+        if trial._trace and trial._trace[-1][5] == wanted:
+            return [*path, operation]
+    return None
 
 
 def _traps(kernel: Kernel, seen: Seen, members: list[str]) -> list[int]:

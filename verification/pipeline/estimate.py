@@ -46,11 +46,25 @@ def auto_workers(estimate: str | None) -> int:
     return min(2, usable_cores())
 
 
-def beside_explorer(workers: int | None, estimate: str | None) -> bool:
-    """``--workers auto``: the campaign and the boundary check run one after the other
-    in a process of their own beside the explorer when it runs unsharded (its shards
-    would take the cores) and this process may use two cores. Their results are the
-    same either way; only the wall-clock time changes."""
+def explorer_engine(engine: str, estimate: str | None) -> str:
+    """``--engine auto``: the generated kernel for a search larger than the default
+    policy's (``estimate`` is not None), where it is several times faster than the
+    Python explorer even when it is generated first; the Python explorer otherwise,
+    where generating the kernel takes longer than the search it saves, and whose
+    graph of states the campaign's coverage is measured against."""
+    if engine != "auto":
+        return engine
+    return "python" if estimate is None else "kernel"
+
+
+def beside_explorer(workers: int | None, estimate: str | None, engine: str = "python") -> bool:
+    """The campaign and the boundary check run one after the other in a process of
+    their own beside the explorer when it runs in one process (shards would take the
+    cores): with ``--workers auto`` when this process may use two cores, and beside
+    the kernel (which is never sharded) with ``--workers`` 2 or more too. Their results
+    are the same either way; only the wall-clock time changes."""
+    if engine == "kernel":
+        return (workers is None and usable_cores() >= 2) or (workers or 1) >= 2
     return workers is None and auto_workers(estimate) == 1 and usable_cores() >= 2
 
 

@@ -25,6 +25,8 @@ class VerifyOptions:
     seed: int = 0
     #: the explorer's shards; None: decided from the policy and the machine
     workers: int | None = 1
+    #: the explorer's engine: "python", "kernel", or "auto" (``estimate.explorer_engine``)
+    engine: str = "auto"
     #: the committed form (``replan evidence``): no timings, dates or versions, and
     #: prove.json beside the report
     deterministic: bool = False

@@ -36,7 +36,11 @@ from replan.verification.pipeline.checks.mutation import check_mutation
 from replan.verification.pipeline.checks.policy import check_policy
 from replan.verification.pipeline.checks.proofs import check_proofs
 from replan.verification.pipeline.checks.workflow import check_workflow
-from replan.verification.pipeline.estimate import beside_explorer, explorer_estimate
+from replan.verification.pipeline.estimate import (
+    beside_explorer,
+    explorer_engine,
+    explorer_estimate,
+)
 from replan.verification.pipeline.findings import label_unreachable_counterexamples
 from replan.verification.pipeline.gaps import find_gaps
 from replan.verification.pipeline.options import VerifyOptions
@@ -115,7 +119,9 @@ def verify(
 def start_beside_explorer(session: VerifySession, planned: list[str]) -> None:
     """Start the planned checks that need no other check's result, in turn, in one
     process of their own, when ``--workers auto`` gives them the second core."""
-    if not beside_explorer(session.options.workers, explorer_estimate(session.policy)):
+    estimate = explorer_estimate(session.policy)
+    engine = explorer_engine(session.options.engine, estimate)
+    if not beside_explorer(session.options.workers, estimate, engine):
         return
     calls: dict[str, Callable[[], Any]] = {
         name: functools.partial(work, session)

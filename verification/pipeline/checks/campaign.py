@@ -17,7 +17,12 @@ from replan.verification.report.records import CheckResult
 def explorer_witness(session: VerifySession, label: str) -> Any:
     """The explorer's shortest run that fires ``label`` (any of its domains)."""
     for run in session.explored.runs or [session.explored]:
-        found = None if run.graph is None else run.graph.witness(label)
+        if run.graph is not None:
+            found = run.graph.witness(label)
+        elif run.witness is not None:
+            found = run.witness(label)
+        else:
+            found = None
         if found is not None:
             return found
     return None
