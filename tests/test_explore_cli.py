@@ -21,6 +21,7 @@ from replan.verification.core.domains import spin_domains
 from replan.verification.engines.explore.engine import explore
 
 ROOT = Path(__file__).resolve().parent.parent
+FIRST_POLICY = ROOT / "tests" / "policies" / "first-policy.toml"
 
 
 def test_default_report_reaches_every_declared_transition_and_stop_reason(
@@ -149,8 +150,10 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         (["--spin-domains"], "kernel"),
         (["--spin-domains", "--ids", "2", "--mutant", "stopped-run-revived"], "kernel"),
         (["--spin-domains", "--max-states", "100", "--kernel-source", "k.py"], "kernel"),
-        ([], "python"),  # the default report: fresh ids and derived arguments
-        (["--max-version", "1", "--ids", "1"], "python"),  # product domains
+        ([], "python"),  # the default policy: generating the kernel takes longer
+        (["--max-version", "1", "--ids", "1"], "python"),  # product domains, likewise
+        (["--policy", str(FIRST_POLICY)], "kernel"),  # bounds larger than the default's
+        (["--policy", str(FIRST_POLICY), "--workers", "2"], "python"),
         (["--spin-domains", "--workers", "2"], "python"),
         (["--spin-domains", "--keep-going"], "kernel"),
         (["--spin-domains", "--max-depth", "3", "--max-states", "500"], "kernel"),
@@ -165,8 +168,10 @@ def test_the_default_engine_is_the_kernel_where_it_takes_the_domains_and_flags(
 ) -> None:
     from replan.cli import build_parser
     from replan.commands.explore import _engine_name
+    from replan.common import policy_from_args
 
-    assert _engine_name(build_parser().parse_args(["explore", *arguments])) == chosen
+    args = build_parser().parse_args(["explore", *arguments])
+    assert _engine_name(args, policy_from_args(args)) == chosen
 
 
 def test_spin_domains_are_searched_by_the_kernel_with_the_explorers_report(

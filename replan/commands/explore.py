@@ -70,6 +70,7 @@ from replan.common import (
     positive_int,
     print_json,
 )
+from replan.controller.policy import Policy
 from replan.verification.core.search import (
     Engine,
     EngineUnavailable,
@@ -159,8 +160,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "python", "spin", "kernel"),
         default="auto",
         help="auto (default): kernel where it takes the domains and every flag given "
-        "(--spin-domains, without --symmetry on/both, --workers, --ray or "
-        "--compare-spin), python elsewhere; python: the "
+        "(without --symmetry on/both, --workers, --ray or --compare-spin) and is worth "
+        "generating (--spin-domains, or a policy whose bounds exceed the default "
+        "policy's), python elsewhere; python: the "
         "breadth-first explorer driving the generated controller (every domain, the "
         "full report); spin: the declaration, bodies, policy and properties translated "
         "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "
@@ -247,19 +249,22 @@ OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] 
 )
 
 
-def _engine_name(args: argparse.Namespace) -> str:
+def _engine_name(args: argparse.Namespace, policy: Policy) -> str:
     """The engine ``--engine`` names; for ``auto``, the kernel where it takes the
-    domains and every flag given (the same report, many times faster), the Python
-    explorer elsewhere."""
+    domains and every flag given (the same report, many times faster) and the search
+    is worth generating it for: SPIN's domains, or a policy whose bounds exceed the
+    default policy's (as ``replan verify`` chooses); the Python explorer elsewhere."""
     if args.engine != "auto":
         return str(args.engine)
     from replan.verification.engines.kernel import KernelEngine
+    from replan.verification.pipeline.estimate import explorer_estimate
 
     refused = any(
         given(args) and option not in KernelEngine.supports for _, option, given in OPTION_FLAGS
     )
     python_only = args.compare_spin is not None or args.symmetry == "both"
-    return "kernel" if args.spin_domains and not refused and not python_only else "python"
+    worth_it = args.spin_domains or explorer_estimate(policy) is not None
+    return "kernel" if worth_it and not refused and not python_only else "python"
 
 
 def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
@@ -339,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     domains = _domains(args)
     subject = _subject(args)
-    engine = engine_named(_engine_name(args))
+    engine = engine_named(_engine_name(args, policy))
     _check_flags(args, engine)
     options = _options(args, subject, engine)
     result = _search(engine, subject, policy, domains, options)
