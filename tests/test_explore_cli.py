@@ -128,7 +128,7 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
         ["--engine", "spin", "--spin-domains", "--keep-going"],
         ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
         ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
-        ["--engine", "kernel"],
+        ["--engine", "kernel", "--symmetry", "on"],
         ["--engine", "kernel", "--spin-domains", "--workers", "2"],
         ["--engine", "kernel", "--spin-domains", "--memory", "100"],
         ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
@@ -208,3 +208,20 @@ def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
     assert figure["states"]["total"] > 0
     assert main(arguments) == 0
     assert "coverage vs explorer (tiny): states " in capsys.readouterr().out
+
+
+def test_the_kernel_takes_the_default_report_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``replan explore --engine kernel`` with no domain flags: the default report's
+    two domains, with the counts ``replan evidence`` committed from the Python
+    explorer."""
+    monkeypatch.setenv("REPLAN_KERNEL_CACHE", str(tmp_path / "kernels"))
+    assert main(["explore", "--engine", "kernel", "--json", "-o", str(tmp_path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    committed = json.loads((ROOT / "evidence" / "verify.json").read_text())
+    (explorer,) = [c for c in committed["checks"] if c["name"] == "explorer"]
+    counts = ("states", "transitions", "depth", "stop_reasons", "traps")
+    assert document["engine"] == "kernel"
+    assert {k: document[k] for k in counts} == {k: explorer["details"][k] for k in counts}
+    assert len(list((tmp_path / "kernels").glob("*.json"))) == 2  # one per domain, kept

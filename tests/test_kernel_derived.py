@@ -26,8 +26,8 @@ from replan.verification.core.search import SearchOptions
 from replan.verification.core.subject import PROJECT
 from replan.verification.engines import engine
 from replan.verification.translate import derived
+from replan.verification.translate.calls import Call
 from replan.verification.translate.kernel import Kernel, build
-from replan.verification.translate.promela import Call
 from replan.verification.translate.symbolic import abstract_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """``replan explore --engine kernel``: the declaration, bodies, policy and properties
 translated, by the translator behind ``--engine spin``, into pure Python functions
-over a state tuple (``verification/translate/kernel.py``) and searched breadth-first
+over a state tuple (``verification/translate/kernel/``) and searched breadth-first
 (``verification/engines/kernel.py``)."""
 
 from __future__ import annotations

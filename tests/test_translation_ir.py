@@ -1,5 +1,5 @@
 """The expressions both translated engines share (``verification/translate/ir.py``):
-folded in context, substituted and printed as Python (``verification/translate/kernel.py``).
+folded in context, substituted and printed as Python (``verification/translate/kernel/writer.py``).
 The kernel settles a call, and never runs it, when its checks fold to true, so the
 folding must keep every value; none of this needs SPIN."""
 
@@ -21,7 +21,7 @@ from replan.verification.translate.ir import (
     negate,
     var,
 )
-from replan.verification.translate.kernel import _PythonPrinter, substitute
+from replan.verification.translate.kernel.writer import PythonPrinter, substitute
 
 NAMES = ("a", "b", "mode")
 
@@ -107,7 +107,7 @@ def test_substituted_and_printed_python_keeps_every_value() -> None:
     for node in expressions(300):
         replacement = {name: value(rng, 2) for name in NAMES if rng.random() < 0.5}
         substituted = context.run(substitute(node, replacement, {}), {})
-        printer = _PythonPrinter(lambda name: name)
+        printer = PythonPrinter(lambda name: name)
         printer.share([substituted])
         source = "\n".join([*printer.lines, f"result = {printer.text(substituted)}"])
         code = compile(source, "<printed>", "exec")

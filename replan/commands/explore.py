@@ -278,10 +278,8 @@ def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
         raise CliError(f"--compare-spin is not for --engine {engine.name}")
     if args.compare_spin is not None and not args.spin_domains:
         raise CliError("--compare-spin needs --spin-domains (SPIN's model has only those)")
-    if engine.name != "python" and not args.spin_domains:
-        raise CliError(
-            f"--engine {engine.name} needs --spin-domains (the same calls in every state)"
-        )
+    if engine.name == "spin" and not args.spin_domains:
+        raise CliError("--engine spin needs --spin-domains (the same calls in every state)")
     if args.kernel_source is not None:
         parent = Path(args.kernel_source).absolute().parent
         if not parent.is_dir():
@@ -327,12 +325,14 @@ def _search(
 ) -> SearchResult:
     """One search; a missing tool, a failed translation or a Ray actor that failed is
     one line, not a traceback."""
+    from replan.verification.core.domains import Domains
     from replan.verification.runtime.ray_cluster import RayError
-    from replan.verification.translate.promela import domain_calls
+    from replan.verification.translate.calls import domain_calls
 
     try:
-        if engine.name != "python":
-            domain_calls(policy, domains, subject.model)  # refused before spin is sought
+        if isinstance(domains, Domains) and engine.name != "python":
+            # refused before spin is sought or a kernel generated
+            domain_calls(policy, domains, subject.model, per_state=engine.name == "kernel")
         return engine.search(subject, policy, domains, options)
     except (EngineUnavailable, ValueError, RuntimeError, RayError) as error:
         raise CliError(str(error)) from None

@@ -68,8 +68,8 @@ def combine(runs: list[SearchResult], implementation: type[Run]) -> SearchResult
         seconds=sum(run.seconds for run in runs),
         complete=complete,
         stopped_by=stopped[0] if stopped else None,
-        distinct_edges=sum(run.distinct_edges or 0 for run in runs),
-        invariant_evaluations=sum(run.invariant_evaluations or 0 for run in runs),
+        distinct_edges=_total([run.distinct_edges for run in runs]),
+        invariant_evaluations=_total([run.invariant_evaluations for run in runs]),
         labels=first.labels,
         fired_unit=first.fired_unit,
         fired={label: fired[label] for label in first.labels if label in fired},
@@ -86,6 +86,12 @@ def combine(runs: list[SearchResult], implementation: type[Run]) -> SearchResult
         max_depth=first.max_depth,
         runs=runs,
         violation_summary=_merged_summaries(runs),
+        notes=[f"{run.domains.get('name', 'run')}: {note}" for run in runs for note in run.notes],
     )
     judge_reachability(combined, implementation)
     return combined
+
+
+def _total(counts: list[int | None]) -> int | None:
+    """The sum, or None when an engine did not count (the kernel's edges)."""
+    return None if any(count is None for count in counts) else sum(c or 0 for c in counts)

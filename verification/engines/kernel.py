@@ -1,9 +1,10 @@
 """``replan explore --engine kernel``: breadth-first search over the generated kernel.
 
-Owns the search over ``verification/translate/kernel.py``'s state tuples (a dict from state to
-its index, a parent per state for the shortest counterexample), the counts
-(every call of the domains is a transition of every state, as in SPIN's model and
-the object explorer), and the report: the coverage the explorer gives (the declared
+Owns the search over ``verification/translate/kernel/``'s state tuples (a dict from state to
+its index, a parent per state for the shortest counterexample; with fresh ids, each
+state stored under the explorer's canonical renaming), the counts (every call a state
+offers is a transition of it, as in SPIN's model and the object explorer), a witness
+for each declared transition fired (what the campaign is seeded from), and the report: the coverage the explorer gives (the declared
 transitions fired, the stop reasons reached, the traps, from the successors kept per
 state), judged by the same code. A violation found in the kernel is replayed on the
 real generated controller before it is reported (``engines/trail.py``): one that
@@ -281,14 +282,23 @@ def _notes(
 ) -> list[str]:
     """What the kernel's report says beyond the counts every engine gives."""
     share = found.evaluated / found.transitions if found.transitions else 0.0
+    per_state = any(count is not None for count in kernel.offered)
+    calls = (
+        f"{len(kernel.calls)} calls, each where a state offers it"
+        if per_state
+        else f"{len(kernel.calls)} calls per state"
+    )
+    # a call offered only in some states is counted wherever its declared state is
+    # expanded, so with such calls the figure is a bound
+    bound = "at most " if per_state else ""
     notes = [
-        f"engine: the generated kernel ({len(kernel.calls)} calls per state, "
+        f"engine: the generated kernel ({calls}, "
         f"{kernel.groups} functions over a {len(kernel.variables)}-variable state; "
         f"kernel {kernel.digest[:19]})",
-        f"  evaluated: {found.evaluated:,} of {found.transitions:,} transitions ({share:.0%}); "
-        "the rest leave their state unchanged with every property decided when the kernel "
-        "was generated, or have the same code as a call evaluated (the same class of "
-        "arguments in that state)",
+        f"  evaluated: {bound}{found.evaluated:,} calls' code for {found.transitions:,} "
+        f"transitions ({bound}{share:.0%}); the rest leave their state unchanged with every "
+        "property decided when the kernel was generated, or have the same code as a call "
+        "evaluated (the same class of arguments in that state)",
         f"  translate {translated:.1f} s ({_provenance_text(provenance)}), search {seconds:.2f} s",
         f"properties checked on every transition: {len(kernel.checked)}",
     ]

@@ -17,7 +17,7 @@ from replan.controller.policy import Policy
 from replan.verification.core.harness import Finding, Operation, observe_call, run_view, violated
 from replan.verification.core.search import SearchResult
 from replan.verification.core.subject import Subject
-from replan.verification.translate.promela import Call
+from replan.verification.translate.calls import Call
 
 
 @dataclass

@@ -23,7 +23,6 @@ from replan.verification.translate.layout import Layout
 from replan.verification.translate.symbolic import FIELD_KINDS
 
 State = tuple[int, ...]
-_MISSING = object()
 
 
 @dataclass(frozen=True)
@@ -49,12 +48,13 @@ class Renaming:
 
         def canonical(s: State) -> State:
             part = read(s)
-            found = memo.get(part, _MISSING)
-            if found is _MISSING:
+            try:
+                found = memo[part]
+            except KeyError:  # a part not seen before: few are
                 found = memo[part] = self._renamed(part)
             if found is None:
                 return s
-            values, renamed_pending = found  # type: ignore[misc]
+            values, renamed_pending = found
             out = list(s)
             for position, value in zip(positions, values, strict=True):
                 out[position] = value
