@@ -4,13 +4,14 @@ Owns the search over ``verification/translate/kernel/``'s state tuples (a dict f
 its index, a parent per state for the shortest counterexample; with fresh ids, each
 state stored under the explorer's canonical renaming), the counts (every call a state
 offers is a transition of it, as in SPIN's model and the object explorer), a witness
-for each declared transition fired (what the campaign is seeded from), and the report: the coverage the explorer gives (the declared
-transitions fired, the stop reasons reached, the traps, from the successors kept per
-state), judged by the same code. A violation found in the kernel is replayed on the
-real generated controller before it is reported (``engines/trail.py``): one that
-does not reproduce is a translation bug, never a property failure. Where the kernel
-comes from is ``kernel_for``: a cache entry when one is sound
-(``translate/kernel_cache.py``), else generated.
+for each declared transition fired (what the campaign is seeded from), and the
+report: the coverage the explorer gives (the declared transitions fired, the stop
+reasons reached, the traps, from the successors kept per state), judged by the same
+code. A violation found in the kernel is replayed on the real generated controller
+before it is reported (``engines/trail.py``): one that does not reproduce is a
+translation bug, never a property failure. Where the kernel comes from is
+``kernel_for``: a cache entry when one is sound (``translate/kernel_cache.py``), else
+generated.
 """
 
 from __future__ import annotations
