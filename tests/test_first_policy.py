@@ -45,6 +45,11 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
     assert ("started beside the explorer" in completed.stderr) == two_cores
     (explorer,) = [check for check in report["checks"] if check["name"] == "explorer"]
     assert explorer["details"]["engine"] == "kernel"
+    # the campaign's coverage against the explorer's states needs a graph only the
+    # Python explorer keeps: the report says it was not measured, not a number
+    (campaign,) = [check for check in report["checks"] if check["name"] == "campaign"]
+    assert "keeps no graph" in campaign["details"]["coverage_vs_explorer"]["not measured"]
+    assert "vs explorer: not measured" in campaign["summary"]
 
 
 def test_the_explorers_engine_is_the_kernel_only_past_the_default_policys_bounds() -> None:

@@ -123,4 +123,8 @@ def _coverage_against_explorer(
         name = str(run.domains.get("name", "explorer"))
         measured[name] = against.to_json()
         lines.append(f"; vs explorer ({name}): {against.line()}")
+    if not measured:
+        why = f"the {session.explored.engine} engine keeps no graph of the controller's states"
+        measured["not measured"] = why
+        lines.append(f"; vs explorer: not measured ({why})")
     return measured, lines
