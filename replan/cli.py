@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from replan.common import CliError
 from replan.verification.runtime import files, interrupt
+from replan.verification.runtime.interrupt import say
 
 #: name -> (module under replan.commands, one-line summary). Add a subcommand here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -141,7 +142,7 @@ def _interrupted(label: str) -> int:
     """Whatever the command held back is dropped (verification/runtime/files.py): an
     interrupted command writes nothing."""
     interrupt.finished()
-    print(f"{label}: interrupted", file=sys.stderr, flush=True)
+    say(f"{label}: interrupted")
     return 130
 
 

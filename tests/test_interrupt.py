@@ -250,3 +250,27 @@ def test_held_writes_land_on_commit_in_order_or_not_at_all(tmp_path: Path) -> No
         files.write_atomically(tmp_path / "half.json", "{}\n")
         raise KeyboardInterrupt
     assert not (tmp_path / "half.json").exists()
+
+
+def test_a_progress_line_is_written_with_its_newline_in_one_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C between a line's text and its newline ran the interrupt's own line on
+    after it; one write per line leaves no such gap."""
+    import io
+
+    from replan.verification.runtime.interrupt import say
+
+    class Recording(io.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def write(self, text: str) -> int:
+            self.calls.append(text)
+            return super().write(text)
+
+    recording = Recording()
+    monkeypatch.setattr(sys, "stderr", recording)
+    say("replan verify: [4/8] explorer ...")
+    assert recording.calls == ["replan verify: [4/8] explorer ...\n"]

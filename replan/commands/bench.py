@@ -36,7 +36,6 @@ controllers alone (about 15 s).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
@@ -50,6 +49,7 @@ from replan.common import (
     write_json,
 )
 from replan.verification.runtime.files import announce
+from replan.verification.runtime.interrupt import say
 
 #: out/ is in .gitignore: the committed evidence/benchmark-results.json is rewritten
 #: only when asked (-o evidence/benchmark-results.json, on a quiet machine).
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"-o {output}: is a directory; give a file name")
 
     def progress(message: str) -> None:
-        print(f"replan bench: {message}", file=sys.stderr, flush=True)
+        say(f"replan bench: {message}")
 
     document = run_bench(settings, progress)
     try:

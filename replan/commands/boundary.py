@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from replan.common import (
@@ -29,6 +28,7 @@ from replan.common import (
     policy_from_args,
     print_json,
 )
+from replan.verification.runtime.interrupt import say
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(text: str) -> None:
         if not args.quiet:
-            print(f"replan boundary: {text}", file=sys.stderr, flush=True)
+            say(f"replan boundary: {text}")
 
     try:
         result = check_boundary(

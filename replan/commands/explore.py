@@ -79,6 +79,7 @@ from replan.verification.core.search import (
 )
 from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.runtime.checkout import SPIN_ANCHOR
+from replan.verification.runtime.interrupt import say
 
 #: Where counterexamples go when -o is not given (out/ is in .gitignore).
 DEFAULT_OUT = OUT / "explore"
@@ -317,7 +318,7 @@ def _options(args: argparse.Namespace, subject: Subject, engine: Engine) -> Sear
 
 
 def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    say(message)
 
 
 def _search(

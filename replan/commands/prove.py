@@ -35,6 +35,7 @@ from replan.common import (
     print_json,
     write_json,
 )
+from replan.verification.runtime.interrupt import say
 
 DEFAULT_OUT = OUT / "prove"
 
@@ -62,7 +63,7 @@ def translation_source(error: Exception) -> str:
 
 
 def _progress(line: str) -> None:
-    print(f"replan prove: {line}", file=sys.stderr, flush=True)
+    say(f"replan prove: {line}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,13 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from replan.verification.runtime.interrupt import say
+
 #: The most the boundary check may add to ``replan verify --profile ci`` (seconds).
 LIMIT_SECONDS = 15.0
 COMMAND = "replan verify --profile ci"
 
 
 def stderr_progress(text: str) -> None:
-    print(f"replan bench: {text}", file=sys.stderr, flush=True)
+    say(f"replan bench: {text}")
 
 
 def _one(boundary: bool, scratch: Path) -> tuple[float, float | None, bool]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY
 from replan.verification.runtime.checkout import SPIN_ANCHOR, checkout_root
+from replan.verification.runtime.interrupt import say
 
 #: A new user's first policy, verified as they would verify it.
 FIRST_POLICY = checkout_root() / "tests" / "policies" / "first-policy.toml"
@@ -46,7 +47,7 @@ Progress = Callable[[str], None]
 
 
 def stderr_progress(message: str) -> None:
-    print(f"replan bench: {message}", file=sys.stderr, flush=True)
+    say(f"replan bench: {message}")
 
 
 def _explore_figure(domains: Any, workers: int) -> dict[str, Any]:

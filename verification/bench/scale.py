@@ -16,12 +16,12 @@ with more cores than one machine has), not a goal a test would enforce.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.runtime.interrupt import say
 
 Progress = Callable[[str], None]
 #: A broken controller the campaign needs a few hundred operations to catch (the step
@@ -32,7 +32,7 @@ SEED = 0
 
 
 def stderr_progress(message: str) -> None:
-    print(f"replan bench: {message}", file=sys.stderr, flush=True)
+    say(f"replan bench: {message}")
 
 
 def _campaign(workers: int, ray_address: str | None, examples: int | None) -> dict[str, Any]:

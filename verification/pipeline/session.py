@@ -13,7 +13,6 @@ process computed (``outcome``), so the report reads the same either way.
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -34,7 +33,7 @@ T = TypeVar("T")
 
 def stderr_progress(text: str) -> None:
     """verify's progress lines: on stderr, so that ``--json`` output stays clean."""
-    print(f"replan verify: {text}", file=sys.stderr, flush=True)
+    interrupt.say(f"replan verify: {text}")
 
 
 class VerifySession:

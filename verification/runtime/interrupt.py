@@ -217,3 +217,11 @@ def ignore_in_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with suppress(ValueError):  # not the main thread of the worker
         signal.set_wakeup_fd(-1)
+
+
+def say(line: str) -> None:
+    """One line on stderr, written with its newline in one call and flushed: ``print``
+    writes the text and the newline apart, and Ctrl-C arriving between them left a
+    progress line without its end, with the interrupt's own line run on after it."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
