@@ -86,7 +86,7 @@ from replan.verification.engines.campaign.machine import (
 )
 from replan.verification.engines.campaign.run import CampaignResult, hypothesis_home, run_campaign
 from replan.verification.runtime.files import write_atomically
-from replan.verification.runtime.interrupt import say
+from replan.verification.runtime.interrupt import say as say_line
 from replan.verification.subjects import mutants
 from replan.verification.subjects.mutants import MUTANTS, mutant_implementation
 
@@ -343,7 +343,7 @@ def _run_shares(
     from replan.verification.runtime.ray_cluster import LOCAL, RayError
 
     def say(text: str) -> None:
-        say(f"replan campaign: {text}")
+        say_line(f"replan campaign: {text}")
 
     if args.ray not in (None, LOCAL) and database is not None and not is_shared(database):
         say(
@@ -403,7 +403,7 @@ def run_concurrent(args: argparse.Namespace, policy: Policy) -> int:
         quarter = done * 4 // total
         if quarter > 0 and quarter not in quarters:
             quarters.add(quarter)
-            say(f"  {done}/{total} trials")
+            say_line(f"  {done}/{total} trials")
 
     result = run_concurrent_campaign(
         policy,
