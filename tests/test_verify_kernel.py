@@ -39,6 +39,18 @@ def test_each_transition_the_kernel_fired_has_a_witness_that_fires_it_last(kerne
         assert controller._trace[-1][5] == labels.index(label), label
 
 
+def test_each_witness_is_as_short_as_the_python_explorers(kernel_report) -> None:  # type: ignore[no-untyped-def]
+    """The campaign is seeded with the shortest run to each transition: the kernel's
+    witness is no longer than the one the Python explorer's graph gives (both search
+    breadth first, so the first state found firing a transition is a shallowest)."""
+    python = engine("python").search(PROJECT, DEFAULT_POLICY, None, SearchOptions(keep_graph=True))
+    for ours, theirs in zip(kernel_report.runs, python.runs, strict=True):
+        for label in theirs.fired:
+            expected = theirs.graph.witness(label)
+            assert expected is not None, label
+            assert len(ours.witness(label)) == len(expected), label
+
+
 def test_a_transition_the_kernel_never_fired_has_no_witness(kernel_report) -> None:  # type: ignore[no-untyped-def]
     never = [label for label in Controller.transitions if label not in kernel_report.fired]
     assert never, "the default policy switches some transitions off"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -99,7 +99,7 @@ def explore_kernel(
     )
     if found.seen is not None:
         _coverage(result, kernel, found, found.seen, subject)
-        result.witness = partial(_witness, kernel, found.seen, policy, subject)
+        result.witness = _Witnesses(kernel, found.seen, policy, subject, result.fired)
     for prop, numbers in found.violations:
         violation = replay_calls(
             policy,
@@ -192,45 +192,71 @@ def _coverage(
     judge_reachability(result, subject.controller)
 
 
-def _witness(
-    kernel: Kernel, seen: Seen, policy: Policy, subject: Subject, label: str
-) -> list[Operation] | None:
-    """A run that fires ``label`` last, as the Python explorer's graph gives one: the
-    search's path to the shallowest expanded state where a call fires it, then that
-    call (found on the controller, whose trace names the transition each call fires).
-    None when no call fired it."""
-    labels = list(subject.controller.transitions)
-    if label not in labels:
+class _Witnesses:
+    """Runs that fire a declared transition last, as the Python explorer's graph gives
+    them (the campaign asks for one per transition it missed): the search's path to
+    the shallowest expanded state where a call fires it, then that call (found on the
+    controller, whose trace names the transition each call fires)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        seen: Seen,
+        policy: Policy,
+        subject: Subject,
+        fired: Mapping[str, int],
+    ) -> None:
+        self.kernel, self.seen, self.policy, self.subject = kernel, seen, policy, subject
+        self.labels = list(subject.controller.transitions)
+        self.fired = frozenset(self.labels.index(label) for label in fired)
+        self._shallowest: dict[int, int] | None = None
+
+    def __call__(self, label: str) -> list[Operation] | None:
+        """A run firing ``label`` last; None when no call fired it."""
+        if label not in self.labels:
+            return None
+        wanted = self.labels.index(label)
+        index = self.shallowest().get(wanted)
+        if index is None:
+            return None
+        kernel, policy, subject = self.kernel, self.policy, self.subject
+        calls = _calls_to(kernel, self.seen.parent, self.seen.states, index)
+        path = operations_of(policy, subject, kernel.calls, calls)
+        controller: Any = subject.controller(policy)
+        for operation in path:
+            apply(controller, operation)
+        here = controller._export_state()
+        view = run_view(controller)
+        for call in kernel.calls:
+            if not call.offered_in(view):
+                continue
+            operation = Operation(call.event, call.concrete(view))
+            trial: Any = subject.controller(policy)
+            trial._import_state(here)
+            apply(trial, operation)
+            if trial._trace and trial._trace[-1][5] == wanted:
+                return [*path, operation]
         return None
-    wanted = labels.index(label)
-    for index in range(len(seen.ends)):  # the expanded states, breadth first
-        state = seen.states[index]
-        mode = state[kernel.mode_position]
-        dynamic = kernel.fired[mode]
-        if wanted in kernel.fired_static[mode] or (
-            dynamic is not None and wanted in dynamic(state)
-        ):
-            break
-    else:
-        return None
-    path = operations_of(
-        policy, subject, kernel.calls, _calls_to(kernel, seen.parent, seen.states, index)
-    )
-    controller: Any = subject.controller(policy)
-    for operation in path:
-        apply(controller, operation)
-    here = controller._export_state()
-    view = run_view(controller)
-    for call in kernel.calls:
-        if not call.offered_in(view):
-            continue
-        operation = Operation(call.event, call.concrete(view))
-        trial: Any = subject.controller(policy)
-        trial._import_state(here)
-        apply(trial, operation)
-        if trial._trace and trial._trace[-1][5] == wanted:
-            return [*path, operation]
-    return None
+
+    def shallowest(self) -> dict[int, int]:
+        """Per declared transition fired, the first expanded state (breadth first, so
+        the shallowest) where a call fires it: one pass over the states, for every
+        transition, made on the first question and kept."""
+        if self._shallowest is None:
+            found: dict[int, int] = {}
+            kernel, states = self.kernel, self.seen.states
+            for index in range(len(self.seen.ends)):  # the expanded states
+                state = states[index]
+                mode = state[kernel.mode_position]
+                for number in kernel.fired_static[mode]:
+                    found.setdefault(number, index)
+                dynamic = kernel.fired[mode]
+                for number in dynamic(state) if dynamic is not None else ():
+                    found.setdefault(number, index)
+                if len(found) >= len(self.fired) and self.fired <= found.keys():
+                    break
+            self._shallowest = found
+        return self._shallowest
 
 
 def _traps(kernel: Kernel, seen: Seen, members: list[str]) -> list[int]:

@@ -232,6 +232,10 @@ class Context:
         self.fact_dicts: dict[int, tuple[dict[IR, Any], int]] = {}
         #: equalities the layout guarantees (an absent value is stored as zero)
         self.rewrites = rewrites
+        #: the facts dict made by assuming a condition in a facts dict, kept: the
+        #: same branch reached again (another call's, say) folds with the same dict,
+        #: so the memo answers it
+        self.assumed: dict[tuple[int, IR, bool], dict[IR, Any]] = {}
 
     def _token(self, facts: dict[IR, Any]) -> int:
         seen = self.fact_dicts.get(id(facts))
@@ -275,8 +279,8 @@ class Context:
             else:
                 result = ite(
                     condition,
-                    self.run(node[2], assume(facts, condition, True)),
-                    self.run(node[3], assume(facts, condition, False)),
+                    self.run(node[2], self.assume(facts, token, condition, True)),
+                    self.run(node[3], self.assume(facts, token, condition, False)),
                 )
         elif head in ("&&", "||"):
             settled = head == "||"  # the value that decides the whole
@@ -290,7 +294,7 @@ class Context:
                         break
                     continue
                 kept.append(value)
-                context = assume(context, value, not settled)
+                context = self.assume(context, self._token(context), value, not settled)
             else:
                 result = disj(*kept) if settled else conj(*kept)
         elif head == "!":
@@ -300,6 +304,14 @@ class Context:
         result = self.rewrites.get(result, result)  # a rewrite may apply once folded
         self.memo[key] = result
         return result
+
+    def assume(self, facts: dict[IR, Any], token: int, condition: IR, value: bool) -> dict[IR, Any]:
+        """``assume``, one dict per (facts dict, condition, value)."""
+        key = (token, condition, value)
+        found = self.assumed.get(key)
+        if found is None:
+            found = self.assumed[key] = assume(facts, condition, value)
+        return found
 
 
 def assume(facts: dict[IR, Any], condition: IR, value: bool) -> dict[IR, Any]:

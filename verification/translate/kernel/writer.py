@@ -103,6 +103,7 @@ class Writer:
         self.offered_dynamic: list[list[IR]] = [[] for _ in range(modes)]
         self.absent = [0] * modes
         self.offered_functions: list[str | None] = []
+        self.declared_facts: dict[int, dict[IR, Any]] = {}
 
     def _local(self, name: str) -> str:
         """A pre-state variable (``b_x``) as the local it is read into."""
@@ -116,8 +117,7 @@ class Writer:
         flags = [(n, node) for n, node in lowered.flags if n not in self.invariant_names]
         groups: dict[tuple[Any, ...], list[int]] = {}
         for value in range(len(self.layout.u.mode.members)):
-            known: dict[IR, Any] = {}
-            add_fact(known, equal(var(f"b_{mode}"), const(value)), True)
+            known = self._in_declared_state(value)
             offered = self.context.run(lowered.offered, known)
             if offered == FALSE:  # no state of this declared state offers the call
                 groups.setdefault(((), (), FALSE), []).append(value)
@@ -177,6 +177,17 @@ class Writer:
                     self.specialized[m].append(
                         (lowered.call.number, dict(post_items), checks, offered)
                     )
+
+    def _in_declared_state(self, value: int) -> dict[IR, Any]:
+        """The facts of declared state ``value``: one dict per declared state, shared
+        by every call, so the folding's memo (kept per facts dict) serves the
+        subexpressions calls share (the pre-state's, the properties')."""
+        known = self.declared_facts.get(value)
+        if known is None:
+            known = {}
+            add_fact(known, equal(var(f"b_{self.layout.mode_name}"), const(value)), True)
+            self.declared_facts[value] = known
+        return known
 
     def expanders(self) -> None:
         """Per declared state, one function running every call not settled there, in
