@@ -516,3 +516,58 @@ def test_the_default_policy_verify_is_measured_over_two_processes_and_one_interl
     assert (figures["auto_peak_rss_mb"], figures["one_process_peak_rss_mb"]) == (190, 220)
     lines = explore.explore_lines({"spin": [], "default_policy": figures})
     assert any("median 14.0 s with --workers auto, 22.0 s in one process" in line for line in lines)
+
+
+@pytest.mark.parametrize(("against_s", "met"), [(13.0, True), (30.0, False)])
+def test_against_is_timed_interleaved_with_verify_alone_and_judged_by_its_ratio(
+    monkeypatch: pytest.MonkeyPatch, against_s: float, met: bool
+) -> None:
+    """`--against` the first policy's earlier version runs with the kept kernel, turn
+    about with the run alone; the ratio is of the two medians, and the goal (at most
+    2x) is judged on it. The runs are faked: what is pinned is which commands run, in
+    which order, and what the figure and its line say."""
+    from replan.verification.bench import explore
+
+    ran: list[list[str]] = []
+    alone_s = iter([12.0, 11.0, 14.0])
+    against_runs = iter([against_s, against_s + 1, against_s - 1])
+
+    def fake(command: list[str], environment: dict[str, str] | None = None) -> tuple:
+        ran.append(command)
+        assert environment == {"REPLAN_KERNEL_CACHE": "kept"}
+        seconds = next(against_runs if "--against" in command else alone_s)
+        return 0, seconds, 400 * 2**20
+
+    monkeypatch.setattr(explore, "_peak_rss_of", fake)
+    kept, against = explore._kept_and_against(["verify"], {"REPLAN_KERNEL_CACHE": "kept"}, 3, print)
+    assert [("--against" in c) for c in ran] == [False, True] * 3
+    assert all(c[-1] == str(explore.FIRST_POLICY_EARLIER) for c in ran if "--against" in c)
+    assert kept["seconds"] == 12.0 and against["seconds"] == against_s
+    assert against["to_verify_alone"] == round(against_s / 12.0, 2)
+    assert against["within_goal"] is met
+    first = {
+        "command": "replan verify",
+        "exit_code": 0,
+        "seconds": 27.0,
+        "peak_rss_mb": 900,
+        "kept_kernel": kept,
+        "against": against,
+        "check_seconds": {},
+        "explorer": "",
+        "campaign_transitions_covered": 48,
+        "campaign_transitions_coverable": 48,
+    }
+    lines = explore.explore_lines({"spin": [], "first_policy": first})
+    shown = next(line for line in lines if "--against" in line)
+    assert f"({against['to_verify_alone']}x; goal <= 2x: {'met' if met else 'MISSED'})" in shown
+
+
+def test_the_first_policys_earlier_version_differs_only_in_a_prerequisite() -> None:
+    """What `--against` is timed on is a real change a user makes: one prerequisite."""
+    from replan.controller.policy import load_policy
+    from replan.verification.bench.explore import FIRST_POLICY, FIRST_POLICY_EARLIER
+    from replan.verification.engines.prove.engine import policy_changes
+
+    changes = policy_changes(load_policy(FIRST_POLICY_EARLIER), load_policy(FIRST_POLICY))
+    changed = sorted(key for key, value in changes.items() if value)
+    assert changed == ["requires_changed", "workflow_changed"]

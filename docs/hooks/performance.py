@@ -395,8 +395,9 @@ def engines(evidence: Path) -> str:
         again = (
             ""
             if not kept
-            else f"; run again with the kernel the first run kept: {_seconds(kept['seconds'])}, "
-            f"{kept['peak_rss_mb']} MB"
+            else f"; run again with the kernel the first run kept: {_seconds(kept['seconds'])}"
+            + (f" (median of {len(kept['runs_s'])} runs)" if "runs_s" in kept else "")
+            + f", {kept['peak_rss_mb']} MB"
         )
         goal = (
             ""
@@ -404,6 +405,16 @@ def engines(evidence: Path) -> str:
             else f"; the goal, at most {_seconds(first['goal_s'])}: "
             f"{'met' if first['within_goal'] else '**missed**'}"
         )
+        against = first.get("against")
+        if against:
+            again += (
+                f"; with `--against` the policy's earlier version "
+                f"(`{against['command']}`, kernel kept, medians of "
+                f"{len(against['runs_s'])} interleaved runs): "
+                f"{_seconds(against['seconds'])}, {_ratio(against['to_verify_alone'])} "
+                f"the run alone; the goal, at most {_ratio(against['goal_ratio'])}: "
+                f"{'met' if against['within_goal'] else '**missed**'}"
+            )
         engine = first.get("explorer_engine")
         searched = "" if engine is None else f", its explorer the {engine} engine"
         notes.append(

@@ -36,6 +36,8 @@ from replan.verification.runtime.interrupt import say
 
 #: A new user's first policy, verified as they would verify it.
 FIRST_POLICY = checkout_root() / "tests" / "policies" / "first-policy.toml"
+#: The same policy before a change its user made: what ``--against`` compares it with.
+FIRST_POLICY_EARLIER = FIRST_POLICY.with_name("first-policy-earlier.toml")
 #: (V, K) domains compared with SPIN, and the interleaved rounds of each.
 DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
 QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)
@@ -268,37 +270,29 @@ def _peak_rss_of(
 
 #: The goal for a realistic user policy through ``replan verify --profile ci``.
 FIRST_POLICY_GOAL_S = 30.0
+#: The goal for ``--against`` an earlier version: at most this many times ``verify`` alone.
+AGAINST_GOAL_RATIO = 2.0
 
 
-def first_policy_verify(progress: Progress) -> dict[str, Any]:
+def first_policy_verify(progress: Progress, samples: int = 3) -> dict[str, Any]:
     """``replan verify --profile ci`` on the first policy, as a user runs it (a fresh
     process; its report in a temporary directory): wall time, peak RSS, each check's
     time and the campaign's coverage. Run first with no kernel kept (what a user waits
-    for after changing the policy: the kernel is generated), then again with the one
-    that run kept."""
+    for after changing the policy: the kernel is generated), then, with the kernel that
+    run kept, ``samples`` times alone and with ``--against`` the policy's earlier
+    version, interleaved."""
     progress("explore bench: replan verify --profile ci on tests/policies/first-policy.toml")
     with (
         tempfile.TemporaryDirectory(prefix="replan-bench-verify-") as scratch,
         tempfile.TemporaryDirectory(prefix="replan-bench-kernels-") as kernels,
     ):
-        command = [
-            sys.executable,
-            "-m",
-            "replan",
-            "verify",
-            "--profile",
-            "ci",
-            "--policy",
-            str(FIRST_POLICY),
-            "-o",
-            scratch,
-        ]
+        command = [sys.executable, "-m", "replan", "verify", "--profile", "ci"]
+        command += ["--policy", str(FIRST_POLICY), "-o", scratch]
         cache = {"REPLAN_KERNEL_CACHE": kernels}
         code, seconds, peak = _peak_rss_of(command, cache)
         report = Path(scratch) / "verify.json"
         document = json.loads(report.read_text()) if report.is_file() else {}
-        progress("explore bench: the same again, with the kernel the first run kept")
-        warm_code, warm_seconds, warm_peak = _peak_rss_of(command, cache)
+        kept, against = _kept_and_against(command, cache, samples, progress)
     checks = {c["name"]: c for c in document.get("checks", [])}
     campaign = checks.get("campaign", {}).get("details", {}).get("coverage", {})
     transitions = campaign.get("transitions", {}) if isinstance(campaign, dict) else {}
@@ -307,11 +301,8 @@ def first_policy_verify(progress: Progress) -> dict[str, Any]:
         "exit_code": code,
         "seconds": round(seconds, 1),
         "peak_rss_mb": round(peak / 2**20),
-        "kept_kernel": {
-            "exit_code": warm_code,
-            "seconds": round(warm_seconds, 1),
-            "peak_rss_mb": round(warm_peak / 2**20),
-        },
+        "kept_kernel": kept,
+        "against": against,
         "goal_s": FIRST_POLICY_GOAL_S,
         "within_goal": code == 0 and seconds <= FIRST_POLICY_GOAL_S,
         "explorer_engine": checks.get("explorer", {}).get("details", {}).get("engine"),
@@ -320,6 +311,44 @@ def first_policy_verify(progress: Progress) -> dict[str, Any]:
         "campaign_transitions_covered": transitions.get("reached"),
         "campaign_transitions_coverable": transitions.get("live"),
     }
+
+
+def _kept_and_against(
+    command: list[str], cache: dict[str, str], samples: int, progress: Progress
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``command`` (a verify run whose kernel ``cache`` keeps) alone and with
+    ``--against`` the earlier policy, interleaved ``samples`` times: medians, the
+    largest peak RSS of each, and the ratio of the medians against its goal."""
+    runs: dict[str, list[tuple[int, float, int]]] = {"alone": [], "against": []}
+    for sample in range(samples):
+        for name in runs:
+            progress(
+                f"explore bench: the first policy with its kernel kept, {name}, "
+                f"sample {sample + 1}/{samples}"
+            )
+            extra = ["--against", str(FIRST_POLICY_EARLIER)] if name == "against" else []
+            runs[name].append(_peak_rss_of(command + extra, cache))
+    medians = {name: statistics.median(r[1] for r in taken) for name, taken in runs.items()}
+
+    def figure(name: str) -> dict[str, Any]:
+        taken = runs[name]
+        return {
+            "exit_code": max((r[0] for r in taken), key=abs),
+            "seconds": round(medians[name], 1),
+            "peak_rss_mb": round(max(r[2] for r in taken) / 2**20),
+            "runs_s": [round(r[1], 1) for r in taken],
+        }
+
+    ratio = medians["against"] / max(medians["alone"], 1e-9)
+    against = figure("against")
+    against.update(
+        command="replan verify --profile ci --policy tests/policies/first-policy.toml "
+        "--against tests/policies/first-policy-earlier.toml",
+        to_verify_alone=round(ratio, 2),
+        goal_ratio=AGAINST_GOAL_RATIO,
+        within_goal=against["exit_code"] == 0 and ratio <= AGAINST_GOAL_RATIO,
+    )
+    return figure("alone"), against
 
 
 #: ``replan verify --profile ci`` on the default policy: the goal for its wall time (s).
@@ -498,7 +527,8 @@ def _campaign_lines(figures: dict[str, Any]) -> list[str]:
         lines.append(
             f"first policy through `{first['command']}`: exit {first['exit_code']}, "
             f"{first['seconds']} s (explorer: {first.get('explorer_engine')}, its kernel "
-            f"generated), peak RSS {first['peak_rss_mb']} MB; again with the kernel kept: "
+            f"generated), peak RSS {first['peak_rss_mb']} MB; again with the kernel kept "
+            f"(median of {len(kept.get('runs_s', [0]))}): "
             f"{kept.get('seconds')} s, {kept.get('peak_rss_mb')} MB; goal <= "
             f"{first.get('goal_s', FIRST_POLICY_GOAL_S):.0f} s: "
             f"{'met' if first.get('within_goal') else 'MISSED'}"
@@ -509,6 +539,14 @@ def _campaign_lines(figures: dict[str, Any]) -> list[str]:
             if isinstance(seconds, int | float)
         )
         lines.append(f"  checks: {timed}")
+        against = first.get("against")
+        if against:
+            lines.append(
+                f"  with --against its earlier version (kernel kept; medians of "
+                f"{len(against['runs_s'])} interleaved runs): {against['seconds']} s against "
+                f"{kept.get('seconds')} s alone ({against['to_verify_alone']}x; goal <= "
+                f"{against['goal_ratio']:.0f}x: {'met' if against['within_goal'] else 'MISSED'})"
+            )
         lines.append(
             f"  campaign coverage: {first['campaign_transitions_covered']}/"
             f"{first['campaign_transitions_coverable']} transitions; explorer: {first['explorer']}"
