@@ -148,6 +148,7 @@ SLOW_TESTS = frozenset(
         "tests/test_bench.py::test_samples_are_interleaved_round_by_round",
         "tests/test_bench.py::test_the_campaign_is_measured_against_a_bare_lockstep_machine",
         "tests/test_bench.py::test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts",
+        "tests/test_bench.py::test_generating_apart_is_measured_against_in_turn_on_the_same_domains",
         "tests/test_bench.py::test_the_table_shows_every_implementation_ratio_and_goal",
         "tests/test_bench.py::test_tool_measures_only_the_named_tools",
         # test_boundary_bad_input.py
@@ -252,6 +253,9 @@ SLOW_TESTS = frozenset(
         "tests/test_kernel_engine.py::test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it",
         "tests/test_kernel_engine.py::test_the_kernel_names_its_source_and_accounts_for_every_call",
         "tests/test_kernel_engine.py::test_the_kernel_steps_in_lockstep_with_the_generated_controller",
+        # test_kernel_apart.py
+        "tests/test_kernel_apart.py::test_a_kernel_generated_apart_is_the_one_generated_here",
+        "tests/test_kernel_apart.py::test_the_kernel_engine_searches_kernels_generated_apart_with_the_same_counts",
         # test_kernel_cache.py
         "tests/test_kernel_cache.py::test_a_cache_that_cannot_be_written_only_costs_time",
         "tests/test_kernel_cache.py::test_a_kept_kernel_is_reused_and_gives_what_generating_it_gives",
@@ -349,6 +353,8 @@ SLOW_TESTS = frozenset(
         # test_verify_catches_mutants.py
         "tests/test_verify_catches_mutants.py::test_every_engine_names_the_rule_in_a_whole_run",
         "tests/test_verify_catches_mutants.py::test_verify_fails_on_the_broken_controller_naming_its_rule",
+        # test_verify_kernel.py
+        "tests/test_verify_kernel.py::test_each_witness_is_as_short_as_the_python_explorers",
         # test_wheel_and_action.py
         "tests/test_wheel_and_action.py::test_action_validates_against_the_github_action_schema",
         "tests/test_wheel_and_action.py::test_installed_wheel_verifies_outside_the_repository",

@@ -571,3 +571,35 @@ def test_the_first_policys_earlier_version_differs_only_in_a_prerequisite() -> N
     changes = policy_changes(load_policy(FIRST_POLICY_EARLIER), load_policy(FIRST_POLICY))
     changed = sorted(key for key, value in changes.items() if value)
     assert changed == ["requires_changed", "workflow_changed"]
+
+
+def test_generating_apart_is_measured_against_in_turn_on_the_same_domains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The figure times the real `Apart` and the in-process loop over the default
+    report's domains, turn about; the generation itself is faked (a small kernel, made
+    once) so that what is pinned is what is timed and how it is reported."""
+    from conftest import small_domains
+
+    from replan.controller.policy import DEFAULT_POLICY
+    from replan.verification.bench import generation
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.translate.kernel import generate
+
+    small = generate(DEFAULT_POLICY, small_domains(), PROJECT.model, PROJECT.model_class)
+    asked: list[str] = []
+
+    def fake(domains: object) -> object:
+        asked.append(domains.name)  # type: ignore[attr-defined]
+        return small
+
+    monkeypatch.setattr(generation, "_generate", fake)
+    figure = generation.generation_apart(2, lambda _: None)
+    assert figure["domains"] == ["observations", "plans"]
+    assert len(figure["samples_s"]["apart"]) == len(figure["samples_s"]["in_turn"]) == 2
+    # in this process only the rounds in turn generate (apart, the children do)
+    assert asked == ["observations", "plans"] * 2
+    ratio = figure["in_turn_s"] / figure["apart_s"]
+    assert figure["in_turn_to_apart"] == pytest.approx(ratio, abs=0.01)
+    (line,) = generation.generation_lines(figure)
+    assert f"apart {figure['apart_s']} s, in turn {figure['in_turn_s']} s" in line

@@ -150,7 +150,7 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         (["--spin-domains"], "kernel"),
         (["--spin-domains", "--ids", "2", "--mutant", "stopped-run-revived"], "kernel"),
         (["--spin-domains", "--max-states", "100", "--kernel-source", "k.py"], "kernel"),
-        ([], "python"),  # the default policy: generating the kernel takes longer
+        ([], "python"),  # the default policy: generating the kernel saves no time
         (["--max-version", "1", "--ids", "1"], "python"),  # product domains, likewise
         (["--policy", str(FIRST_POLICY)], "kernel"),  # bounds larger than the default's
         (["--policy", str(FIRST_POLICY), "--workers", "2"], "python"),

@@ -373,6 +373,15 @@ def engines(evidence: Path) -> str:
             f"{_count(campaign['bare_lockstep_operations_per_second'])} for a bare "
             f"Hypothesis lockstep machine ({_ratio(campaign['campaign_to_bare'])})."
         )
+    generation = figures.get("generation")
+    if generation:
+        notes.append(
+            f"Generating the default report's kernels ({generation['rounds']} interleaved "
+            f"rounds, {generation['cores']} cores): each domain's in a forked process, side "
+            f"by side, {_seconds(generation['apart_s'])}; one after the other in one "
+            f"process, {_seconds(generation['in_turn_s'])} "
+            f"({_ratio(generation['in_turn_to_apart'])})."
+        )
     verified = figures.get("default_policy")
     if verified:
         notes.append(

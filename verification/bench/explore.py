@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from replan.controller.policy import DEFAULT_POLICY
+from replan.verification.bench.generation import generation_apart, generation_lines
 from replan.verification.runtime.checkout import SPIN_ANCHOR, checkout_root
 from replan.verification.runtime.interrupt import say
 
@@ -432,6 +433,7 @@ def explore_figures(quick: bool, progress: Progress) -> dict[str, Any]:
     return {
         "spin": [spin_comparison(v, k, rounds, progress) for v, k, rounds in domains],
         "campaign": campaign_throughput(1 if quick else 3, progress),
+        "generation": generation_apart(1 if quick else 3, progress),
         "first_policy": None if quick else first_policy_verify(progress),
         "default_policy": None if quick else default_policy_verify(3, progress),
     }
@@ -442,6 +444,7 @@ def explore_lines(figures: dict[str, Any]) -> list[str]:
     lines = ["explorer against SPIN (same model, same domains; medians of interleaved rounds):"]
     for each in figures["spin"]:
         lines += _domain_lines(each)
+    lines += generation_lines(figures.get("generation"))
     lines += _campaign_lines(figures)
     return lines
 

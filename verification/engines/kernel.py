@@ -41,6 +41,7 @@ from replan.verification.translate.kernel import (
     generate,
     successors_by_call,
 )
+from replan.verification.translate.kernel.apart import Apart
 from replan.verification.translate.kernel_cache import DamagedEntry, KernelCache, cache_key
 
 #: The declared states a run stops in (their values are the stop reasons).
@@ -59,13 +60,15 @@ def explore_kernel(
     progress: Callable[[str], None] | None = None,
     cache: KernelCache | None = None,
     stop_at_first: bool = True,
+    generated: Callable[[], GeneratedKernel] | None = None,
 ) -> SearchResult:
-    """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``)
-    and search it: up to the first violation, or (``stop_at_first`` false) through
-    every violation, with the shortest counterexample of each property broken."""
+    """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``;
+    ``generated``: how to generate it, if not here) and search it: up to the first
+    violation, or (``stop_at_first`` false) through every violation, with the
+    shortest counterexample of each property broken."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    kernel, provenance = kernel_for(policy, domains, subject, cache, say)
+    kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated)
     translated = time.perf_counter() - started
     say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
@@ -122,12 +125,16 @@ def kernel_for(
     subject: Subject,
     cache: KernelCache | None,
     say: Callable[[str], None],
+    generate_apart: Callable[[], GeneratedKernel] | None = None,
 ) -> tuple[Kernel, dict[str, Any]]:
     """The kernel, and where it came from (JSON-ready): taken from ``cache`` when it
-    holds a sound entry for these inputs, else generated (and kept there). Only the
-    project's own subject is cached (``kernel_cache.py`` says why)."""
+    holds a sound entry for these inputs, else generated (by ``generate_apart`` when
+    given, else here; and kept there). Only the project's own subject is cached
+    (``kernel_cache.py`` says why)."""
 
     def generated() -> GeneratedKernel:
+        if generate_apart is not None:
+            return generate_apart()
         return generate(
             policy, domains, subject.model, subject.model_class, say, contract=subject.contract
         )
@@ -363,23 +370,57 @@ class KernelEngine:
         options: SearchOptions,
     ) -> SearchResult:
         cache = None if options.kernel_cache is None else KernelCache(options.kernel_cache)
+        every = [domains] if isinstance(domains, Domains) else domains
+        every = default_report_domains(policy) if every is None else every
+        jobs = {
+            index: partial(_generate, policy, each, subject, options.progress)
+            for index, each in enumerate(every)
+            if not _kept(cache, policy, each, subject)
+        }
+        with Apart(jobs) as apart:
+            searched = iter(range(len(every)))
 
-        def one(each: Domains) -> SearchResult:
-            return explore_kernel(
-                policy,
-                each,
-                subject,
-                max_states=options.max_states,
-                max_depth=options.max_depth,
-                progress=options.progress,
-                cache=cache,
-                stop_at_first=options.stop_at_first,
-            )
+            def one(each: Domains) -> SearchResult:
+                index = next(searched)
+                return explore_kernel(
+                    policy,
+                    each,
+                    subject,
+                    max_states=options.max_states,
+                    max_depth=options.max_depth,
+                    progress=options.progress,
+                    cache=cache,
+                    stop_at_first=options.stop_at_first,
+                    generated=partial(apart.kernel, index) if index in apart else None,
+                )
 
-        if isinstance(domains, Domains):
-            return one(domains)
-        every = default_report_domains(policy) if domains is None else domains
-        return search_each(every, one, options.stop_at_first, subject.controller)
+            if isinstance(domains, Domains):
+                return one(domains)
+            return search_each(every, one, options.stop_at_first, subject.controller)
+
+
+def _generate(
+    policy: Policy,
+    domains: Domains,
+    subject: Subject,
+    progress: Callable[[str], None] | None,
+) -> GeneratedKernel:
+    """The kernel of ``subject`` over ``domains``, its progress lines naming the domain
+    (the domains' kernels may be generated at once)."""
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(f"{domains.name}: {message}")
+
+    model, model_class = subject.model, subject.model_class
+    return generate(policy, domains, model, model_class, say, contract=subject.contract)
+
+
+def _kept(cache: KernelCache | None, policy: Policy, domains: Domains, subject: Subject) -> bool:
+    """Whether ``cache`` has an entry for this kernel (read, and checked, when taken)."""
+    if cache is None or subject != PROJECT:
+        return False
+    return cache.path(cache_key(policy, domains, subject.model)).is_file()
 
 
 @dataclass

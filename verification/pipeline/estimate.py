@@ -50,8 +50,9 @@ def explorer_engine(engine: str, estimate: str | None) -> str:
     """``--engine auto``: the generated kernel for a search larger than the default
     policy's (``estimate`` is not None), where it is several times faster than the
     Python explorer even when it is generated first; the Python explorer otherwise,
-    where generating the kernel takes longer than the search it saves, and whose
-    graph of states the campaign's coverage is measured against."""
+    where generating and searching the kernel take about as long as its search, in
+    more memory (the generation's), and where its graph of states is what the
+    campaign's coverage is measured against."""
     if engine != "auto":
         return engine
     return "python" if estimate is None else "kernel"

@@ -7,7 +7,8 @@ and the properties' terms, with the call's argument substituted) printed as Pyth
 one function per (call, group of declared states in which the call does the same).
 Leaves the search and the replay of a violation to ``verification/engines/kernel.py``.
 Here: ``generate`` (the translation, the writer's input); ``model.py``: the kernel as
-data and compiled; ``writer.py``: its text.
+data and compiled; ``writer.py``: its text; ``apart.py``: kernels generated in forked
+processes, side by side.
 
 Why it is fast (the design; docs/engines/kernel.md says it for users):
 
