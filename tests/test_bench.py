@@ -603,3 +603,26 @@ def test_generating_apart_is_measured_against_in_turn_on_the_same_domains(
     assert figure["in_turn_to_apart"] == pytest.approx(ratio, abs=0.01)
     (line,) = generation.generation_lines(figure)
     assert f"apart {figure['apart_s']} s, in turn {figure['in_turn_s']} s" in line
+
+
+def test_a_policy_with_no_earlier_version_is_timed_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from replan.verification.bench import explore
+
+    ran: list[list[str]] = []
+
+    def fake(command: list[str], environment: dict[str, str] | None = None) -> tuple:
+        ran.append(command)
+        return 0, 10.0, 300 * 2**20
+
+    monkeypatch.setattr(explore, "_peak_rss_of", fake)
+    kept, against = explore._kept_and_against(["verify"], {}, 1, print, earlier=None)
+    assert against is None and ran == [["verify"]] and kept["seconds"] == 10.0
+
+
+def test_the_deploy_agent_is_the_size_the_goal_names() -> None:
+    """The goal's realistic policy: three evidence keys and four steps."""
+    from replan.controller.policy import load_policy
+    from replan.verification.bench.explore import DEPLOY_AGENT
+
+    policy = load_policy(DEPLOY_AGENT)
+    assert (len(policy.keys), len(policy.steps)) == (3, 4)

@@ -395,43 +395,12 @@ def engines(evidence: Path) -> str:
             f"the goal, at most {_seconds(verified['goal_s'])}: "
             f"{'met' if verified['within_goal'] else '**missed**'}."
         )
-    first = figures.get("first_policy")
-    if first:
-        checks = ", ".join(
-            f"{check} {_seconds(seconds)}" for check, seconds in first["check_seconds"].items()
-        )
-        kept = first.get("kept_kernel")
-        again = (
-            ""
-            if not kept
-            else f"; run again with the kernel the first run kept: {_seconds(kept['seconds'])}"
-            + (f" (median of {len(kept['runs_s'])} runs)" if "runs_s" in kept else "")
-            + f", {kept['peak_rss_mb']} MB"
-        )
-        goal = (
-            ""
-            if "goal_s" not in first
-            else f"; the goal, at most {_seconds(first['goal_s'])}: "
-            f"{'met' if first['within_goal'] else '**missed**'}"
-        )
-        against = first.get("against")
-        if against:
-            again += (
-                f"; with `--against` the policy's earlier version "
-                f"(`{against['command']}`, kernel kept, medians of "
-                f"{len(against['runs_s'])} interleaved runs): "
-                f"{_seconds(against['seconds'])}, {_ratio(against['to_verify_alone'])} "
-                f"the run alone; the goal, at most {_ratio(against['goal_ratio'])}: "
-                f"{'met' if against['within_goal'] else '**missed**'}"
-            )
-        engine = first.get("explorer_engine")
-        searched = "" if engine is None else f", its explorer the {engine} engine"
-        notes.append(
-            f"A first user's policy (three keys, three steps, at most six run): "
-            f"`{first['command']}` exited "
-            f"{first['exit_code']} in {_seconds(first['seconds'])}{searched}, peak RSS "
-            f"{first['peak_rss_mb']} MB ({checks}){again}{goal}."
-        )
+    for name, title in (
+        ("first_policy", "A first user's policy"),
+        ("deploy_agent", "A deploy agent's policy"),
+    ):
+        if figures.get(name):
+            notes.append(_user_policy_note(title, figures[name]))
     return "\n\n".join(
         [
             _table(
@@ -453,6 +422,50 @@ def engines(evidence: Path) -> str:
             "medians of interleaved rounds (`--engine spin` once per domain: compiling pan "
             "takes longer than its search).*",
         ]
+    )
+
+
+def _user_policy_note(title: str, first: dict[str, Any]) -> str:
+    """A user's policy through ``replan verify``: generated, kept, ``--against``."""
+    checks = ", ".join(
+        f"{check} {_seconds(seconds)}" for check, seconds in first["check_seconds"].items()
+    )
+    kept = first.get("kept_kernel")
+    again = (
+        ""
+        if not kept
+        else f"; run again with the kernel the first run kept: {_seconds(kept['seconds'])}"
+        + (f" (median of {len(kept['runs_s'])} runs)" if "runs_s" in kept else "")
+        + f", {kept['peak_rss_mb']} MB"
+    )
+    goal = (
+        ""
+        if "goal_s" not in first
+        else f"; the goal, at most {_seconds(first['goal_s'])}: "
+        f"{'met' if first['within_goal'] else '**missed**'}"
+    )
+    against = first.get("against")
+    if against:
+        again += (
+            f"; with `--against` the policy's earlier version "
+            f"(`{against['command']}`, kernel kept, medians of "
+            f"{len(against['runs_s'])} interleaved runs): "
+            f"{_seconds(against['seconds'])}, {_ratio(against['to_verify_alone'])} "
+            f"the run alone; the goal, at most {_ratio(against['goal_ratio'])}: "
+            f"{'met' if against['within_goal'] else '**missed**'}"
+        )
+    engine = first.get("explorer_engine")
+    searched = "" if engine is None else f", its explorer the {engine} engine"
+    size = first.get("policy")
+    sized = (
+        " (three keys, three steps, at most six run)"
+        if not size
+        else f" ({size['keys']} keys, {size['steps']} steps, at most {size['max_steps']} run)"
+    )
+    return (
+        f"{title}{sized}: `{first['command']}` exited "
+        f"{first['exit_code']} in {_seconds(first['seconds'])}{searched}, peak RSS "
+        f"{first['peak_rss_mb']} MB ({checks}){again}{goal}."
     )
 
 

@@ -39,6 +39,8 @@ from replan.verification.runtime.interrupt import say
 FIRST_POLICY = checkout_root() / "tests" / "policies" / "first-policy.toml"
 #: The same policy before a change its user made: what ``--against`` compares it with.
 FIRST_POLICY_EARLIER = FIRST_POLICY.with_name("first-policy-earlier.toml")
+#: A deploy agent's policy: three keys and four steps, the size the goal names.
+DEPLOY_AGENT = FIRST_POLICY.with_name("deploy-agent.toml")
 #: (V, K) domains compared with SPIN, and the interleaved rounds of each.
 DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 3), (1, 2, 1))
 QUICK_DOMAINS: tuple[tuple[int, int, int], ...] = ((1, 1, 1),)
@@ -275,30 +277,48 @@ FIRST_POLICY_GOAL_S = 30.0
 AGAINST_GOAL_RATIO = 2.0
 
 
-def first_policy_verify(progress: Progress, samples: int = 3) -> dict[str, Any]:
-    """``replan verify --profile ci`` on the first policy, as a user runs it (a fresh
+def user_policy_verify(
+    progress: Progress,
+    policy: Path = FIRST_POLICY,
+    earlier: Path | None = FIRST_POLICY_EARLIER,
+    samples: int = 3,
+) -> dict[str, Any]:
+    """``replan verify --profile ci`` on a user's ``policy``, as they run it (a fresh
     process; its report in a temporary directory): wall time, peak RSS, each check's
     time and the campaign's coverage. Run first with no kernel kept (what a user waits
     for after changing the policy: the kernel is generated), then, with the kernel that
-    run kept, ``samples`` times alone and with ``--against`` the policy's earlier
-    version, interleaved."""
-    progress("explore bench: replan verify --profile ci on tests/policies/first-policy.toml")
+    run kept, ``samples`` times alone and (given an ``earlier`` version) with
+    ``--against`` it, interleaved."""
+    from replan.controller.policy import load_policy
+
+    shown = policy.relative_to(checkout_root()).as_posix()
+    progress(f"explore bench: replan verify --profile ci on {shown}")
     with (
         tempfile.TemporaryDirectory(prefix="replan-bench-verify-") as scratch,
         tempfile.TemporaryDirectory(prefix="replan-bench-kernels-") as kernels,
     ):
         command = [sys.executable, "-m", "replan", "verify", "--profile", "ci"]
-        command += ["--policy", str(FIRST_POLICY), "-o", scratch]
+        command += ["--policy", str(policy), "-o", scratch]
         cache = {"REPLAN_KERNEL_CACHE": kernels}
         code, seconds, peak = _peak_rss_of(command, cache)
         report = Path(scratch) / "verify.json"
         document = json.loads(report.read_text()) if report.is_file() else {}
-        kept, against = _kept_and_against(command, cache, samples, progress)
+        kept, against = _kept_and_against(command, cache, samples, progress, earlier)
     checks = {c["name"]: c for c in document.get("checks", [])}
     campaign = checks.get("campaign", {}).get("details", {}).get("coverage", {})
     transitions = campaign.get("transitions", {}) if isinstance(campaign, dict) else {}
+    loaded = load_policy(policy)
+    if against is not None:
+        against["command"] = f"replan verify --profile ci --policy {shown} --against " + str(
+            against.pop("earlier")
+        )
     return {
-        "command": "replan verify --profile ci --policy tests/policies/first-policy.toml",
+        "command": f"replan verify --profile ci --policy {shown}",
+        "policy": {
+            "keys": len(loaded.keys),
+            "steps": len(loaded.steps),
+            "max_steps": loaded.max_steps,
+        },
         "exit_code": code,
         "seconds": round(seconds, 1),
         "peak_rss_mb": round(peak / 2**20),
@@ -315,19 +335,25 @@ def first_policy_verify(progress: Progress, samples: int = 3) -> dict[str, Any]:
 
 
 def _kept_and_against(
-    command: list[str], cache: dict[str, str], samples: int, progress: Progress
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``command`` (a verify run whose kernel ``cache`` keeps) alone and with
-    ``--against`` the earlier policy, interleaved ``samples`` times: medians, the
-    largest peak RSS of each, and the ratio of the medians against its goal."""
-    runs: dict[str, list[tuple[int, float, int]]] = {"alone": [], "against": []}
+    command: list[str],
+    cache: dict[str, str],
+    samples: int,
+    progress: Progress,
+    earlier: Path | None = FIRST_POLICY_EARLIER,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``command`` (a verify run whose kernel ``cache`` keeps) alone and (given an
+    ``earlier`` policy) with ``--against`` it, interleaved ``samples`` times: medians,
+    the largest peak RSS of each, and the ratio of the medians against its goal."""
+    runs: dict[str, list[tuple[int, float, int]]] = {"alone": []}
+    if earlier is not None:
+        runs["against"] = []
     for sample in range(samples):
         for name in runs:
             progress(
-                f"explore bench: the first policy with its kernel kept, {name}, "
+                f"explore bench: the policy with its kernel kept, {name}, "
                 f"sample {sample + 1}/{samples}"
             )
-            extra = ["--against", str(FIRST_POLICY_EARLIER)] if name == "against" else []
+            extra = ["--against", str(earlier)] if name == "against" else []
             runs[name].append(_peak_rss_of(command + extra, cache))
     medians = {name: statistics.median(r[1] for r in taken) for name, taken in runs.items()}
 
@@ -340,11 +366,12 @@ def _kept_and_against(
             "runs_s": [round(r[1], 1) for r in taken],
         }
 
+    if earlier is None:
+        return figure("alone"), None
     ratio = medians["against"] / max(medians["alone"], 1e-9)
     against = figure("against")
     against.update(
-        command="replan verify --profile ci --policy tests/policies/first-policy.toml "
-        "--against tests/policies/first-policy-earlier.toml",
+        earlier=earlier.relative_to(checkout_root()).as_posix(),
         to_verify_alone=round(ratio, 2),
         goal_ratio=AGAINST_GOAL_RATIO,
         within_goal=against["exit_code"] == 0 and ratio <= AGAINST_GOAL_RATIO,
@@ -434,7 +461,10 @@ def explore_figures(quick: bool, progress: Progress) -> dict[str, Any]:
         "spin": [spin_comparison(v, k, rounds, progress) for v, k, rounds in domains],
         "campaign": campaign_throughput(1 if quick else 3, progress),
         "generation": generation_apart(1 if quick else 3, progress),
-        "first_policy": None if quick else first_policy_verify(progress),
+        "first_policy": None if quick else user_policy_verify(progress),
+        "deploy_agent": None
+        if quick
+        else user_policy_verify(progress, DEPLOY_AGENT, earlier=None, samples=1),
         "default_policy": None if quick else default_policy_verify(3, progress),
     }
 
@@ -524,34 +554,42 @@ def _campaign_lines(figures: dict[str, Any]) -> list[str]:
             f"{verified['goal_s']:.0f} s: {'met' if verified['within_goal'] else 'MISSED'}"
             + ("" if verified["all_held"] else "; A RUN FAILED")
         )
-    first = figures.get("first_policy")
-    if first:
-        kept = first.get("kept_kernel") or {}
+    for name, title in (("first_policy", "first policy"), ("deploy_agent", "deploy agent")):
+        if figures.get(name):
+            lines += _user_policy_lines(title, figures[name])
+    return lines
+
+
+def _user_policy_lines(title: str, first: dict[str, Any]) -> list[str]:
+    """A user's policy through ``replan verify``: generated, kept, ``--against``."""
+    kept = first.get("kept_kernel") or {}
+    size = first.get("policy")
+    sized = "" if not size else f" ({size['keys']} keys, {size['steps']} steps)"
+    lines = [
+        f"{title}{sized} through `{first['command']}`: exit {first['exit_code']}, "
+        f"{first['seconds']} s (explorer: {first.get('explorer_engine')}, its kernel "
+        f"generated), peak RSS {first['peak_rss_mb']} MB; again with the kernel kept "
+        f"(median of {len(kept.get('runs_s', [0]))}): "
+        f"{kept.get('seconds')} s, {kept.get('peak_rss_mb')} MB; goal <= "
+        f"{first.get('goal_s', FIRST_POLICY_GOAL_S):.0f} s: "
+        f"{'met' if first.get('within_goal') else 'MISSED'}"
+    ]
+    timed = ", ".join(
+        f"{name} {seconds:.1f} s"
+        for name, seconds in first["check_seconds"].items()
+        if isinstance(seconds, int | float)
+    )
+    lines.append(f"  checks: {timed}")
+    against = first.get("against")
+    if against:
         lines.append(
-            f"first policy through `{first['command']}`: exit {first['exit_code']}, "
-            f"{first['seconds']} s (explorer: {first.get('explorer_engine')}, its kernel "
-            f"generated), peak RSS {first['peak_rss_mb']} MB; again with the kernel kept "
-            f"(median of {len(kept.get('runs_s', [0]))}): "
-            f"{kept.get('seconds')} s, {kept.get('peak_rss_mb')} MB; goal <= "
-            f"{first.get('goal_s', FIRST_POLICY_GOAL_S):.0f} s: "
-            f"{'met' if first.get('within_goal') else 'MISSED'}"
+            f"  with --against its earlier version (kernel kept; medians of "
+            f"{len(against['runs_s'])} interleaved runs): {against['seconds']} s against "
+            f"{kept.get('seconds')} s alone ({against['to_verify_alone']}x; goal <= "
+            f"{against['goal_ratio']:.0f}x: {'met' if against['within_goal'] else 'MISSED'})"
         )
-        timed = ", ".join(
-            f"{name} {seconds:.1f} s"
-            for name, seconds in first["check_seconds"].items()
-            if isinstance(seconds, int | float)
-        )
-        lines.append(f"  checks: {timed}")
-        against = first.get("against")
-        if against:
-            lines.append(
-                f"  with --against its earlier version (kernel kept; medians of "
-                f"{len(against['runs_s'])} interleaved runs): {against['seconds']} s against "
-                f"{kept.get('seconds')} s alone ({against['to_verify_alone']}x; goal <= "
-                f"{against['goal_ratio']:.0f}x: {'met' if against['within_goal'] else 'MISSED'})"
-            )
-        lines.append(
-            f"  campaign coverage: {first['campaign_transitions_covered']}/"
-            f"{first['campaign_transitions_coverable']} transitions; explorer: {first['explorer']}"
-        )
+    lines.append(
+        f"  campaign coverage: {first['campaign_transitions_covered']}/"
+        f"{first['campaign_transitions_coverable']} transitions; explorer: {first['explorer']}"
+    )
     return lines

@@ -144,6 +144,7 @@ def _tool_lines(name: str, figures: dict[str, Any]) -> list[str]:
         "memory",
         "spin",
         "first_policy",
+        "deploy_agent",
         "default_policy",
         "runs_s",
         *DURABLE_PARTS,
