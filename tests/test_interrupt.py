@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,51 @@ def test_a_progress_line_is_written_with_its_newline_in_one_call(
     monkeypatch.setattr(sys, "stderr", recording)
     say("replan verify: [4/8] explorer ...")
     assert recording.calls == ["replan verify: [4/8] explorer ...\n"]
+
+
+def test_after_an_interrupt_an_object_it_cut_short_dies_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An interrupt inside z3's ``AstRef.__init__`` leaves an object without ``ctx``;
+    its ``__del__`` fails when the interpreter collects it, after the command has
+    printed its one line: that failure is dropped. Any other finalizer's error is
+    still reported, and nothing is dropped without an interrupt."""
+    import gc
+
+    from replan.verification.runtime import interrupt
+
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+
+    class CutShort:
+        def __init__(self, fail: bool) -> None:
+            if fail:
+                raise KeyboardInterrupt
+            self.ctx = None
+
+        def __del__(self) -> None:
+            self.ctx  # noqa: B018  (as z3's __del__ reads it)
+
+    class Broken:
+        def __del__(self) -> None:
+            raise ValueError("a real error")
+
+    def cut_short() -> None:
+        with suppress(KeyboardInterrupt):
+            CutShort(fail=True)
+        gc.collect()
+
+    monkeypatch.setattr(interrupt, "_watch", lambda *args: None)  # no watcher thread
+    with interrupt.installed("x: interrupted"):
+        cut_short()
+    assert [type(e) for e in reported] == [AttributeError]  # no interrupt: reported
+    reported.clear()
+    with interrupt.installed("x: interrupted"):
+        interrupt._requested.set()
+    try:
+        cut_short()  # after the command, as the interpreter's clean-up finds it
+        Broken()
+        gc.collect()
+    finally:
+        interrupt._requested.clear()
+    assert [type(e) for e in reported] == [ValueError]

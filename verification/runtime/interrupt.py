@@ -109,13 +109,36 @@ def caused_by_interrupt(error: BaseException | None) -> bool:
 
 
 def _unraisable(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    # Bound here: after an interrupt the hook stays installed until the interpreter
+    # exits, when the module's globals may already be gone.
+    requested, redeliver, by_interrupt, cut_short = (
+        _requested,
+        _redeliver,
+        caused_by_interrupt,
+        half_built,
+    )
+
     def hook(unraisable: Any) -> None:
-        if _requested.is_set() and caused_by_interrupt(unraisable.exc_value):
-            _redeliver.set()  # raised inside a __del__: deliver it again, elsewhere
+        if requested.is_set() and by_interrupt(unraisable.exc_value):
+            redeliver.set()  # raised inside a __del__: deliver it again, elsewhere
+            return
+        if requested.is_set() and cut_short(unraisable):
             return
         previous(unraisable)
 
     return hook
+
+
+def half_built(unraisable: Any) -> bool:
+    """Whether, after an interrupt, ``unraisable`` is the finalizer of an object whose
+    ``__init__`` the interrupt cut short: its ``__del__`` reads an attribute that was
+    never set (z3's ``AstRef.__del__`` reads ``self.ctx``), which is no error of the run
+    (it is over) and would print a traceback after the one line the run ends with."""
+    error = unraisable.exc_value
+    if not isinstance(error, AttributeError):
+        return False
+    finalizer = getattr(unraisable.object, "__name__", "")
+    return finalizer == "__del__" and getattr(error, "obj", None) is not None
 
 
 def _interrupt_z3() -> None:
@@ -198,7 +221,8 @@ def installed(message: str, remove_temporary: Callable[[], None] = lambda: None)
     try:
         yield
     finally:
-        sys.unraisablehook = previous_hook
+        if not _requested.is_set():  # interrupted: objects cut short die on the way out
+            sys.unraisablehook = previous_hook
         signal.set_wakeup_fd(previous_fd)
         signal.signal(signal.SIGINT, previous_handler)
         _state["installed"] = False
