@@ -254,7 +254,7 @@ SLOW_TESTS = frozenset(
         "tests/test_kernel_engine.py::test_the_kernel_names_its_source_and_accounts_for_every_call",
         "tests/test_kernel_engine.py::test_the_kernel_steps_in_lockstep_with_the_generated_controller",
         # test_kernel_apart.py
-        "tests/test_kernel_apart.py::test_a_kernel_generated_apart_is_the_one_generated_here",
+        "tests/test_kernel_apart.py::test_a_kernel_generated_apart_searches_as_the_one_generated_here",
         "tests/test_kernel_apart.py::test_the_kernel_engine_searches_kernels_generated_apart_with_the_same_counts",
         # test_kernel_cache.py
         "tests/test_kernel_cache.py::test_a_cache_that_cannot_be_written_only_costs_time",

@@ -1,7 +1,7 @@
 """``replan explore --engine kernel``: the declaration, bodies, policy and properties
 translated, by the translator behind ``--engine spin``, into pure Python functions
 over a state tuple (``verification/translate/kernel/``) and searched breadth-first
-(``verification/engines/kernel.py``)."""
+(``verification/engines/kernel/``)."""
 
 from __future__ import annotations
 

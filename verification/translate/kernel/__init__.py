@@ -5,7 +5,7 @@ Owns the fourth target of the translator that produces z3 and Promela: the same
 lowered calls (``promela.Translation.lowered``: the z3 step relation's post-state
 and the properties' terms, with the call's argument substituted) printed as Python,
 one function per (call, group of declared states in which the call does the same).
-Leaves the search and the replay of a violation to ``verification/engines/kernel.py``.
+Leaves the search and the replay of a violation to ``verification/engines/kernel/``.
 Here: ``generate`` (the translation, the writer's input); ``model.py``: the kernel as
 data and compiled; ``writer.py``: its text; ``apart.py``: kernels generated in forked
 processes, side by side.
