@@ -154,6 +154,21 @@ def test_ctrl_c_stops_the_explorer_and_its_workers(tmp_path: Path) -> None:
     no_temporary_files(tmp_path)
 
 
+def test_ctrl_c_stops_the_kernels_generating_apart(tmp_path: Path) -> None:
+    """The default report's two kernels are generated in forked processes, which leave
+    Ctrl-C to their parent: it stops them on its way out."""
+    out = tmp_path / "out"
+    running = Running(tmp_path, "explore", "--engine", "kernel", "--no-cache", "--output", str(out))
+    running.wait_for(r": generating ")
+    generating = running.children()
+    assert generating  # a process per domain
+    assert_interrupted(running, "explore")
+    time.sleep(0.2)
+    assert [pid for pid in generating if _alive(pid)] == []
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
 @pytest.mark.skipif(
     usable_cores() < 2, reason="--workers auto runs checks beside the explorer on two cores only"
 )

@@ -109,7 +109,7 @@ def generate(
         by_event.setdefault(call.event, []).append(call)
     for event, event_calls in by_event.items():
         if progress is not None:
-            progress(f"generating {event} ({len(event_calls)} calls)")
+            progress(f"generating {event} ({len(event_calls)} calls) ...")
         for lowered in translation.lowered(event, event_calls):
             writer.call(lowered)
     writer.invariants(translation.state_invariants())
