@@ -267,15 +267,13 @@ class KernelEngine:
         every = [domains] if isinstance(domains, Domains) else domains
         every = default_report_domains(policy) if every is None else every
         jobs = {
-            index: partial(_generate, policy, each, subject, options.progress)
-            for index, each in enumerate(every)
+            each: partial(_generate, policy, each, subject, options.progress)
+            for each in every
             if not _kept(cache, policy, each, subject)
         }
         with Apart(jobs) as apart:
-            searched = iter(range(len(every)))
 
             def one(each: Domains) -> SearchResult:
-                index = next(searched)
                 return explore_kernel(
                     policy,
                     each,
@@ -285,7 +283,7 @@ class KernelEngine:
                     progress=options.progress,
                     cache=cache,
                     stop_at_first=options.stop_at_first,
-                    generated=partial(apart.kernel, index) if index in apart else None,
+                    generated=partial(apart.kernel, each) if each in apart else None,
                 )
 
             if isinstance(domains, Domains):
