@@ -233,7 +233,7 @@ class Context:
         #: equalities the layout guarantees (an absent value is stored as zero)
         self.rewrites = rewrites
         #: the facts dict made by assuming a condition in a facts dict, kept: the
-        #: same branch reached again (another call's, say) folds with the same dict,
+        #: same branch reached again (another property's, say) folds with the same dict,
         #: so the memo answers it
         self.assumed: dict[tuple[int, IR, bool], dict[IR, Any]] = {}
 

@@ -1,8 +1,8 @@
 """Kernels generated in forked processes: every domain's at once, each in its own.
 
 Why: generating a kernel is the translation (z3 terms lowered, then folded per
-declared state), CPU-bound Python that runs once per domain, and it holds several
-hundred megabytes of memoised terms that Python does not give back to the system. In
+declared state), CPU-bound Python that runs once per domain, and what it allocates
+(z3 terms, folded expressions) Python does not give back to the system. In
 a process of its own each domain's generation runs on its own core (the default
 report has two domains; a machine with two cores generates both in the time of the
 larger), and its memory goes when the process ends, so the search that follows is

@@ -81,7 +81,8 @@ class Writer:
         self.variables = layout.variables()
         self.position = {name: i for i, name in enumerate(self.variables)}
         self.initial = tuple(value for slot in layout.slots for value in slot.initial)
-        self.context = Context(layout.rewrites("b_"))
+        self.rewrites = layout.rewrites("b_")
+        self.context = Context(self.rewrites)
         self.table: list[tuple[int, int, str | None]] = []
         self.functions = 0
         self.classes: list[int] = []
@@ -103,7 +104,6 @@ class Writer:
         self.offered_dynamic: list[list[IR]] = [[] for _ in range(modes)]
         self.absent = [0] * modes
         self.offered_functions: list[str | None] = []
-        self.declared_facts: dict[int, dict[IR, Any]] = {}
 
     def _local(self, name: str) -> str:
         """A pre-state variable (``b_x``) as the local it is read into."""
@@ -117,6 +117,12 @@ class Writer:
         flags = [(n, node) for n, node in lowered.flags if n not in self.invariant_names]
         groups: dict[tuple[Any, ...], list[int]] = {}
         for value in range(len(self.layout.u.mode.members)):
+            # A fresh folding context per (call, declared state): its memo is kept per
+            # facts dict, and no two declared states share one, so a memo kept longer
+            # answers nothing more. Dropped here, the generation holds one call's
+            # folding in one declared state (kept over every call, the memo held
+            # several hundred megabytes), and the smaller dicts fold as fast.
+            self.context = Context(self.rewrites)
             known = self._in_declared_state(value)
             offered = self.context.run(lowered.offered, known)
             if offered == FALSE:  # no state of this declared state offers the call
@@ -179,14 +185,9 @@ class Writer:
                     )
 
     def _in_declared_state(self, value: int) -> dict[IR, Any]:
-        """The facts of declared state ``value``: one dict per declared state, shared
-        by every call, so the folding's memo (kept per facts dict) serves the
-        subexpressions calls share (the pre-state's, the properties')."""
-        known = self.declared_facts.get(value)
-        if known is None:
-            known = {}
-            add_fact(known, equal(var(f"b_{self.layout.mode_name}"), const(value)), True)
-            self.declared_facts[value] = known
+        """The facts of declared state ``value``."""
+        known: dict[IR, Any] = {}
+        add_fact(known, equal(var(f"b_{self.layout.mode_name}"), const(value)), True)
         return known
 
     def expanders(self) -> None:
