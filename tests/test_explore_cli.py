@@ -85,7 +85,7 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
         document["implementation"]
         == "replan.verification.subjects.mutants:stale_plan_check_removed"
     )
-    assert document["source"] == "explorer" and document["steps"]
+    assert document["source"] == "kernel" and document["steps"]  # the default engine's
     assert main(["replay", saved]) == 1  # still fails on the mutant
     assert "propose-evidence-must-be-current" in capsys.readouterr().out
     assert main(["replay", saved, "--implementation", "replan.controller:Controller"]) == 0
@@ -120,8 +120,8 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     "arguments",
     [
-        ["--memory", "100"],  # the python engine has no memory limit
-        ["--kernel-source", "k.py"],  # nor a kernel to write
+        ["--memory", "100"],  # the kernel has no memory limit, nor the python engine
+        ["--engine", "python", "--kernel-source", "k.py"],  # nor a kernel to write
         # the translated engines: refused before SPIN or the kernel is looked for
         ["--engine", "spin"],  # not SPIN's domains
         ["--engine", "spin", "--spin-domains", "--workers", "2"],
@@ -150,8 +150,8 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         (["--spin-domains"], "kernel"),
         (["--spin-domains", "--ids", "2", "--mutant", "stopped-run-revived"], "kernel"),
         (["--spin-domains", "--max-states", "100", "--kernel-source", "k.py"], "kernel"),
-        ([], "python"),  # the default policy: generating the kernel saves no time
-        (["--max-version", "1", "--ids", "1"], "python"),  # product domains, likewise
+        ([], "kernel"),  # the default report's domains
+        (["--max-version", "1", "--ids", "1"], "kernel"),  # a product domain
         (["--policy", str(FIRST_POLICY)], "kernel"),  # bounds larger than the default's
         (["--policy", str(FIRST_POLICY), "--workers", "2"], "python"),
         (["--spin-domains", "--workers", "2"], "python"),
@@ -168,10 +168,9 @@ def test_the_default_engine_is_the_kernel_where_it_takes_the_domains_and_flags(
 ) -> None:
     from replan.cli import build_parser
     from replan.commands.explore import _engine_name
-    from replan.common import policy_from_args
 
     args = build_parser().parse_args(["explore", *arguments])
-    assert _engine_name(args, policy_from_args(args)) == chosen
+    assert _engine_name(args) == chosen
 
 
 def test_spin_domains_are_searched_by_the_kernel_with_the_explorers_report(

@@ -1,11 +1,14 @@
 """``replan verify`` with the generated kernel as its explorer: what the kernel gives
-the rest of the run in place of the Python explorer's graph (a witness for each
-transition it fired, for the campaign), and a broken controller still caught."""
+the rest of the run as the Python explorer's graph does (a witness for each transition
+it fired, for the campaign; its states in the controller's terms, which the campaign's
+coverage is measured against), and a broken controller still caught."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +24,58 @@ from replan.verification.engines import engine
 @pytest.fixture(scope="module")
 def kernel_report():  # type: ignore[no-untyped-def]
     return engine("kernel").search(PROJECT, DEFAULT_POLICY, None, SearchOptions())
+
+
+@pytest.fixture(scope="module")
+def python_report():  # type: ignore[no-untyped-def]
+    return engine("python").search(PROJECT, DEFAULT_POLICY, None, SearchOptions(keep_graph=True))
+
+
+def _states(graph: Any) -> set[Any]:
+    return {graph.state(index) for index in range(graph.states)}
+
+
+def test_every_kernel_state_decodes_to_one_the_python_explorer_reached(  # type: ignore[no-untyped-def]
+    kernel_report, python_report
+) -> None:
+    """The kernel's states read back as the controller's: the same set, state for
+    state, as the Python explorer's (both store fresh ids under the same renaming)."""
+    for ours, theirs in zip(kernel_report.runs, python_report.runs, strict=True):
+        assert ours.graph is not None and ours.graph.states == theirs.graph.states
+        assert _states(ours.graph) == _states(theirs.graph), ours.domains["name"]
+
+
+def test_a_decoding_that_misreads_a_field_gives_states_the_explorer_never_reached(  # type: ignore[no-untyped-def]
+    kernel_report, python_report
+) -> None:
+    """The comparison above catches a decoding that reads one field wrong (here the
+    evidence states' names in the wrong order)."""
+    from replan.verification.engines.kernel.graph import KernelGraph
+
+    ours, theirs = kernel_report.runs[0].graph, python_report.runs[0].graph
+    members = dict(ours.kernel.decoding.members)
+    members["evidence"] = tuple(reversed(members["evidence"]))
+    broken = dataclasses.replace(ours.kernel.decoding, members=tuple(members.items()))
+    kernel = dataclasses.replace(ours.kernel, decode=broken.reader())
+    misread = KernelGraph(kernel, ours.seen, DEFAULT_POLICY, PROJECT, ours.witnesses)
+    assert _states(misread) != _states(theirs)
+
+
+def test_coverage_against_the_kernel_is_coverage_against_the_python_explorer(  # type: ignore[no-untyped-def]
+    kernel_report, python_report
+) -> None:
+    """The same visited states and transitions measured against either engine's
+    reachable set give the same figures, the unreached examples included."""
+    from replan.verification.engines.explore.coverage import coverage
+
+    for ours, theirs in zip(kernel_report.runs, python_report.runs, strict=True):
+        graph = theirs.graph
+        states = [graph.state(index) for index in range(0, graph.states, 7)]
+        edges = sorted(graph._engine.edges)[::11]
+        transitions = [(graph.state(s), graph.edge_labels[n]) for s, n, _ in edges]
+        measured = [coverage(run, states, transitions).to_json() for run in (ours, theirs)]
+        assert measured[0] == measured[1], ours.domains["name"]
+        assert 0 < measured[0]["transitions"]["reached"] < measured[0]["transitions"]["total"]
 
 
 def test_each_transition_the_kernel_fired_has_a_witness_that_fires_it_last(kernel_report) -> None:  # type: ignore[no-untyped-def]
@@ -39,12 +94,11 @@ def test_each_transition_the_kernel_fired_has_a_witness_that_fires_it_last(kerne
         assert controller._trace[-1][5] == labels.index(label), label
 
 
-def test_each_witness_is_as_short_as_the_python_explorers(kernel_report) -> None:  # type: ignore[no-untyped-def]
+def test_each_witness_is_as_short_as_the_python_explorers(kernel_report, python_report) -> None:  # type: ignore[no-untyped-def]
     """The campaign is seeded with the shortest run to each transition: the kernel's
     witness is no longer than the one the Python explorer's graph gives (both search
     breadth first, so the first state found firing a transition is a shallowest)."""
-    python = engine("python").search(PROJECT, DEFAULT_POLICY, None, SearchOptions(keep_graph=True))
-    for ours, theirs in zip(kernel_report.runs, python.runs, strict=True):
+    for ours, theirs in zip(kernel_report.runs, python_report.runs, strict=True):
         for label in theirs.fired:
             expected = theirs.graph.witness(label)
             assert expected is not None, label

@@ -6,9 +6,7 @@ the report states in full.
                                           reach every declared transition and stop reason
   replan explore --json                   the same, as JSON on stdout
   replan explore --spin-domains --ids 2   SPIN's domains (V, K) = (1, 2): 280,380 states,
-                                          comparable with ../shared/anchors/spin;
-                                          searched by the generated kernel (the default
-                                          engine where it takes the domains and flags)
+                                          comparable with ../shared/anchors/spin
   replan explore --spin-domains --ids 2 --symmetry both --compare-spin --workers 2
                                           SPIN on the same model and domains, side by
                                           side; the symmetry-reduced count beside it
@@ -70,7 +68,6 @@ from replan.common import (
     positive_int,
     print_json,
 )
-from replan.controller.policy import Policy
 from replan.verification.core.search import (
     Engine,
     EngineUnavailable,
@@ -160,10 +157,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("auto", "python", "spin", "kernel"),
         default="auto",
-        help="auto (default): kernel where it takes the domains and every flag given "
-        "(without --symmetry on/both, --workers, --ray or --compare-spin) and is worth "
-        "generating (--spin-domains, or a policy whose bounds exceed the default "
-        "policy's), python elsewhere; python: the "
+        help="auto (default): kernel where it takes every flag given (without "
+        "--symmetry on/both, --workers, --ray, --memory, --storage or --compare-spin) "
+        "and the translation can make it, python elsewhere; python: the "
         "breadth-first explorer driving the generated controller (every domain, the "
         "full report); spin: the declaration, bodies, policy and properties translated "
         "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "
@@ -250,22 +246,19 @@ OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] 
 )
 
 
-def _engine_name(args: argparse.Namespace, policy: Policy) -> str:
-    """The engine ``--engine`` names; for ``auto``, the kernel where it takes the
-    domains and every flag given (the same report, many times faster) and the search
-    is worth generating it for: SPIN's domains, or a policy whose bounds exceed the
-    default policy's (as ``replan verify`` chooses); the Python explorer elsewhere."""
+def _engine_name(args: argparse.Namespace) -> str:
+    """The engine ``--engine`` names; for ``auto``, the kernel where it takes every
+    flag given (the same report, many times faster, as ``replan verify`` chooses),
+    the Python explorer where a flag is the Python explorer's alone."""
     if args.engine != "auto":
         return str(args.engine)
     from replan.verification.engines.kernel import KernelEngine
-    from replan.verification.pipeline.estimate import explorer_estimate
 
     refused = any(
         given(args) and option not in KernelEngine.supports for _, option, given in OPTION_FLAGS
     )
     python_only = args.compare_spin is not None or args.symmetry == "both"
-    worth_it = args.spin_domains or explorer_estimate(policy) is not None
-    return "kernel" if worth_it and not refused and not python_only else "python"
+    return "python" if refused or python_only else "kernel"
 
 
 def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
@@ -345,10 +338,19 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     domains = _domains(args)
     subject = _subject(args)
-    engine = engine_named(_engine_name(args, policy))
+    engine = engine_named(_engine_name(args))
     _check_flags(args, engine)
     options = _options(args, subject, engine)
-    result = _search(engine, subject, policy, domains, options)
+    try:
+        result = _search(engine, subject, policy, domains, options)
+    except CliError as error:
+        if not (args.engine == "auto" and engine.name == "kernel"):
+            raise
+        # the kernel cannot be made for this subject: the Python explorer searches it
+        say(f"explore: the kernel cannot search this ({error}); the Python explorer does")
+        engine = engine_named("python")
+        options = _options(args, subject, engine)
+        result = _search(engine, subject, policy, domains, options)
     reduced = None
     if args.symmetry == "both":
         reduced = _search(engine, subject, policy, domains, replace(options, symmetry=True))

@@ -133,12 +133,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("auto", "python", "kernel"),
         default="auto",
-        help="the explorer's engine. auto (the default): the generated kernel when the "
-        "policy's bounds exceed the default policy's (the same report, several times "
-        "faster on large policies; its first run on a policy generates it, about 10 s), "
-        "the Python explorer otherwise; python: the explorer driving the generated "
-        "controller (sharded by --workers), whose graph of states the campaign's "
-        "coverage is also measured against; kernel: always the kernel",
+        help="the explorer's engine. auto (the default): the generated kernel (the "
+        "Python explorer's report, several times faster on large policies; its first "
+        "run on a policy generates it and keeps it under out/cache/kernels), or the "
+        "Python explorer where the translation cannot make one; python: the explorer "
+        "driving the generated controller (sharded by --workers), an independent "
+        "oracle; kernel: the kernel, or the Python explorer where it cannot be made",
     )
     parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML, one case per check")
     parser.add_argument(

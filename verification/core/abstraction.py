@@ -10,6 +10,8 @@ both mapped through it, so the two can be compared state for state
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from replan.controller.fields import COUNTER, STATE_FIELDS
@@ -112,3 +114,27 @@ def abstract_parts(state: RunState, pending_id: Any) -> tuple[Any, ...]:
         tuple(sorted(id_names[x] for x in accepted)),
         tuple(sorted(id_names[x] for x in completed)),
     )
+
+
+def abstract_numbering(
+    states: Iterable[tuple[RunState, Hashable]],
+) -> tuple[dict[tuple[Any, ...], int], array[int]]:
+    """Per abstract state, the first of ``states`` mapped to it; per state, that number.
+    Each of ``states`` comes with a value that is equal for states sharing their
+    containers (the parts after the scalars: a search's interned numbers of them, or
+    the parts themselves), so ``abstract_parts`` runs once per distinct combination.
+    Each abstract state is hashed once, here: a graph's millions of edges are then
+    pairs of small ints (an abstract state is a nested tuple whose hash Python
+    recomputes on every lookup)."""
+    first_index: dict[tuple[Any, ...], int] = {}
+    number_of = array("l")
+    parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for index, (state, containers) in enumerate(states):
+        pending = state[P_PENDING]
+        pending_id = None if pending is None else pending[0]
+        shared = (pending_id, containers)
+        parts = parts_of.get(shared)
+        if parts is None:
+            parts = parts_of[shared] = abstract_parts(state, pending_id)
+        number_of.append(first_index.setdefault(abstract_with(state, parts), index))
+    return first_index, number_of

@@ -46,16 +46,14 @@ def auto_workers(estimate: str | None) -> int:
     return min(2, usable_cores())
 
 
-def explorer_engine(engine: str, estimate: str | None) -> str:
-    """``--engine auto``: the generated kernel for a search larger than the default
-    policy's (``estimate`` is not None), where it is several times faster than the
-    Python explorer even when it is generated first; the Python explorer otherwise,
-    where generating and searching the kernel take about as long as its search, in
-    more memory (the generation's), and where its graph of states is what the
-    campaign's coverage is measured against."""
-    if engine != "auto":
-        return engine
-    return "python" if estimate is None else "kernel"
+def explorer_engine(engine: str) -> str:
+    """``--engine auto``: the generated kernel, on every policy. It gives the Python
+    explorer's report (the same states, transitions, coverage and counterexamples, the
+    campaign's coverage measured against its states), is faster even when it is
+    generated first, and, generated apart, needs less memory than the Python explorer
+    sharded; a kernel the translation cannot make gives way to the Python explorer
+    (``checks.explorer``)."""
+    return "kernel" if engine == "auto" else engine
 
 
 def beside_explorer(workers: int | None, estimate: str | None, engine: str = "python") -> bool:

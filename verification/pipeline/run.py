@@ -120,7 +120,7 @@ def start_beside_explorer(session: VerifySession, planned: list[str]) -> None:
     """Start the planned checks that need no other check's result, in turn, in one
     process of their own, when ``--workers auto`` gives them the second core."""
     estimate = explorer_estimate(session.policy)
-    engine = explorer_engine(session.options.engine, estimate)
+    engine = explorer_engine(session.options.engine)
     if not beside_explorer(session.options.workers, estimate, engine):
         return
     calls: dict[str, Callable[[], Any]] = {

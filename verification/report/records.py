@@ -33,6 +33,12 @@ VOLATILE_KEYS = frozenset(
         "states_per_second",
         "transitions_per_second",
         "milliseconds",
+        # a generated kernel's: how long generating took, whether the cache had it, and
+        # the digest of its text (the same kernel's text may order a disjunction's
+        # operands differently in another process: z3 numbers its terms as made)
+        "translate_seconds",
+        "kernel_cache",
+        "kernel_digest",
     }
 )
 

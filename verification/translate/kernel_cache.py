@@ -44,10 +44,11 @@ from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.runtime.files import OUT, write_now
 from replan.verification.translate.kernel import GeneratedKernel
+from replan.verification.translate.kernel.decode import Decoding
 from replan.verification.translate.renaming import Renaming
 
 #: Bumped when an entry's shape changes: older entries are then generated afresh.
-FORMAT = 3
+FORMAT = 4
 #: The environment variable naming the cache's directory.
 ENVIRONMENT = "REPLAN_KERNEL_CACHE"
 #: Entries kept at most: past it, the least recently used go (each is about a
@@ -133,6 +134,8 @@ class KernelCache:
         kept = {f.name: getattr(generated, f.name) for f in fields(generated) if f.name != "layout"}
         if generated.renaming is not None:
             kept["renaming"] = asdict(generated.renaming)
+        if generated.decoding is not None:
+            kept["decoding"] = asdict(generated.decoding)
         document = {"format": FORMAT, "key": key, "digest": generated.digest, **kept}
         write_now(path, json.dumps(document, separators=(",", ":")))
         self._prune()
@@ -184,6 +187,7 @@ def _entry(document: Any, key: str) -> GeneratedKernel:
             None if name is None else _typed(name, str) for name in document["offered_functions"]
         ),
         renaming=_renaming(document["renaming"]),
+        decoding=_decoding(document["decoding"]),
     )
     if generated.digest != document.get("digest"):
         raise ValueError("its text does not match its digest")
@@ -198,6 +202,25 @@ def _renaming(kept: Any) -> Renaming | None:
         sets=tuple(tuple(_typed(n, int) for n in positions) for positions in kept["sets"]),
         present=_typed(kept["present"], int),
         pending=_typed(kept["pending"], int),
+    )
+
+
+def _decoding(kept: Any) -> Decoding | None:
+    if kept is None:
+        return None
+    return Decoding(
+        fields=tuple((_typed(kind, str), _typed(base, str)) for kind, base in kept["fields"]),
+        variables=tuple(_typed(name, str) for name in kept["variables"]),
+        keys=tuple(_typed(key, str) for key in kept["keys"]),
+        members=tuple(
+            (_typed(kind, str), tuple(_typed(name, str) for name in names))
+            for kind, names in kept["members"]
+        ),
+        names=tuple((_typed(number, int), _typed(name, str)) for number, name in kept["names"]),
+        ids=tuple(_typed(number, int) for number in kept["ids"]),
+        contents=tuple(
+            (_typed(key, str), _typed(version, int)) for key, version in kept["contents"]
+        ),
     )
 
 

@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from replan.controller import Controller
 from replan.controller.fields import position as field_position
@@ -23,20 +23,39 @@ from replan.controller.run import Run, RunState
 from replan.verification.core.abstraction import (
     P_DECLARED,
     P_PENDING,
-    SCALARS,
-    abstract_parts,
     abstract_state,
-    abstract_with,
     evidence_of,
 )
 from replan.verification.core.domains import (
     Domains,
 )
-from replan.verification.core.harness import Finding
+from replan.verification.core.harness import Finding, Operation
 from replan.verification.core.search import SearchResult
 from replan.verification.engines.explore.engine import explore
-from replan.verification.engines.explore.graph import ExploredGraph
-from replan.verification.engines.explore.search import StateSearch
+
+
+class ReachableGraph(Protocol):
+    """What an engine keeps of the reachable set for coverage and for proofs'
+    counterexample states (the Python explorer's ``ExploredGraph``, the kernel's
+    ``KernelGraph``): states numbered breadth first from 0, the initial state."""
+
+    edge_labels: list[str | None]
+
+    @property
+    def states(self) -> int: ...
+
+    def state(self, index: int) -> RunState: ...
+
+    def declared(self, index: int) -> str: ...
+
+    def depth(self, index: int) -> int: ...
+
+    def path(self, index: int) -> list[Operation]: ...
+
+    def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]: ...
+
+    def fired_pairs(self) -> Iterable[tuple[int, int]]: ...
+
 
 #: The fields of a described abstract state (``verification.engines.prove.engine.describe_state``)
 #: that a reachable state is compared on (ids are z3's own numbers: not compared).
@@ -186,12 +205,22 @@ def coverage(
     graph = result.graph
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
-    engine = graph._engine
-    first_index, number_of = _abstract_numbering(engine)
-    label_numbers = {label: number for number, label in enumerate(graph.edge_labels)}
+    first_index, number_of = graph.abstract_numbering()
+    # only declared transitions: a call a stopped run absorbs, or one the input check
+    # refuses, fires none
+    label_numbers = {
+        label: number
+        for number, label in enumerate(graph.edge_labels)
+        if label is not None and label in result.labels
+    }
     # a (state, label) pair as one int: hashing millions of them is most of the cost
     width = max(len(graph.edge_labels), 1)
-    pairs = {number_of[source] * width + number for source, number, _ in graph.edges}
+    declared = set(label_numbers.values())
+    pairs = {
+        number_of[source] * width + number
+        for source, number in graph.fired_pairs()
+        if number in declared
+    }
     abstract: Callable[[Any], tuple[Any, ...]] = tuple if abstracted else _abstract
     visited = [first_index.get(abstract(value)) for value in visited_states]
     state_hits = {found for found in visited if found is not None}
@@ -199,6 +228,8 @@ def coverage(
     pair_hits: set[int] = set()
     outside_transitions = 0
     for item in visited_transitions:
+        if item[1] not in result.labels:
+            continue  # no declared transition fired
         pair = _pair(item, abstract, first_index, label_numbers, width)
         if pair is None or pair not in pairs:
             outside_transitions += 1
@@ -250,46 +281,23 @@ def _abstract(value: Any) -> tuple[Any, ...]:
     return abstract_state(_as_state(value))
 
 
-def _abstract_numbering(
-    engine: StateSearch,
-) -> tuple[dict[tuple[Any, ...], int], array[int]]:
-    """Per abstract state, the first explored state mapped to it; per explored state,
-    that number. Each abstract state is hashed once, here: the graph's millions of
-    edges are then pairs of small ints (an abstract state is a nested tuple whose hash
-    Python recomputes on every lookup)."""
-    first_index: dict[tuple[Any, ...], int] = {}
-    number_of = array("l")
-    parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # by the key's interned parts
-    for index, key in enumerate(engine.keys):
-        state = engine.full(key)
-        pending = state[P_PENDING]
-        pending_id = None if pending is None else pending[0]
-        shared = (pending_id, *key[SCALARS:])
-        parts = parts_of.get(shared)
-        if parts is None:
-            parts = parts_of[shared] = abstract_parts(state, pending_id)
-        number_of.append(first_index.setdefault(abstract_with(state, parts), index))
-    return first_index, number_of
-
-
 def _unreached_states(
-    graph: ExploredGraph,
+    graph: ReachableGraph,
     first_index: Mapping[tuple[Any, ...], int],
     state_hits: set[int],
     examples: int,
 ) -> dict[str, Any]:
     """The abstract states the campaign missed, by declared state and by depth, and
     shortest runs to the ``examples`` shallowest of them."""
-    engine = graph._engine
     by_state: dict[str, int] = {}
     unreached_depths: dict[int, int] = {}
     shallowest: list[tuple[int, int]] = []
     for index in first_index.values():
         if index in state_hits:
             continue
-        declared = str(engine.keys[index][0])
+        declared = graph.declared(index)
         by_state[declared] = by_state.get(declared, 0) + 1
-        depth = engine.depth_of(index)
+        depth = graph.depth(index)
         unreached_depths[depth] = unreached_depths.get(depth, 0) + 1
         shallowest.append((depth, index))
     shallowest.sort()

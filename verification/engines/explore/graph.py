@@ -4,9 +4,12 @@ against, and where a witness for a declared transition is found.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from typing import Any
 
 from replan.controller.run import RunState
+from replan.verification.core.abstraction import SCALARS, abstract_numbering
 from replan.verification.core.harness import Operation, apply
 from replan.verification.engines.explore.search import StateSearch, normal_state
 
@@ -37,6 +40,20 @@ class ExploredGraph:
 
     def state(self, index: int) -> RunState:
         return self._engine.full(self._engine.keys[index])
+
+    def declared(self, index: int) -> str:
+        """The declared state of state ``index``."""
+        return str(self._engine.keys[index][0])
+
+    def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]:
+        """Per abstract state, the first state mapped to it; per state, that number
+        (``abstraction.abstract_numbering``, the containers by their interned numbers)."""
+        engine = self._engine
+        return abstract_numbering((engine.full(key), key[SCALARS:]) for key in engine.keys)
+
+    def fired_pairs(self) -> Iterator[tuple[int, int]]:
+        """(state, label number) of every distinct edge."""
+        return ((source, number) for source, number, _ in self._engine.edges)
 
     def depth(self, index: int) -> int:
         return self._engine.depth_of(index)

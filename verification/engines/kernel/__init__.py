@@ -30,6 +30,7 @@ from replan.verification.core.domains import Domains, InputSpace, default_report
 from replan.verification.core.reachability import judge_reachability
 from replan.verification.core.search import SearchOptions, SearchResult
 from replan.verification.core.subject import PROJECT, Subject
+from replan.verification.engines.kernel.graph import KernelGraph
 from replan.verification.engines.kernel.paths import Witnesses, calls_to, traps
 from replan.verification.engines.kernel.search import Search, Seen, search
 from replan.verification.engines.trail import initial_failure, operations_of, replay_calls
@@ -90,7 +91,10 @@ def explore_kernel(
     )
     if found.seen is not None:
         _coverage(result, kernel, found, found.seen, subject)
-        result.witness = Witnesses(kernel, found.seen, policy, subject, result.fired)
+        witnesses = Witnesses(kernel, found.seen, policy, subject, result.fired)
+        result.witness = witnesses
+        if kernel.decode is not None:
+            result.graph = KernelGraph(kernel, found.seen, policy, subject, witnesses)
     for prop, numbers in found.violations:
         violation = replay_calls(
             policy,

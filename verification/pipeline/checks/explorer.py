@@ -42,7 +42,7 @@ def _search(session: VerifySession, name: str, options: SearchOptions) -> Search
 
 def check_explorer(session: VerifySession) -> CheckResult:
     estimate = explorer_estimate(session.policy)
-    name = explorer_engine(session.options.engine, estimate)
+    name = explorer_engine(session.options.engine)
     workers = auto_workers(estimate) if session.options.workers is None else session.options.workers
     if name == "kernel":
         workers = 1

@@ -48,6 +48,7 @@ from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.translate.calls import Call, domain_calls
+from replan.verification.translate.kernel.decode import decoding
 from replan.verification.translate.kernel.model import (
     Broken,
     Expand,
@@ -132,5 +133,6 @@ def generate(
         offered_static=tuple(writer.offered_static),
         offered_functions=tuple(writer.offered_functions),
         renaming=None if domains.ids is not None else renaming(layout, writer.variables),
+        decoding=decoding(layout),
         layout=layout,
     )

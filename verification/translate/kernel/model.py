@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replan.controller.policy import Policy
+from replan.controller.run import RunState
 from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.translate.calls import Call, domain_calls
+from replan.verification.translate.kernel.decode import Decoding
 from replan.verification.translate.layout import Layout
 from replan.verification.translate.renaming import Renaming
 from replan.verification.translate.symbolic import Universe
@@ -78,6 +80,10 @@ class Kernel:
     #: a state's canonical form under the renaming of its plan ids (None: states are
     #: stored as they are)
     canonical: Callable[[State], State] | None = None
+    #: how a state tuple reads as the controller's ``RunState``, and its reader
+    #: (None: not decodable)
+    decoding: Decoding | None = None
+    decode: Callable[[State], RunState] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class GeneratedKernel:
     #: where the state holds plan ids, when states are stored under a canonical
     #: renaming of them (fresh ids, as the Python explorer does); None: as they are
     renaming: Renaming | None = None
+    #: how a state tuple reads as the controller's state (None: a name the translation
+    #: met cannot be kept)
+    decoding: Decoding | None = None
     #: the translation's layout, which encodes a controller's state as the kernel's
     #: tuple (its interned names numbered as that translation met them); not kept in
     #: a cache: only generating the kernel again rebuilds it
@@ -152,6 +161,8 @@ def compiled(
         offered_static=list(generated.offered_static),
         offered=[None if name is None else namespace[name] for name in generated.offered_functions],
         canonical=None if generated.renaming is None else generated.renaming.canonical(),
+        decoding=generated.decoding,
+        decode=None if generated.decoding is None else generated.decoding.reader(),
     )
 
 

@@ -215,6 +215,11 @@ class Universe:
             self._interned[token] = len(self._interned) + 1
         return self._interned[token]
 
+    def interned(self) -> dict[tuple[str, object], int]:
+        """Every name interned so far, as (its type's name, the name) -> its number:
+        what reads a translated state's numbers back as names."""
+        return dict(self._interned)
+
     def mode_of(self, state_id: str) -> z3.ExprRef:
         value = self.model.state(state_id).value
         found = self.mode.const(value)

@@ -1,0 +1,97 @@
+"""The kernel search's reachable states as a graph, in the controller's terms: what a
+campaign's coverage is measured against and a proof's counterexample state is looked
+for in, as the Python explorer's ``ExploredGraph`` gives them.
+
+Why no graph is built: the search already keeps every state (a tuple of small ints),
+its parent and its successors; a state is decoded into the controller's ``RunState``
+when a report asks for it (``translate/kernel/decode.py``), and the declared
+transitions each expanded state fires are read from the kernel's firing tables, as
+the report's coverage of declared transitions is.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from replan.controller.policy import Policy
+from replan.controller.run import RunState
+from replan.verification.core.abstraction import SCALARS, abstract_numbering
+from replan.verification.core.harness import Operation
+from replan.verification.core.subject import Subject
+from replan.verification.engines.kernel.paths import Witnesses, calls_to
+from replan.verification.engines.kernel.search import Seen
+from replan.verification.engines.trail import operations_of
+from replan.verification.translate.kernel import Kernel, State
+
+
+class KernelGraph:
+    """The states one kernel search stored (breadth first, the initial state 0), and
+    for each expanded state the declared transitions its calls fire. Edge labels are
+    the model's declared transitions, by their number."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        seen: Seen,
+        policy: Policy,
+        subject: Subject,
+        witnesses: Witnesses,
+    ) -> None:
+        if kernel.decode is None:
+            raise ValueError("kernel: its states cannot be decoded")
+        self.kernel, self.seen, self.policy, self.subject = kernel, seen, policy, subject
+        self.decode: Callable[[State], RunState] = kernel.decode
+        self.witnesses = witnesses
+        self.edge_labels: list[str | None] = list(subject.controller.transitions)
+
+    @property
+    def states(self) -> int:
+        return len(self.seen.states)
+
+    def state(self, index: int) -> RunState:
+        return self.decode(self.seen.states[index])
+
+    def declared(self, index: int) -> str:
+        return self.kernel.modes[self.seen.states[index][self.kernel.mode_position]]
+
+    def depth(self, index: int) -> int:
+        depth, parent = 0, self.seen.parent
+        while parent[index] >= 0:
+            index, depth = parent[index], depth + 1
+        return depth
+
+    def path(self, index: int) -> list[Operation]:
+        """The operations of a shortest run from the initial state to ``index``."""
+        numbers = calls_to(self.kernel, self.seen.parent, self.seen.states, index)
+        return operations_of(self.policy, self.subject, self.kernel.calls, numbers)
+
+    def witness(self, label: str) -> list[Operation] | None:
+        return self.witnesses(label)
+
+    def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]:
+        """Per abstract state, the first state mapped to it; per state, that number."""
+
+        def decoded() -> Iterator[tuple[RunState, Any]]:
+            for state in self.seen.states:
+                run_state = self.decode(state)
+                yield run_state, run_state[SCALARS:]
+
+        return abstract_numbering(decoded())
+
+    def fired_pairs(self) -> Iterator[tuple[int, int]]:
+        """(state, declared transition) of every transition an expanded state's calls
+        fire (a call that fires none is not one)."""
+        kernel, states = self.kernel, self.seen.states
+        position, fired, fired_static = kernel.mode_position, kernel.fired, kernel.fired_static
+        for index in range(len(self.seen.ends)):  # the expanded states
+            state = states[index]
+            mode = state[position]
+            numbers = set(fired_static[mode])
+            dynamic = fired[mode]
+            if dynamic is not None:
+                numbers |= dynamic(state)
+            for number in numbers:
+                if number >= 0:
+                    yield index, number
