@@ -492,30 +492,45 @@ def test_the_boundary_figures_are_with_against_without_side_by_side(
     assert "adds 0.0 s" in "\n".join(boundary.boundary_lines(nothing))
 
 
-def test_the_default_policy_verify_is_measured_over_two_processes_and_one_interleaved(
+def test_the_default_policy_verify_is_measured_with_the_kernel_generated_kept_and_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The runs are faked (each is a whole `replan verify`, about 15 to 25 s): what is
-    pinned is what is run, in which order, and how the figures are read off them."""
+    """The runs are faked (each is a whole `replan verify`, about 10 to 20 s): what is
+    pinned is what is run, in which order, with which kernel cache, and how the
+    figures are read off them."""
     from replan.verification.bench import explore
 
-    ran: list[str] = []
-    walls = {"auto": iter([14.0, 16.0, 13.0]), "1": iter([22.0, 21.0, 30.0])}
+    ran: list[tuple[str, str]] = []
+    walls = {
+        "generated": iter([14.0, 16.0, 13.0]),
+        "kept": iter([10.0, 11.0, 9.0]),
+        "python": iter([14.0, 14.0, 15.0]),
+    }
+    caches: dict[str, set[str]] = {way: set() for way in walls}
 
-    def fake(command: list[str]) -> tuple[int, float, int]:
-        workers = command[command.index("--workers") + 1]
+    def fake(command: list[str], environment: dict[str, str]) -> tuple[int, float, int]:
         assert command[command.index("--profile") + 1] == "ci" and "--policy" not in command
-        ran.append(workers)
-        return 0, next(walls[workers]), (190 if workers == "auto" else 220) * 2**20
+        way = "python" if "--engine" in command else ("kept" if len(ran) % 3 else "generated")
+        cache = environment["REPLAN_KERNEL_CACHE"]
+        if way == "kept" and not caches["kept"]:  # the run that keeps the kernel
+            caches["kept"].add(cache)
+            Path(cache, "kernel.json").write_text("{}")
+            return 0, 99.0, 0
+        ran.append((way, cache))
+        caches[way].add(cache)
+        return 0, next(walls[way]), {"generated": 250, "kept": 260, "python": 190}[way] * 2**20
 
     monkeypatch.setattr(explore, "_peak_rss_of", fake)
     figures = explore.default_policy_verify(3, lambda _: None)
-    assert ran == ["auto", "1"] * 3
-    assert (figures["auto_median_s"], figures["one_process_median_s"]) == (14.0, 22.0)
-    assert figures["auto_to_one_process"] == 0.64 and figures["within_goal"]
-    assert (figures["auto_peak_rss_mb"], figures["one_process_peak_rss_mb"]) == (190, 220)
+    assert [way for way, _ in ran] == ["generated", "kept", "python"] * 3
+    # a fresh cache for every generated run; one, kept, for every kept run
+    assert len(caches["generated"]) == 3 and len(caches["kept"]) == 1
+    assert (figures["generated_median_s"], figures["kept_median_s"]) == (14.0, 10.0)
+    assert figures["python_median_s"] == 14.0 and figures["python_to_generated"] == 1.0
+    assert figures["within_goal"] and figures["within_memory_goal"]
+    assert (figures["generated_peak_rss_mb"], figures["python_peak_rss_mb"]) == (250, 190)
     lines = explore.explore_lines({"spin": [], "default_policy": figures})
-    assert any("median 14.0 s with --workers auto, 22.0 s in one process" in line for line in lines)
+    assert any("median 14.0 s with the kernel generated (250 MB)" in line for line in lines)
 
 
 @pytest.mark.parametrize(("against_s", "met"), [(13.0, True), (30.0, False)])

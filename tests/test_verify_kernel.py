@@ -43,6 +43,9 @@ def test_every_kernel_state_decodes_to_one_the_python_explorer_reached(  # type:
     for ours, theirs in zip(kernel_report.runs, python_report.runs, strict=True):
         assert ours.graph is not None and ours.graph.states == theirs.graph.states
         assert _states(ours.graph) == _states(theirs.graph), ours.domains["name"]
+        assert (ours.transitions, ours.depth) == (theirs.transitions, theirs.depth)
+        assert ours.fired.keys() == theirs.fired.keys()
+        assert (ours.stop_reasons, ours.traps) == (theirs.stop_reasons, theirs.traps)
 
 
 def test_a_decoding_that_misreads_a_field_gives_states_the_explorer_never_reached(  # type: ignore[no-untyped-def]

@@ -31,9 +31,9 @@ listed apart; one that no explored state reaches is a warning), and whether a st
 state is reachable from every reachable state (traps).
 
 On a violation the shortest counterexample (breadth-first: no shorter run in these
-domains breaks a property) is printed and saved as -o DIR/explore-<property>.json
-(spin-<property>.json, kernel-<property>.json for those engines) in the shared
-counterexample format: `replan replay FILE` re-runs it.
+domains breaks a property) is printed and saved as -o DIR/kernel-<property>.json
+(explore-<property>.json with --engine python, spin-<property>.json with --engine
+spin) in the shared counterexample format: `replan replay FILE` re-runs it.
 
 With --engine spin a violation is reported only when SPIN's trail, replayed on the
 generated controller, breaks the same property; a trail that does not is reported as

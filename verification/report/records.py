@@ -34,11 +34,14 @@ VOLATILE_KEYS = frozenset(
         "transitions_per_second",
         "milliseconds",
         # a generated kernel's: how long generating took, whether the cache had it, and
-        # the digest of its text (the same kernel's text may order a disjunction's
-        # operands differently in another process: z3 numbers its terms as made)
+        # what follows from its text (the same kernel's text may order a disjunction's
+        # operands differently in another process, z3 numbering its terms as they are
+        # made, and so group its calls into other functions)
         "translate_seconds",
         "kernel_cache",
         "kernel_digest",
+        "kernel_functions",
+        "transitions_evaluated",
     }
 )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from replan.controller.policy import Policy
@@ -71,12 +72,24 @@ class KernelGraph:
         return self.witnesses(label)
 
     def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]:
-        """Per abstract state, the first state mapped to it; per state, that number."""
+        """Per abstract state, the first state mapped to it; per state, that number.
+        The containers (evidence, contents, id sets) are decoded once per distinct
+        combination of the positions holding them: far fewer than the states."""
+        decoding = self.kernel.decoding
+        assert decoding is not None  # a kernel with a decode has its decoding
+        readers = decoding.field_readers()
+        scalars, containers = readers[:SCALARS], readers[SCALARS:]
+        positions = decoding.positions_of(slice(SCALARS, None))
+        pick = itemgetter(*positions) if len(positions) > 1 else (lambda s: (s[positions[0]],))
+        parts: dict[Any, tuple[Any, ...]] = {}
 
         def decoded() -> Iterator[tuple[RunState, Any]]:
             for state in self.seen.states:
-                run_state = self.decode(state)
-                yield run_state, run_state[SCALARS:]
+                key = pick(state)
+                found = parts.get(key)
+                if found is None:
+                    found = parts[key] = tuple(read(state) for read in containers)
+                yield (*(read(state) for read in scalars), *found), key
 
         return abstract_numbering(decoded())
 

@@ -50,17 +50,31 @@ class Decoding:
     def reader(self) -> Callable[[State], RunState]:
         """The function from a state tuple to its ``RunState`` (each field's reader
         made once: a report decodes every reachable state)."""
-        position = {name: index for index, name in enumerate(self.variables)}
-        members = dict(self.members)
-        names = dict(self.names)
-        readers = [
-            _field_reader(kind, base, position, self, members, names) for kind, base in self.fields
-        ]
+        readers = self.field_readers()
 
         def read(state: State) -> RunState:
             return tuple(reader(state) for reader in readers)
 
         return read
+
+    def field_readers(self) -> list[Callable[[State], Any]]:
+        """Per state field, the function reading its part of the ``RunState``."""
+        position = {name: index for index, name in enumerate(self.variables)}
+        members = dict(self.members)
+        names = dict(self.names)
+        return [
+            _field_reader(kind, base, position, self, members, names) for kind, base in self.fields
+        ]
+
+    def positions_of(self, fields: slice) -> list[int]:
+        """The positions of the state tuple that the fields ``fields`` (a slice of the
+        state fields, in order) are read from."""
+        wanted = [base for _, base in self.fields[fields]]
+        return [
+            index
+            for index, name in enumerate(self.variables)
+            if any(name == base or name.startswith((f"{base}_", f"{base}[")) for base in wanted)
+        ]
 
 
 def decoding(layout: Layout) -> Decoding | None:
