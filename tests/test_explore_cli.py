@@ -92,7 +92,7 @@ def test_a_broken_controller_exits_1_and_replay_reproduces_it(
 
 
 def test_the_state_cap_exits_0_and_says_incomplete(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["explore", "--max-version", "2", "--max-states", "300", "--json"]) == 0
+    assert main(["explore", "--max-states", "300", "--json"]) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert report["complete"] is False and report["stopped_by"] == "max_states"
@@ -224,3 +224,29 @@ def test_the_kernel_takes_the_default_report_from_the_command_line(
     assert document["engine"] == "kernel"
     assert {k: document[k] for k in counts} == {k: explorer["details"][k] for k in counts}
     assert len(list((tmp_path / "kernels").glob("*.json"))) == 2  # one per domain, kept
+
+
+def test_auto_searches_with_the_python_explorer_what_the_kernel_refuses(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A subject the translation cannot read (a ``ValueError`` from the kernel engine)
+    is searched by the Python explorer, which stderr says in one line; an error once
+    the kernel is made (a ``RuntimeError``: a generator bug) is not hidden that way."""
+    from replan.verification.engines.kernel import KernelEngine
+
+    def refuses(*_arguments: object) -> None:
+        raise ValueError("Promela: no Promela for a body it does not read")
+
+    monkeypatch.setattr(KernelEngine, "search", refuses)
+    assert main(["explore", "--max-states", "300", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["engine"] == "python"
+    assert "the kernel cannot search this (Promela: no Promela for a body" in captured.err
+
+    def breaks(*_arguments: object) -> None:
+        raise RuntimeError("kernel: no call's function gives the state (a generator bug)")
+
+    monkeypatch.setattr(KernelEngine, "search", breaks)
+    assert main(["explore", "--max-states", "300"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "generator bug" in error[0]

@@ -314,6 +314,11 @@ def _progress(message: str) -> None:
     say(message)
 
 
+class _Refused(CliError):
+    """A search the engine refused before it began (a ``ValueError``: a body the
+    translation does not read, domains it does not take); one line, like any error."""
+
+
 def _search(
     engine: Engine, subject: Subject, policy: Any, domains: Any, options: SearchOptions
 ) -> SearchResult:
@@ -328,7 +333,9 @@ def _search(
             # refused before spin is sought or a kernel generated
             domain_calls(policy, domains, subject.model, per_state=engine.name == "kernel")
         return engine.search(subject, policy, domains, options)
-    except (EngineUnavailable, ValueError, RuntimeError, RayError) as error:
+    except ValueError as error:
+        raise _Refused(str(error)) from None
+    except (EngineUnavailable, RuntimeError, RayError) as error:
         raise CliError(str(error)) from None
 
 
@@ -343,10 +350,11 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args, subject, engine)
     try:
         result = _search(engine, subject, policy, domains, options)
-    except CliError as error:
+    except _Refused as error:
         if not (args.engine == "auto" and engine.name == "kernel"):
             raise
         # the kernel cannot be made for this subject: the Python explorer searches it
+        # (an error once it is made, such as a generator bug, is not refused: it stops)
         say(f"explore: the kernel cannot search this ({error}); the Python explorer does")
         engine = engine_named("python")
         options = _options(args, subject, engine)

@@ -95,13 +95,14 @@ def verify(
     session.report.checks.append(check_policy(session.options.policy_file, subject))
     progress(f"[1/{session.total}] policy: {session.report.checks[0].status}")
     try:
+        # started now, not when the explorer starts: the drift check and the proofs
+        # run in this process on one core, and the second would wait for the explorer
+        start_beside_explorer(session, [planned for planned, _ in steps])
         for number, (name, check) in enumerate(steps, start=2):
             if session.options.fail_fast and not session.report.ok:
                 session.report.not_run = [later for later, _ in steps[number - 2 :]]
                 progress(f"--fail-fast: not running {', '.join(session.report.not_run)}")
                 break
-            if name == "explorer":
-                start_beside_explorer(session, [planned for planned, _ in steps])
             session.run(number, name, check)
     finally:
         session.cancel_beside()

@@ -195,23 +195,25 @@ def coverage(
     examples: int = 3,
     abstracted: bool = False,
 ) -> Coverage:
-    """How much of ``result``'s reachable graph (explored with ``keep_graph=True``) a
-    campaign visited, both mapped by ``abstract_state``. States are snapshots (dicts,
-    or canonical JSON strings of them, or ``_export_state`` tuples); a transition is
-    (state before the call, the trace record's "transition" field), the pair the
-    campaign records, so the explorer's transitions are the distinct (abstract state,
-    fired transition) pairs of its graph. ``abstracted``: the states given are
-    ``abstract_state`` values already (a campaign's ``Visited`` records)."""
+    """How much of ``result``'s reachable graph (the Python explorer's, kept with
+    ``keep_graph=True``, or the kernel's) a campaign visited, both mapped by
+    ``abstract_state``. States are snapshots (dicts, or canonical JSON strings of
+    them, or ``_export_state`` tuples); a transition is (state before the call, the
+    trace record's "transition" field), the pair the campaign records, so the
+    explorer's transitions are the distinct (abstract state, declared transition
+    fired) pairs of its graph; a call that fires none (absorbed by a stopped run,
+    refused by the input check) is not one, on either side. ``abstracted``: the
+    states given are ``abstract_state`` values already (a campaign's ``Visited``
+    records)."""
     graph = result.graph
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
     first_index, number_of = graph.abstract_numbering()
-    # only declared transitions: a call a stopped run absorbs, or one the input check
-    # refuses, fires none
+    declared_labels = set(result.labels)
     label_numbers = {
         label: number
         for number, label in enumerate(graph.edge_labels)
-        if label is not None and label in result.labels
+        if label is not None and label in declared_labels
     }
     # a (state, label) pair as one int: hashing millions of them is most of the cost
     width = max(len(graph.edge_labels), 1)
@@ -228,7 +230,7 @@ def coverage(
     pair_hits: set[int] = set()
     outside_transitions = 0
     for item in visited_transitions:
-        if item[1] not in result.labels:
+        if item[1] not in declared_labels:
             continue  # no declared transition fired
         pair = _pair(item, abstract, first_index, label_numbers, width)
         if pair is None or pair not in pairs:
