@@ -56,11 +56,10 @@ def test_a_decoding_that_misreads_a_field_gives_states_the_explorer_never_reache
     from replan.verification.engines.kernel.graph import KernelGraph
 
     ours, theirs = kernel_report.runs[0].graph, python_report.runs[0].graph
-    members = dict(ours.kernel.decoding.members)
+    members = dict(ours.decoding.members)
     members["evidence"] = tuple(reversed(members["evidence"]))
-    broken = dataclasses.replace(ours.kernel.decoding, members=tuple(members.items()))
-    kernel = dataclasses.replace(ours.kernel, decode=broken.reader())
-    misread = KernelGraph(kernel, ours.seen, DEFAULT_POLICY, PROJECT, ours.witnesses)
+    broken = dataclasses.replace(ours.decoding, members=tuple(members.items()))
+    misread = KernelGraph(ours.witnesses, broken)
     assert _states(misread) != _states(theirs)
 
 

@@ -93,8 +93,8 @@ def explore_kernel(
         _coverage(result, kernel, found, found.seen, subject)
         witnesses = Witnesses(kernel, found.seen, policy, subject, result.fired)
         result.witness = witnesses
-        if kernel.decode is not None:
-            result.graph = KernelGraph(kernel, found.seen, policy, subject, witnesses)
+        if kernel.decoding is not None:
+            result.graph = KernelGraph(witnesses, kernel.decoding)
     for prop, numbers in found.violations:
         violation = replay_calls(
             policy,

@@ -12,19 +12,16 @@ the report's coverage of declared transitions is.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any
 
-from replan.controller.policy import Policy
 from replan.controller.run import RunState
 from replan.verification.core.abstraction import SCALARS, abstract_numbering
 from replan.verification.core.harness import Operation
-from replan.verification.core.subject import Subject
 from replan.verification.engines.kernel.paths import Witnesses, calls_to
-from replan.verification.engines.kernel.search import Seen
 from replan.verification.engines.trail import operations_of
-from replan.verification.translate.kernel import Kernel, State
+from replan.verification.translate.kernel.decode import Decoding
 
 
 class KernelGraph:
@@ -32,20 +29,11 @@ class KernelGraph:
     for each expanded state the declared transitions its calls fire. Edge labels are
     the model's declared transitions, by their number."""
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        seen: Seen,
-        policy: Policy,
-        subject: Subject,
-        witnesses: Witnesses,
-    ) -> None:
-        if kernel.decode is None:
-            raise ValueError("kernel: its states cannot be decoded")
-        self.kernel, self.seen, self.policy, self.subject = kernel, seen, policy, subject
-        self.decode: Callable[[State], RunState] = kernel.decode
-        self.witnesses = witnesses
-        self.edge_labels: list[str | None] = list(subject.controller.transitions)
+    def __init__(self, witnesses: Witnesses, decoding: Decoding) -> None:
+        self.witnesses, self.decoding = witnesses, decoding
+        self.kernel, self.seen = witnesses.kernel, witnesses.seen
+        self.decode = decoding.reader()
+        self.edge_labels: list[str | None] = list(witnesses.labels)
 
     @property
     def states(self) -> int:
@@ -66,7 +54,8 @@ class KernelGraph:
     def path(self, index: int) -> list[Operation]:
         """The operations of a shortest run from the initial state to ``index``."""
         numbers = calls_to(self.kernel, self.seen.parent, self.seen.states, index)
-        return operations_of(self.policy, self.subject, self.kernel.calls, numbers)
+        policy, subject = self.witnesses.policy, self.witnesses.subject
+        return operations_of(policy, subject, self.kernel.calls, numbers)
 
     def witness(self, label: str) -> list[Operation] | None:
         return self.witnesses(label)
@@ -75,8 +64,7 @@ class KernelGraph:
         """Per abstract state, the first state mapped to it; per state, that number.
         The containers (evidence, contents, id sets) are decoded once per distinct
         combination of the positions holding them: far fewer than the states."""
-        decoding = self.kernel.decoding
-        assert decoding is not None  # a kernel with a decode has its decoding
+        decoding = self.decoding
         readers = decoding.field_readers()
         scalars, containers = readers[:SCALARS], readers[SCALARS:]
         positions = decoding.positions_of(slice(SCALARS, None))

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replan.controller.policy import Policy
-from replan.controller.run import RunState
 from replan.spec.model import MachineModel
 from replan.verification.core.domains import Domains
 from replan.verification.translate.calls import Call, domain_calls
@@ -80,10 +79,8 @@ class Kernel:
     #: a state's canonical form under the renaming of its plan ids (None: states are
     #: stored as they are)
     canonical: Callable[[State], State] | None = None
-    #: how a state tuple reads as the controller's ``RunState``, and its reader
-    #: (None: not decodable)
+    #: how a state tuple reads as the controller's ``RunState`` (None: not decodable)
     decoding: Decoding | None = None
-    decode: Callable[[State], RunState] | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +159,6 @@ def compiled(
         offered=[None if name is None else namespace[name] for name in generated.offered_functions],
         canonical=None if generated.renaming is None else generated.renaming.canonical(),
         decoding=generated.decoding,
-        decode=None if generated.decoding is None else generated.decoding.reader(),
     )
 
 
