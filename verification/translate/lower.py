@@ -47,6 +47,9 @@ class Lowerer:
         self.scalars = scalars
         self.arrays = arrays
         self._memo: dict[int, Any] = {}
+        #: array reads by (array, index, content), the terms kept with the value (z3
+        #: reuses the id of a freed term)
+        self._reads: dict[tuple[Any, ...], tuple[z3.ExprRef, list[z3.ExprRef], Any]] = {}
         self._key_members = list(layout.u.key.members.values())
 
     def id_terms(self, index: tuple[int, ...]) -> list[z3.ExprRef]:
@@ -77,16 +80,19 @@ class Lowerer:
 
         Long: one dispatch on the z3 operator, a table of a few lines per operator;
         splitting it would scatter the one mapping from z3 to Promela."""
-        if z3.is_true(term):
-            return TRUE
-        if z3.is_false(term):
-            return FALSE
-        if z3.is_int_value(term):
+        # one question to z3 for the term's kind, then one for its operator: z3's
+        # is_true, is_int_value, ... each ask both again
+        ast_kind = z3.Z3_get_ast_kind(term.ctx_ref(), term.as_ast())
+        if ast_kind == z3.Z3_NUMERAL_AST and z3.is_int_value(term):
             return const(term.as_long())
-        if z3.is_quantifier(term):
+        if ast_kind == z3.Z3_QUANTIFIER_AST:
             raise self.fail(term, "a quantifier")
         decl = term.decl()
         kind = decl.kind()
+        if kind == z3.Z3_OP_TRUE:
+            return TRUE
+        if kind == z3.Z3_OP_FALSE:
+            return FALSE
         if kind == z3.Z3_OP_UNINTERPRETED and term.num_args() == 0:
             name = decl.name()
             if name not in self.scalars:
@@ -193,6 +199,14 @@ class Lowerer:
         return value
 
     def _read(self, array: z3.ExprRef, index: list[z3.ExprRef], content: bool) -> Any:
+        # an array of stores is read at each index it is compared at: read once
+        key = (array.get_id(), *(i.get_id() for i in index), content)
+        found = self._reads.get(key)
+        if found is None:
+            found = self._reads[key] = (array, index, self._read_anew(array, index, content))
+        return found[2]
+
+    def _read_anew(self, array: z3.ExprRef, index: list[z3.ExprRef], content: bool) -> Any:
         if z3.is_quantifier(array):
             if not array.is_lambda():
                 raise self.fail(array, "a quantifier where an array is expected")

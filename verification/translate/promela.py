@@ -22,6 +22,7 @@ listed as unchecked, never dropped silently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Sequence
@@ -178,11 +179,16 @@ class Translation:
         ]
 
     def call_properties(
-        self, event: str, encoding: StepEncoding, pre_scalars: dict[str, IR]
+        self,
+        event: str,
+        encoding: StepEncoding,
+        pre_scalars: dict[str, IR],
+        invariants: bool = True,
     ) -> dict[str, z3.BoolRef]:
         """The call properties of ``event`` over the step's pre-state, argument and a
-        fresh post-state and answer, and the state invariants; each free constant
-        ("every remembered (key, version)") unrolled over the domains."""
+        fresh post-state and answer, and (with ``invariants``) the state invariants;
+        each free constant ("every remembered (key, version)") unrolled over the
+        domains."""
         step = dataclasses.replace(encoding, post=self.post, answer=self.answer)
         terms: dict[str, z3.BoolRef] = {}
         for prop in self.contract.of_kind("call"):
@@ -198,23 +204,42 @@ class Translation:
         bound = {*pre_scalars, *self.post_scalars, "answer"}
         bound |= {str(symbol) for symbol in _argument_symbols(encoding)}
         return {
-            name: _for_every_free(self.u, self.layout, term, bound)
-            for name, term in {**terms, **self.invariants}.items()
+            **{
+                name: _for_every_free(self.u, self.layout, term, bound)
+                for name, term in terms.items()
+            },
+            **(self.unrolled_invariants if invariants else {}),
         }
 
-    def lowered(self, event: str, calls: Sequence[Call]) -> list[LoweredCall]:
+    @functools.cached_property
+    def unrolled_invariants(self) -> dict[str, z3.BoolRef]:
+        """The state invariants, each free constant unrolled over the domains: once,
+        not per event (an invariant reads the post-state alone)."""
+        bound = {*self.post_scalars}
+        return {
+            name: _for_every_free(self.u, self.layout, term, bound)
+            for name, term in self.invariants.items()
+        }
+
+    def lowered(
+        self, event: str, calls: Sequence[Call], invariants: bool = True
+    ) -> list[LoweredCall]:
         """Each call of ``event`` lowered: its assignments, answer and property flags
-        over the pre-state (``b_`` variables), the post-state and the answer."""
+        over the pre-state (``b_`` variables), the post-state and the answer; the
+        state invariants among the flags only with ``invariants`` (the kernel checks
+        them once per new state, not per call)."""
         encoding = encode_event(self.u, event, self.model_class, prefix=f"{event}.")
         pre_scalars, pre_arrays = self.layout.bind(encoding.pre, "b_")
-        properties = self.call_properties(event, encoding, pre_scalars)
+        properties = self.call_properties(event, encoding, pre_scalars, invariants)
         scalars = {**pre_scalars, **self.post_scalars, "answer": var("answer")}
         arrays = {**pre_arrays, **self.post_arrays}
         checker = self.model_class(self.policy)
         out = []
+        # one lowerer for every call of the event: z3 shares equal terms, so what the
+        # calls' arguments leave alike (most of each term) is lowered once
+        lower = Lowerer(self.layout, scalars, arrays)
         for call in calls:
             substitution = _argument_substitution(self.u, encoding, call, checker, self.translator)
-            lower = Lowerer(self.layout, scalars, arrays)
             settle = _Settle(substitution)
             assigned = [
                 (name, value)
@@ -247,12 +272,8 @@ class Translation:
 
     def state_invariants(self) -> list[tuple[str, IR]]:
         """The state invariants as IR over the state's own (unprefixed) variables."""
-        bound = {*self.post_scalars}
         lower = Lowerer(self.layout, self.post_scalars, self.post_arrays)
-        return [
-            (name, lower.scalar(_for_every_free(self.u, self.layout, term, bound)))
-            for name, term in self.invariants.items()
-        ]
+        return [(name, lower.scalar(term)) for name, term in self.unrolled_invariants.items()]
 
 
 @dataclass

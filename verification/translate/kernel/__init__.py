@@ -104,14 +104,14 @@ def generate(
     calls = domain_calls(policy, domains, model, per_state=True)
     translation = Translation(policy, model, model_class, calls, domains.versions, contract)
     layout = translation.layout
-    writer = Writer(layout, set(translation.invariants))
+    writer = Writer(layout)
     by_event: dict[str, list[Call]] = {}
     for call in calls:
         by_event.setdefault(call.event, []).append(call)
     for event, event_calls in by_event.items():
         if progress is not None:
             progress(f"generating {event} ({len(event_calls)} calls) ...")
-        for lowered in translation.lowered(event, event_calls):
+        for lowered in translation.lowered(event, event_calls, invariants=False):
             writer.call(lowered)
     writer.invariants(translation.state_invariants())
     writer.expanders()

@@ -75,9 +75,8 @@ class Writer:
     """Collects the kernel's functions: one per (call, group of declared states doing
     the same), and one ``expand`` per declared state running every call there."""
 
-    def __init__(self, layout: Layout, invariant_names: set[str]) -> None:
+    def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self.invariant_names = invariant_names
         self.variables = layout.variables()
         self.position = {name: i for i, name in enumerate(self.variables)}
         self.initial = tuple(value for slot in layout.slots for value in slot.initial)
@@ -114,7 +113,6 @@ class Writer:
     def call(self, lowered: LoweredCall) -> None:
         """The call's functions, one per group of declared states doing the same."""
         mode = self.layout.mode_name
-        flags = [(n, node) for n, node in lowered.flags if n not in self.invariant_names]
         groups: dict[tuple[Any, ...], list[int]] = {}
         for value in range(len(self.layout.u.mode.members)):
             # A fresh folding context per (call, declared state): its memo is kept per
@@ -142,7 +140,7 @@ class Writer:
             memo: dict[IR, IR] = {}
             checks = tuple(
                 (name, folded)
-                for name, node in flags
+                for name, node in lowered.flags
                 if (folded := self.context.run(substitute(node, values, memo), known)) != TRUE
             )
             groups.setdefault((tuple(post.items()), checks, offered), []).append(value)
