@@ -203,13 +203,12 @@ class Translation:
         self.checked.update(terms)
         bound = {*pre_scalars, *self.post_scalars, "answer"}
         bound |= {str(symbol) for symbol in _argument_symbols(encoding)}
-        return {
-            **{
-                name: _for_every_free(self.u, self.layout, term, bound)
-                for name, term in terms.items()
-            },
-            **(self.unrolled_invariants if invariants else {}),
+        unrolled = {
+            name: _for_every_free(self.u, self.layout, term, bound) for name, term in terms.items()
         }
+        if invariants:
+            unrolled.update(self.unrolled_invariants)
+        return unrolled
 
     @functools.cached_property
     def unrolled_invariants(self) -> dict[str, z3.BoolRef]:
