@@ -32,7 +32,9 @@ class KernelGraph:
     def __init__(self, witnesses: Witnesses, decoding: Decoding) -> None:
         self.witnesses, self.decoding = witnesses, decoding
         self.kernel, self.seen = witnesses.kernel, witnesses.seen
-        self.decode = decoding.reader()
+        #: per state field, the function reading it from a state tuple (made once: a
+        #: report decodes every reachable state)
+        self.readers = decoding.field_readers()
         self.edge_labels: list[str | None] = list(witnesses.labels)
 
     @property
@@ -40,7 +42,8 @@ class KernelGraph:
         return len(self.seen.states)
 
     def state(self, index: int) -> RunState:
-        return self.decode(self.seen.states[index])
+        state = self.seen.states[index]
+        return tuple(read(state) for read in self.readers)
 
     def declared(self, index: int) -> str:
         return self.kernel.modes[self.seen.states[index][self.kernel.mode_position]]
@@ -64,10 +67,8 @@ class KernelGraph:
         """Per abstract state, the first state mapped to it; per state, that number.
         The containers (evidence, contents, id sets) are decoded once per distinct
         combination of the positions holding them: far fewer than the states."""
-        decoding = self.decoding
-        readers = decoding.field_readers()
-        scalars, containers = readers[:SCALARS], readers[SCALARS:]
-        positions = decoding.positions_of(slice(SCALARS, None))
+        scalars, containers = self.readers[:SCALARS], self.readers[SCALARS:]
+        positions = self.decoding.positions_of(slice(SCALARS, None))
         pick = itemgetter(*positions) if len(positions) > 1 else (lambda s: (s[positions[0]],))
         parts: dict[Any, tuple[Any, ...]] = {}
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from replan.controller.fields import STATE_FIELDS
 from replan.controller.records import EvidenceState, Plan
-from replan.controller.run import RunState
 from replan.verification.translate.layout import Layout
 from replan.verification.translate.symbolic import FIELD_KINDS, RECORD_FIELDS
 
@@ -46,16 +45,6 @@ class Decoding:
     ids: tuple[int, ...]
     #: the (key, version) at each position of the contents
     contents: tuple[tuple[str, int], ...]
-
-    def reader(self) -> Callable[[State], RunState]:
-        """The function from a state tuple to its ``RunState`` (each field's reader
-        made once: a report decodes every reachable state)."""
-        readers = self.field_readers()
-
-        def read(state: State) -> RunState:
-            return tuple(reader(state) for reader in readers)
-
-        return read
 
     def field_readers(self) -> list[Callable[[State], Any]]:
         """Per state field, the function reading its part of the ``RunState``."""
