@@ -329,8 +329,10 @@ def test_after_an_interrupt_an_object_it_cut_short_dies_without_a_traceback(
         cut_short()
     assert [type(e) for e in reported] == [AttributeError]  # no interrupt: reported
     reported.clear()
+    pytests_handler = signal.getsignal(signal.SIGINT)
     with interrupt.installed("x: interrupted"):
         interrupt._requested.set()
+    signal.signal(signal.SIGINT, pytests_handler)
     try:
         cut_short()  # after the command, as the interpreter's clean-up finds it
         Broken()
@@ -338,3 +340,33 @@ def test_after_an_interrupt_an_object_it_cut_short_dies_without_a_traceback(
     finally:
         interrupt._requested.clear()
     assert [type(e) for e in reported] == [ValueError]
+
+
+LATE_SIGINT = """
+import os, signal
+from replan.verification.runtime import interrupt
+
+with interrupt.installed("x: interrupted"):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        interrupt.check()
+    except KeyboardInterrupt:
+        interrupt.finished()
+os.kill(os.getpid(), signal.SIGINT)  # redelivered by the watcher, handled only now
+raise SystemExit(130)
+"""
+
+
+def test_a_sigint_arriving_after_the_interrupted_command_finished_keeps_exit_130() -> None:
+    """The watcher redelivers an interrupt a finalizer swallowed; one sent just before
+    the command finished is handled after it: the process still exits 130, not killed
+    by the signal (Python re-raises an uncaught KeyboardInterrupt as death by SIGINT)."""
+    done = subprocess.run(
+        [sys.executable, "-c", LATE_SIGINT],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr

@@ -93,6 +93,10 @@ def _handler(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _after_interrupt(signum: int, frame: Any) -> None:
+    """The handler once an interrupted command is over: nothing is left to stop."""
+
+
 def caused_by_interrupt(error: BaseException | None) -> bool:
     """Whether ``error`` is the interrupt, or what a library made of it: ctypes turns
     one raised while it converts an argument into ``ArgumentError("argument 2:
@@ -224,7 +228,10 @@ def installed(message: str, remove_temporary: Callable[[], None] = lambda: None)
         if not _requested.is_set():  # interrupted: objects cut short die on the way out
             sys.unraisablehook = previous_hook
         signal.set_wakeup_fd(previous_fd)
-        signal.signal(signal.SIGINT, previous_handler)
+        # Interrupted: a SIGINT still on its way (one the watcher redelivered just
+        # before the command finished) must not kill the process by signal instead of
+        # its exit 130; the watcher's deadline still bounds the way out.
+        signal.signal(signal.SIGINT, _after_interrupt if _requested.is_set() else previous_handler)
         _state["installed"] = False
         if not _requested.is_set():
             _stop.set()
