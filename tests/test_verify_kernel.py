@@ -80,6 +80,25 @@ def test_coverage_against_the_kernel_is_coverage_against_the_python_explorer(  #
         assert 0 < measured[0]["transitions"]["reached"] < measured[0]["transitions"]["total"]
 
 
+def test_the_kernel_numbers_each_state_as_its_abstract_state_alone_would(  # type: ignore[no-untyped-def]
+    kernel_report,
+) -> None:
+    """A state is decoded and abstracted once per combination of what the abstraction
+    reads (states differing only in plan revisions share it): the numbering is the one
+    ``abstract_state`` gives state by state (and states do share one)."""
+    from replan.verification.core.abstraction import abstract_state
+
+    for run in kernel_report.runs:
+        graph = run.graph
+        first_index, number_of = graph.abstract_numbering()
+        expected: dict[Any, int] = {}
+        for index in range(graph.states):
+            number = expected.setdefault(abstract_state(graph.state(index)), index)
+            assert number_of[index] == number, (run.domains["name"], index)
+        assert first_index == expected
+        assert len(first_index) < graph.states
+
+
 def test_each_transition_the_kernel_fired_has_a_witness_that_fires_it_last(kernel_report) -> None:  # type: ignore[no-untyped-def]
     labels = list(Controller.transitions)
     assert kernel_report.fired

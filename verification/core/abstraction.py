@@ -11,12 +11,15 @@ both mapped through it, so the two can be compared state for state
 from __future__ import annotations
 
 from array import array
-from collections.abc import Hashable, Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from replan.controller.fields import COUNTER, STATE_FIELDS
 from replan.controller.fields import position as field_position
+from replan.controller.records import Plan
 from replan.controller.run import RunState
+
+Stored = TypeVar("Stored")
 
 #: The state tuple's leading scalar fields (``controller/fields.py``); its containers follow.
 SCALAR_NAMES = tuple(f.attribute for f in STATE_FIELDS if f.kind.scalar)
@@ -39,11 +42,20 @@ def evidence_of(state: RunState) -> list[tuple[str, int, str]]:
     return [(key, version, str(known.get(key, "Unknown"))) for key, version in state[P_LATEST]]
 
 
+#: What the abstraction never reads: the plan revision, and the pending plan's own
+#: revision (its id is renamed, its other parts kept). A search that knows where a
+#: state holds these can tell two states apart without them (``abstract_numbering``).
+IGNORED_FIELD = "_plan_revision"
+IGNORED_PLAN_PART = "revision"
 #: The counters coverage keeps as they are (every one but the plan revision).
 _ABSTRACT_COUNTERS = tuple(
     index
     for index, f in enumerate(STATE_FIELDS)
-    if f.kind is COUNTER and f.attribute != "_plan_revision"
+    if f.kind is COUNTER and f.attribute != IGNORED_FIELD
+)
+#: The pending plan's parts kept as they are (its id is renamed).
+_PENDING_KEPT = tuple(
+    index for index, part in enumerate(Plan._fields) if part not in ("id", IGNORED_PLAN_PART)
 )
 
 
@@ -68,7 +80,7 @@ def abstract_with(state: RunState, parts: tuple[Any, ...]) -> tuple[Any, ...]:
     return (
         str(state[P_DECLARED]),
         *(state[p] for p in _ABSTRACT_COUNTERS),
-        None if pending is None else (pending_name, pending[2], pending[3], pending[4]),
+        None if pending is None else (pending_name, *(pending[i] for i in _PENDING_KEPT)),
         evidence,
         contents,
         accepted,
@@ -117,24 +129,33 @@ def abstract_parts(state: RunState, pending_id: Any) -> tuple[Any, ...]:
 
 
 def abstract_numbering(
-    states: Iterable[tuple[RunState, Hashable]],
+    states: Iterable[tuple[Hashable, Hashable, Stored]], decode: Callable[[Stored], RunState]
 ) -> tuple[dict[tuple[Any, ...], int], array[int]]:
     """Per abstract state, the first of ``states`` mapped to it; per state, that number.
-    Each of ``states`` comes with a value that is equal for states sharing their
-    containers (the parts after the scalars: a search's interned numbers of them, or
-    the parts themselves), so ``abstract_parts`` runs once per distinct combination.
+    Each of ``states`` comes as it is stored (``decode`` makes a ``RunState`` of it)
+    with two keys: one equal for states the abstraction cannot tell apart by what it
+    reads (the stored state without the positions of ``IGNORED_FIELD`` and
+    ``IGNORED_PLAN_PART``, or the stored state itself), so a state is decoded and
+    abstracted once per key; and one equal for states sharing their containers (the
+    parts after the scalars), so ``abstract_parts`` runs once per distinct combination.
     Each abstract state is hashed once, here: a graph's millions of edges are then
     pairs of small ints (an abstract state is a nested tuple whose hash Python
     recomputes on every lookup)."""
     first_index: dict[tuple[Any, ...], int] = {}
     number_of = array("l")
+    number_by_key: dict[Hashable, int] = {}
     parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    for index, (state, containers) in enumerate(states):
-        pending = state[P_PENDING]
-        pending_id = None if pending is None else pending[0]
-        shared = (pending_id, containers)
-        parts = parts_of.get(shared)
-        if parts is None:
-            parts = parts_of[shared] = abstract_parts(state, pending_id)
-        number_of.append(first_index.setdefault(abstract_with(state, parts), index))
+    for index, (key, containers, stored) in enumerate(states):
+        number = number_by_key.get(key)
+        if number is None:
+            state = decode(stored)
+            pending = state[P_PENDING]
+            pending_id = None if pending is None else pending[0]
+            shared = (pending_id, containers)
+            parts = parts_of.get(shared)
+            if parts is None:
+                parts = parts_of[shared] = abstract_parts(state, pending_id)
+            abstract = abstract_with(state, parts)
+            number = number_by_key[key] = first_index.setdefault(abstract, index)
+        number_of.append(number)
     return first_index, number_of

@@ -49,7 +49,7 @@ class ExploredGraph:
         """Per abstract state, the first state mapped to it; per state, that number
         (``abstraction.abstract_numbering``, the containers by their interned numbers)."""
         engine = self._engine
-        return abstract_numbering((engine.full(key), key[SCALARS:]) for key in engine.keys)
+        return abstract_numbering(((key, key[SCALARS:], key) for key in engine.keys), engine.full)
 
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, label number) of every distinct edge."""

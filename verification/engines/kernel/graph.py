@@ -12,12 +12,18 @@ the report's coverage of declared transitions is.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
 
+from replan.controller.fields import position as field_position
 from replan.controller.run import RunState
-from replan.verification.core.abstraction import SCALARS, abstract_numbering
+from replan.verification.core.abstraction import (
+    IGNORED_FIELD,
+    IGNORED_PLAN_PART,
+    SCALARS,
+    abstract_numbering,
+)
 from replan.verification.core.harness import Operation
 from replan.verification.engines.kernel.paths import Witnesses, calls_to
 from replan.verification.engines.trail import operations_of
@@ -65,22 +71,27 @@ class KernelGraph:
 
     def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]:
         """Per abstract state, the first state mapped to it; per state, that number.
-        The containers (evidence, contents, id sets) are decoded once per distinct
-        combination of the positions holding them: far fewer than the states."""
+        A state is decoded once per combination of the positions the abstraction reads
+        (states differing only in plan revisions are many), and its containers
+        (evidence, contents, id sets) once per distinct combination of the positions
+        holding them: far fewer than the states."""
         scalars, containers = self.readers[:SCALARS], self.readers[SCALARS:]
-        positions = self.decoding.positions_of(slice(SCALARS, None))
-        pick = itemgetter(*positions) if len(positions) > 1 else (lambda s: (s[positions[0]],))
+        held = _picker(self.decoding.positions_of(slice(SCALARS, None)))
+        compared = _picker(
+            self.decoding.positions_except(field_position(IGNORED_FIELD), IGNORED_PLAN_PART)
+        )
         parts: dict[Any, tuple[Any, ...]] = {}
 
-        def decoded() -> Iterator[tuple[RunState, Any]]:
-            for state in self.seen.states:
-                key = pick(state)
-                found = parts.get(key)
-                if found is None:
-                    found = parts[key] = tuple(read(state) for read in containers)
-                yield (*(read(state) for read in scalars), *found), key
+        def decode(state: tuple[int, ...]) -> RunState:
+            key = held(state)
+            found = parts.get(key)
+            if found is None:
+                found = parts[key] = tuple(read(state) for read in containers)
+            return (*(read(state) for read in scalars), *found)
 
-        return abstract_numbering(decoded())
+        states = self.seen.states
+        keyed = zip(map(compared, states), map(held, states), states, strict=True)
+        return abstract_numbering(keyed, decode)
 
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, declared transition) of every transition an expanded state's calls
@@ -97,3 +108,11 @@ class KernelGraph:
             for number in numbers:
                 if number >= 0:
                     yield index, number
+
+
+def _picker(positions: list[int]) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
+    """The function reading ``positions`` of a state tuple as a tuple."""
+    if len(positions) == 1:
+        (only,) = positions
+        return lambda s: (s[only],)
+    return itemgetter(*positions)

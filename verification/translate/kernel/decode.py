@@ -65,6 +65,18 @@ class Decoding:
             if any(name == base or name.startswith((f"{base}_", f"{base}[")) for base in wanted)
         ]
 
+    def positions_except(self, field: int, plan_part: str) -> list[int]:
+        """Every position of the state tuple but those the state field at ``field``
+        is read from, and the part ``plan_part`` of every plan field."""
+        left_out = set(self.positions_of(slice(field, field + 1)))
+        left_out |= {
+            index
+            for index, name in enumerate(self.variables)
+            for kind, base in self.fields
+            if kind == "plan?" and name == f"{base}_{plan_part}"
+        }
+        return [index for index in range(len(self.variables)) if index not in left_out]
+
 
 def decoding(layout: Layout) -> Decoding | None:
     """The layout's decoding; None when a name the translation interned is neither a
