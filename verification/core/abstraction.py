@@ -129,15 +129,17 @@ def abstract_parts(state: RunState, pending_id: Any) -> tuple[Any, ...]:
 
 
 def abstract_numbering(
-    states: Iterable[tuple[Hashable, Hashable, Stored]], decode: Callable[[Stored], RunState]
+    states: Iterable[tuple[Hashable | None, Hashable, Stored]],
+    decode: Callable[[Stored], RunState],
 ) -> tuple[dict[tuple[Any, ...], int], array[int]]:
     """Per abstract state, the first of ``states`` mapped to it; per state, that number.
     Each of ``states`` comes as it is stored (``decode`` makes a ``RunState`` of it)
     with two keys: one equal for states the abstraction cannot tell apart by what it
     reads (the stored state without the positions of ``IGNORED_FIELD`` and
-    ``IGNORED_PLAN_PART``, or the stored state itself), so a state is decoded and
-    abstracted once per key; and one equal for states sharing their containers (the
-    parts after the scalars), so ``abstract_parts`` runs once per distinct combination.
+    ``IGNORED_PLAN_PART``), so a state is decoded and abstracted once per key, or None
+    where no state shares it (nothing is kept for it); and one equal for states
+    sharing their containers (the parts after the scalars), so ``abstract_parts`` runs
+    once per distinct combination.
     Each abstract state is hashed once, here: a graph's millions of edges are then
     pairs of small ints (an abstract state is a nested tuple whose hash Python
     recomputes on every lookup)."""
@@ -146,7 +148,7 @@ def abstract_numbering(
     number_by_key: dict[Hashable, int] = {}
     parts_of: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for index, (key, containers, stored) in enumerate(states):
-        number = number_by_key.get(key)
+        number = None if key is None else number_by_key.get(key)
         if number is None:
             state = decode(stored)
             pending = state[P_PENDING]
@@ -156,6 +158,8 @@ def abstract_numbering(
             if parts is None:
                 parts = parts_of[shared] = abstract_parts(state, pending_id)
             abstract = abstract_with(state, parts)
-            number = number_by_key[key] = first_index.setdefault(abstract, index)
+            number = first_index.setdefault(abstract, index)
+            if key is not None:
+                number_by_key[key] = number
         number_of.append(number)
     return first_index, number_of

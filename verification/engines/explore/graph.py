@@ -47,9 +47,10 @@ class ExploredGraph:
 
     def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]:
         """Per abstract state, the first state mapped to it; per state, that number
-        (``abstraction.abstract_numbering``, the containers by their interned numbers)."""
+        (``abstraction.abstract_numbering``, the containers by their interned numbers;
+        no key per state: the search's keys hold the plan revision, so none is shared)."""
         engine = self._engine
-        return abstract_numbering(((key, key[SCALARS:], key) for key in engine.keys), engine.full)
+        return abstract_numbering(((None, key[SCALARS:], key) for key in engine.keys), engine.full)
 
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, label number) of every distinct edge."""
