@@ -239,6 +239,7 @@ SLOW_TESTS = frozenset(
         "tests/test_interrupt.py::test_ctrl_c_right_after_the_proofs_leaves_no_counterexample_without_its_report",
         "tests/test_interrupt.py::test_ctrl_c_stops_the_campaign",
         "tests/test_interrupt.py::test_ctrl_c_stops_the_explorer_and_its_workers",
+        "tests/test_interrupt.py::test_ctrl_c_stops_the_kernels_shards",
         "tests/test_interrupt.py::test_ctrl_c_stops_the_proofs_inside_z3",
         # test_journal.py
         "tests/test_journal.py::test_two_processes_creating_one_journal_one_creates_it_and_the_other_is_told",
@@ -256,6 +257,9 @@ SLOW_TESTS = frozenset(
         # test_kernel_apart.py
         "tests/test_kernel_apart.py::test_a_kernel_generated_apart_searches_as_the_one_generated_here",
         "tests/test_kernel_apart.py::test_the_kernel_engine_searches_kernels_generated_apart_with_the_same_counts",
+        # test_kernel_sharded.py
+        "tests/test_kernel_sharded.py::test_a_sharded_search_keeps_the_serial_searchs_states_parents_and_successors",
+        "tests/test_kernel_sharded.py::test_a_violation_met_by_shards_gives_the_serial_counterexample",
         # test_kernel_cache.py
         "tests/test_kernel_cache.py::test_a_cache_that_cannot_be_written_only_costs_time",
         "tests/test_kernel_cache.py::test_a_kept_kernel_is_reused_and_gives_what_generating_it_gives",

@@ -349,8 +349,13 @@ def test_the_kernel_is_measured_beside_the_explorer_with_the_same_counts(tmp_pat
     assert kernel["held"] and len(kernel["samples_s"]) == 2 and kernel["build_seconds"] > 0
     assert (kernel["states"], kernel["transitions"]) == (one["states"], one["transitions"])
     assert kernel["same_counts_as_python_explorer"]
+    # and over two shards, with the same counts
+    sharded = figures["kernel_2_shards"]
+    assert sharded["held"] and len(sharded["samples_s"]) == 2
+    assert (sharded["states"], sharded["transitions"]) == (one["states"], one["transitions"])
     lines = explore_lines({"spin": [figures], "first_policy": None})
     assert any("--engine kernel" in line and f"{kernel['states']:,}" in line for line in lines)
+    assert any("--workers 2" in line and f"{sharded['states']:,}" in line for line in lines)
 
 
 def test_the_campaign_is_measured_against_a_bare_lockstep_machine() -> None:

@@ -129,7 +129,6 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
         ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
         ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
         ["--engine", "kernel", "--symmetry", "on"],
-        ["--engine", "kernel", "--spin-domains", "--workers", "2"],
         ["--engine", "kernel", "--spin-domains", "--memory", "100"],
         ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
         ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
@@ -153,8 +152,8 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         ([], "kernel"),  # the default report's domains
         (["--max-version", "1", "--ids", "1"], "kernel"),  # a product domain
         (["--policy", str(FIRST_POLICY)], "kernel"),  # bounds larger than the default's
-        (["--policy", str(FIRST_POLICY), "--workers", "2"], "python"),
-        (["--spin-domains", "--workers", "2"], "python"),
+        (["--policy", str(FIRST_POLICY), "--workers", "2"], "kernel"),
+        (["--spin-domains", "--workers", "2", "--ray", "local"], "kernel"),
         (["--spin-domains", "--keep-going"], "kernel"),
         (["--spin-domains", "--max-depth", "3", "--max-states", "500"], "kernel"),
         (["--spin-domains", "--symmetry", "on"], "python"),

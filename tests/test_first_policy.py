@@ -37,12 +37,13 @@ def test_a_new_users_first_policy_verifies_as_written(tmp_path: Path) -> None:
     assert report["policy"]["workflow"]["ready_when_passed"] == ["schema", "tests"]
     # a large policy is announced before the explorer starts
     assert "keys 3 (default 2)" in completed.stderr
-    # and searched by the generated kernel (`--engine auto`), in one process, with
-    # the campaign and the boundary check beside it when there are two cores to use
+    # and searched by the generated kernel (`--engine auto`), with the campaign and
+    # the boundary check beside it when there are two cores to use, and its search
+    # sharded over them once no kernel is being generated
     assert "searched by the generated kernel" in completed.stderr
-    assert "sharded" not in completed.stderr
     two_cores = usable_cores() >= 2
     assert ("started beside the explorer" in completed.stderr) == two_cores
+    assert ("sharded over 2 processes)" in completed.stderr) == two_cores
     (explorer,) = [check for check in report["checks"] if check["name"] == "explorer"]
     assert explorer["details"]["engine"] == "kernel"
     # the campaign's coverage is measured against the kernel's reachable states

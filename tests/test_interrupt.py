@@ -143,13 +143,34 @@ def test_ctrl_c_stops_the_campaign(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_the_explorer_and_its_workers(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    running = Running(tmp_path, "explore", "--workers", "2", "--output", str(out))
+    running = Running(
+        tmp_path, "explore", "--engine", "python", "--workers", "2", "--output", str(out)
+    )
     running.wait_for(r"^explore \(")  # its first progress line: the search is under way
     workers = running.children()
     assert_interrupted(running, "explore")
     time.sleep(0.2)
     alive = [pid for pid in workers if _alive(pid)]
     assert alive == []
+    assert written_files(out) == []
+    no_temporary_files(tmp_path)
+
+
+def test_ctrl_c_stops_the_kernels_shards(tmp_path: Path) -> None:
+    """SPIN's (1, 2) domains, 280,380 states: the search is well under way when its
+    two shards are up."""
+    out = tmp_path / "out"
+    running = Running(
+        tmp_path, "explore", "--spin-domains", "--ids", "2", "--workers", "2", "--output", str(out)
+    )
+    running.wait_for(r"sharded over 2 processes\)")
+    deadline = time.monotonic() + 10
+    while len(workers := running.children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(workers) == 2
+    assert_interrupted(running, "explore")
+    time.sleep(0.2)
+    assert [pid for pid in workers if _alive(pid)] == []
     assert written_files(out) == []
     no_temporary_files(tmp_path)
 
@@ -355,6 +376,36 @@ with interrupt.installed("x: interrupted"):
 os.kill(os.getpid(), signal.SIGINT)  # redelivered by the watcher, handled only now
 raise SystemExit(130)
 """
+
+
+INTERRUPT_LEAVES_STRING_EXEC = """
+from replan.verification.runtime import interrupt
+
+with interrupt.installed("x: interrupted"):
+    try:
+        exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nwhile True: pass")
+    except KeyboardInterrupt:
+        interrupt.finished()
+raise SystemExit(130)
+"""
+
+
+def test_an_interrupt_that_left_a_string_exec_still_exits_130_under_python_m(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C landing while a dataclass builds its methods (by string ``exec``): under
+    ``python -m``, as users run replan, CPython would end the process by SIGINT at exit
+    although the interrupt was caught."""
+    (tmp_path / "lands_in_exec.py").write_text(INTERRUPT_LEAVES_STRING_EXEC, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "lands_in_exec"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130, done.stderr
 
 
 def test_a_sigint_arriving_after_the_interrupted_command_finished_keeps_exit_130() -> None:

@@ -323,3 +323,32 @@ def test_ray_shards_find_the_same_states_as_one_process(ray_local: str) -> None:
     sharded = SearchOptions(workers=2, ray=True)
     [two] = explorer.search(broken, DEFAULT_POLICY, None, sharded).findings
     assert (one.property, one.operations) == (two.property, two.operations)
+
+
+def test_the_kernels_shards_as_ray_actors_keep_the_serial_searchs_states(ray_local: str) -> None:
+    """The kernel's shards as Ray actors, each compiling the kernel from its generated
+    text: the serial search's states, parents and successors, state for state."""
+    from conftest import session_kernel_cache
+
+    from replan.verification.core.domains import default_report_domains
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.engines.kernel import explore_kernel
+
+    domains = default_report_domains(DEFAULT_POLICY)[1]
+    cache = session_kernel_cache()
+    serial = explore_kernel(DEFAULT_POLICY, domains, PROJECT, cache=cache)
+    actors = explore_kernel(DEFAULT_POLICY, domains, PROJECT, cache=cache, workers=2, ray=True)
+    assert actors.details["search_shards"] == 2 and actors.details["search_on_ray"] is True
+    assert (actors.states, actors.transitions, actors.depth, actors.fired) == (
+        serial.states,
+        serial.transitions,
+        serial.depth,
+        serial.fired,
+    )
+    one, two = serial.witness.seen, actors.witness.seen  # type: ignore[union-attr]
+    assert (one.states, one.parent, one.targets, one.ends) == (
+        two.states,
+        two.parent,
+        two.targets,
+        two.ends,
+    )

@@ -320,6 +320,7 @@ def spin(evidence: Path) -> str:
 ENGINE_ROWS = (
     ("spin", "SPIN, the hand-written model"),
     ("kernel", "replan explore --engine kernel"),
+    ("kernel_2_shards", "... --workers 2"),
     ("spin_engine", "replan explore --engine spin"),
     ("explore_1_workers", "replan explore --engine python"),
     ("explore_2_workers", "... --workers 2"),

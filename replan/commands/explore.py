@@ -158,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "python", "spin", "kernel"),
         default="auto",
         help="auto (default): kernel where it takes every flag given (without "
-        "--symmetry on/both, --workers, --ray, --memory, --storage or --compare-spin) "
+        "--symmetry on/both, --memory, --storage or --compare-spin) "
         "and the translation can make it, python elsewhere; python: the "
         "breadth-first explorer driving the generated controller (every domain, the "
         "full report); spin: the declaration, bodies, policy and properties translated "

@@ -121,13 +121,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=workers_or_auto,
         default=None,
         metavar="N|auto",
-        help="shard the Python explorer over N forked processes (same states, "
+        help="shard the explorer's search over N forked processes (same states, "
         "transitions and verdicts). auto (the default), when this process may use 2 "
-        "cores: 2 shards when it searches a policy whose bounds exceed the default "
-        "policy's (--engine python), else 1 shard with the campaign and the boundary "
-        "check run beside it in a second process (the same report; `replan bench "
-        "--explore` measures both uses of the second core); the kernel is never sharded, "
-        "and those checks run beside it. 1: every check in this process",
+        "cores: the campaign and the boundary check run beside the explorer in a second "
+        "process, and on a policy whose bounds exceed the default policy's the kernel's "
+        "search takes 2 shards once no kernel is being generated (--engine python: 2 "
+        "shards instead of the second process). The same report either way; `replan "
+        "bench --explore` measures what the second core saves. 1: every check in this "
+        "process",
     )
     parser.add_argument(
         "--engine",

@@ -98,12 +98,20 @@ def _spin_engine_figure(domains: Any) -> dict[str, Any]:
     }
 
 
-def _kernel_figure(kernel: Any) -> dict[str, Any]:
-    """One search of the generated kernel (built once per domain, outside the rounds)."""
+def _kernel_figure(kernel: Any, shards: int = 1) -> dict[str, Any]:
+    """One search of the generated kernel (built once per domain, outside the rounds),
+    in this process or over ``shards`` forked processes."""
     from replan.verification.engines.kernel import search
+    from replan.verification.engines.kernel.sharded import search_sharded
 
     started = time.perf_counter()
-    found = search(kernel, None, lambda _message: None)
+    if shards == 1:
+        found = search(kernel, None, lambda _message: None)
+    else:
+        sharded = search_sharded(kernel, shards, None, None, lambda _message: None)
+        if sharded is None:  # a violation: the serial search says which
+            return _kernel_figure(kernel)
+        found = sharded
     seconds = time.perf_counter() - started
     return {
         "states": found.states,
@@ -169,16 +177,16 @@ def spin_comparison(
     progress(f"explore bench: (V, K) = ({versions}, {ids}), generating the kernel")
     started = time.perf_counter()
     kernel: Any = None
-    why_not: dict[str, str | None] = {"spin": None, "kernel": None}
+    why_not: dict[str, str | None] = {"spin": None, "kernel": None, "kernel_2_shards": None}
     generated: Any = None
     try:
         generated = generate(DEFAULT_POLICY, domains, PROJECT.model, PROJECT.model_class)
         kernel = compiled(generated, DEFAULT_POLICY, domains, PROJECT.model)
     except ValueError as error:  # domains whose calls depend on the state
-        why_not["kernel"] = str(error)
+        why_not["kernel"] = why_not["kernel_2_shards"] = str(error)
     kernel_build_seconds = time.perf_counter() - started
     kernel_cached_seconds = None if generated is None else _from_cache(generated, domains)
-    samples: dict[str, list[dict[str, Any]]] = {"spin": [], "kernel": []}
+    samples: dict[str, list[dict[str, Any]]] = {"spin": [], "kernel": [], "kernel_2_shards": []}
     samples.update({f"explore_{w}_workers": [] for w in WORKERS})
     for round_number in range(rounds):
         progress(f"explore bench: (V, K) = ({versions}, {ids}), round {round_number + 1}/{rounds}")
@@ -189,6 +197,7 @@ def spin_comparison(
                 why_not["spin"] = str(error)
         if kernel is not None:
             samples["kernel"].append(_kernel_figure(kernel))
+            samples["kernel_2_shards"].append(_kernel_figure(kernel, shards=2))
         for workers in WORKERS:
             samples[f"explore_{workers}_workers"].append(_explore_figure(domains, workers))
     figures: dict[str, Any] = {"versions": versions, "ids": ids, "rounds": rounds}
@@ -233,7 +242,7 @@ def _compare(figures: dict[str, Any]) -> None:
     spin = figures["spin"]
     if "seconds" in spin:
         figures["same_states_as_spin"] = spin["states"] == one["states"]
-        for name in ("kernel", "explore_1_workers", "explore_2_workers"):
+        for name in ("kernel", "kernel_2_shards", "explore_1_workers", "explore_2_workers"):
             if "seconds" not in figures[name]:
                 continue
             ours = figures[name]["transitions_per_second"]
@@ -506,6 +515,7 @@ def _domain_lines(each: dict[str, Any]) -> list[str]:
     for name, shown in (
         ("spin", "SPIN"),
         ("kernel", "replan explore --engine kernel"),
+        ("kernel_2_shards", "... --workers 2"),
         ("explore_1_workers", "replan explore, 1 worker"),
         ("explore_2_workers", "replan explore, 2 workers"),
     ):

@@ -61,8 +61,10 @@ def beside_explorer(workers: int | None, estimate: str | None, engine: str = "py
     """The campaign and the boundary check run one after the other in a process of
     their own beside the explorer when it runs in one process (shards would take the
     cores): with ``--workers auto`` when this process may use two cores, and beside
-    the kernel (which is never sharded) with ``--workers`` 2 or more too. Their results
-    are the same either way; only the wall-clock time changes."""
+    the kernel with ``--workers`` 2 or more too (its generation, which comes first,
+    runs in processes of one core each, and its search is sharded only once no kernel
+    is being generated). Their results are the same either way; only the wall-clock
+    time changes."""
     if engine == "kernel":
         return (workers is None and usable_cores() >= 2) or (workers or 1) >= 2
     return workers is None and auto_workers(estimate) == 1 and usable_cores() >= 2

@@ -42,6 +42,9 @@ VOLATILE_KEYS = frozenset(
         "kernel_digest",
         "kernel_functions",
         "transitions_evaluated",
+        # how the kernel's search was split (the same states and verdicts either way)
+        "search_shards",
+        "search_on_ray",
     }
 )
 

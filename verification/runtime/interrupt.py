@@ -93,10 +93,6 @@ def _handler(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _after_interrupt(signum: int, frame: Any) -> None:
-    """The handler once an interrupted command is over: nothing is left to stop."""
-
-
 def caused_by_interrupt(error: BaseException | None) -> bool:
     """Whether ``error`` is the interrupt, or what a library made of it: ctypes turns
     one raised while it converts an argument into ``ArgumentError("argument 2:
@@ -230,8 +226,13 @@ def installed(message: str, remove_temporary: Callable[[], None] = lambda: None)
         signal.set_wakeup_fd(previous_fd)
         # Interrupted: a SIGINT still on its way (one the watcher redelivered just
         # before the command finished) must not kill the process by signal instead of
-        # its exit 130; the watcher's deadline still bounds the way out.
-        signal.signal(signal.SIGINT, _after_interrupt if _requested.is_set() else previous_handler)
+        # its exit 130, so SIGINT is ignored from here on: not by a handler of ours,
+        # which the interpreter replaces by the default as it shuts down (a SIGINT
+        # arriving then ends the process by signal). The watcher's deadline still
+        # bounds the way out.
+        signal.signal(signal.SIGINT, signal.SIG_IGN if _requested.is_set() else previous_handler)
+        if _requested.is_set():
+            _forget_interrupt_left_string_eval()
         _state["installed"] = False
         if not _requested.is_set():
             _stop.set()
@@ -240,6 +241,16 @@ def installed(message: str, remove_temporary: Callable[[], None] = lambda: None)
             reader.close()
         # Interrupted: the watcher stays, so that the deadline covers the way out
         # too (the interpreter's clean-up can take a while after a big search).
+
+
+def _forget_interrupt_left_string_eval() -> None:
+    """CPython, run as ``python -m``, ends a process by SIGINT instead of its exit code
+    when a ``KeyboardInterrupt`` once left a string ``exec``/``eval``, even one caught
+    afterwards (the interpreter records it there and reads the record at exit);
+    dataclasses and named tuples build their methods by string ``exec``, so an
+    interrupt landing while a module is imported can leave one. Every string eval
+    clears that record as it starts: one here, once the interrupt was handled."""
+    eval("None")
 
 
 def ignore_in_worker() -> None:

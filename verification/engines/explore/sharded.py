@@ -2,12 +2,11 @@
 the state space is sharded by the hash of each state, as distributed TLC splits its
 fingerprint set.
 
-Owns: the workers (one ``Shard`` each, whose ``StateSearch`` owns the states
+Owns: the shards (one ``Shard`` each, whose ``StateSearch`` owns the states
 ``StateSearch.owner`` maps to it: forked processes on this machine, or Ray actors on a
-cluster, ``replan explore --ray``), the level-by-level exchange between them, and the
-merge of their states, edges and counts into the parent's engine, so that the
-report, the graph, the traps and the shortest counterexamples are computed from it
-exactly as after a serial search.
+cluster, ``replan explore --ray``) and the merge of their states, edges and counts
+into the parent's engine, so that the report, the graph, the traps and the shortest
+counterexamples are computed from it exactly as after a serial search.
 Leaves to ``verification/engines/explore/engine.py`` how one state is expanded and checked.
 
 Why this shape: the earlier design kept the one index in the parent and had workers
@@ -16,42 +15,27 @@ re-keyed it serially, and two workers were slower than one. Here a worker keeps 
 index of its own shard, so a successor crosses a process boundary only when another
 shard owns it, once per level and sender.
 
-One level is two rounds:
-
-1. **insert**: every worker adds the successors the others sent it (the first
-   sender's parent is kept, as a serial search keeps the first), checks the state
-   invariants of each new one, and answers with their local indices;
-2. **expand**: every worker replaces its placeholders for the successors it sent
-   with their global ids (local index * shards + shard), takes the serial numbers
-   the driver gave this level's states, then expands them in that order, queueing
-   the successors other shards own.
-
-The search is level-synchronous, so every state gets its breadth-first depth. Between
-the rounds the driver numbers the level's states as a serial search would (by their
-first discoverer: the parent's serial number, then the operation index), so parents,
-state numbers and counterexamples are the serial search's, whatever shard a state's
-hash gave it. A violation, a
-``max_depth`` or a ``max_states`` ends the search at the end of a level.
+The rounds (insert, then expand, per level) and the serial numbering between them
+are ``verification/runtime/levels.py``'s, shared with the kernel's sharded search;
+here, what one shard of the Python explorer does in each.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import time
 from array import array
 from collections.abc import Callable
-from multiprocessing.connection import Connection
+from functools import partial
 from typing import Any
 
-from replan.verification.runtime import interrupt
+from replan.verification.runtime import levels
 
 #: What a worker sends back at the end: everything the parent's engine needs.
 Dump = dict[str, Any]
 
 
 class Shard:
-    """One shard's engine, answering the driver's rounds: in a forked process
-    (``_serve``) or as a Ray actor (``_RayWorkers``), the same code either way."""
+    """One shard's engine, answering the driver's rounds: in a forked process or as a
+    Ray actor (``runtime/levels.py``), the same code either way."""
 
     def __init__(self, setup: dict[str, Any], shard: tuple[int, int]) -> None:
         from replan.verification.core.subject import resolve_implementation
@@ -95,17 +79,6 @@ class Shard:
             engine.ranks.extend(payload["ranks"])
             return _dump(engine)
         raise ValueError(f"unknown round {command!r}")
-
-
-def _serve(connection: Connection, setup: dict[str, Any], shard: tuple[int, int]) -> None:
-    """A forked worker: one shard, answering the driver's rounds until "finish"."""
-    interrupt.ignore_in_worker()  # Ctrl-C is the parent's: it terminates the workers
-    worker = Shard(setup, shard)
-    while True:
-        command, payload = connection.recv()
-        connection.send(worker.handle(command, payload))
-        if command == "finish":
-            return
 
 
 def _insert(engine: Any, batch: list[tuple[Any, int, int]]) -> list[int]:
@@ -240,80 +213,19 @@ def _setup(engine: Any) -> dict[str, Any]:
     )
 
 
-class _Workers:
-    """The forked workers and their pipes."""
-
-    def __init__(self, engine: Any, shards: int) -> None:
-        setup = _setup(engine)
-        context = multiprocessing.get_context("fork")
-        self.pipes: list[Connection] = []
-        self.processes: list[Any] = []
-        for shard in range(shards):
-            mine, theirs = context.Pipe()
-            process = context.Process(
-                target=_serve, args=(theirs, setup, (shard, shards)), daemon=True
-            )
-            process.start()
-            theirs.close()
-            self.pipes.append(mine)
-            self.processes.append(process)
-
-    @property
-    def shards(self) -> int:
-        return len(self.pipes)
-
-    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
-        """Send each worker its message, then collect every answer (they work at once)."""
-        for pipe, message in zip(self.pipes, messages, strict=True):
-            pipe.send(message)
-        answers = []
-        for pipe in self.pipes:
-            while not pipe.poll(0.2):
-                interrupt.check()
-            answers.append(pipe.recv())
-        return answers
-
-    def close(self) -> None:
-        for process in self.processes:
-            if process.is_alive():
-                process.terminate()
-            process.join()
+def _forked(engine: Any, shards: int) -> levels.ForkedWorkers:
+    setup = _setup(engine)
+    return levels.ForkedWorkers(partial(Shard, setup), shards)
 
 
-class _RayWorkers:
-    """The shards as Ray actors (``verification/runtime/ray_cluster.py``): the same rounds,
-    each a method call, on whatever nodes the cluster places them."""
-
-    def __init__(self, engine: Any, shards: int) -> None:
-        from replan.verification.runtime import ray_cluster
-
-        self._ray = ray_cluster
-        actor = ray_cluster.remote_class(Shard)
-        # by name: a class Ray would copy by value (a mutant built in this process)
-        # could arrive as something else
-        setup = {
-            **_setup(engine),
-            "implementation": implementation_path(engine.implementation, engine.importable),
-        }
-        self.actors = [actor.remote(setup, (shard, shards)) for shard in range(shards)]
-
-    @property
-    def shards(self) -> int:
-        return len(self.actors)
-
-    def ask(self, messages: list[tuple[str, Any]]) -> list[Any]:
-        pending = [
-            actor.handle.remote(command, payload)
-            for actor, (command, payload) in zip(self.actors, messages, strict=True)
-        ]
-        remaining = list(pending)
-        while remaining:  # every shard works at once; Ctrl-C is checked meanwhile
-            interrupt.check()
-            _, remaining = self._ray.wait_one(remaining, timeout=0.2)
-        return self._ray.get(pending)
-
-    def close(self) -> None:
-        self._ray.kill(self.actors)
+def _ray_actors(engine: Any, shards: int) -> levels.RayWorkers:
+    # by name: a class Ray would copy by value (a mutant built in this process) could
+    # arrive as something else
+    setup = {
+        **_setup(engine),
+        "implementation": implementation_path(engine.implementation, engine.importable),
+    }
+    return levels.RayWorkers(Shard, setup, shards)
 
 
 def search_sharded(
@@ -331,11 +243,9 @@ def search_sharded(
     actors with ``ray``, on the cluster this process joined); on return the engine
     holds the whole search's states, edges and counts. (depth, why it stopped early
     or None), as ``search_serial`` returns."""
-    workers: _Workers | _RayWorkers = (
-        _RayWorkers(engine, shards) if ray else _Workers(engine, shards)
-    )
+    workers = _ray_actors(engine, shards) if ray else _forked(engine, shards)
     try:
-        depth, stopped_by, last = _levels(
+        depth, stopped_by, last = levels.run_levels(
             workers, max_states, max_depth, stop_at_first, progress, progress_every, label
         )
         dumps = workers.ask([("finish", last[shard]) for shard in range(shards)])
@@ -343,105 +253,6 @@ def search_sharded(
         workers.close()
     _adopt(engine, dumps, shards)
     return depth, stopped_by
-
-
-def _serial_numbers(answers: list[dict[str, Any]], numbered: int) -> list[list[int]]:
-    """Per shard, the serial numbers of its states of the level just completed: a
-    serial search numbers a level's states in the order of their first discoverers
-    (parent's serial number, then operation index), after the ``numbered`` states of
-    the levels before."""
-    order = sorted(
-        (discoverer, shard, position)
-        for shard, answer in enumerate(answers)
-        for position, discoverer in enumerate(answer["discovered"])
-    )
-    ranks = [[0] * len(answer["discovered"]) for answer in answers]
-    for number, (_, shard, position) in enumerate(order, start=numbered):
-        ranks[shard][position] = number
-    return ranks
-
-
-def _levels(
-    workers: _Workers | _RayWorkers,
-    max_states: int | None,
-    max_depth: int | None,
-    stop_at_first: bool,
-    progress: Callable[[str], None] | None,
-    progress_every: float,
-    label: str,
-) -> tuple[int, str | None, list[dict[str, Any]]]:
-    """The rounds, level by level: (depth, why it stopped early, per shard the
-    replies it still has to patch in and the serial numbers of its last level)."""
-    shards = workers.shards
-    started = last_report = time.perf_counter()
-    starts = [0] * shards
-    incoming: list[list[list[Any]]] = [[] for _ in range(shards)]  # per owner, per sender
-    senders: list[list[int]] = [[] for _ in range(shards)]
-    numbered = 0  # the states of the completed levels
-    level = 0
-    while True:
-        answers = workers.ask(
-            [
-                ("insert", {"level": level, "batches": incoming[s], "start": starts[s]})
-                for s in range(shards)
-            ]
-        )
-        replies = _replies(answers, senders, shards)
-        ranks = _serial_numbers(answers, numbered)
-        last = [{"replies": replies[s], "ranks": ranks[s]} for s in range(shards)]
-        frontier = sum(len(a["discovered"]) for a in answers)
-        numbered += frontier
-        states = sum(a["states"] for a in answers)
-        if stop_at_first and any(a["violations"] for a in answers):
-            return max(level - 1, 0), "violation", last
-        if frontier == 0:
-            return max(level - 1, 0), None, last
-        if max_depth is not None and level >= max_depth:
-            return level, "max_depth", last
-        if max_states is not None and states >= max_states:
-            return level, "max_states", last
-        answers = workers.ask(
-            [("expand", {**last[s], "start": starts[s], "level": level}) for s in range(shards)]
-        )
-        incoming, senders = _route(answers, starts, shards)
-        level += 1
-        now = time.perf_counter()
-        if progress is not None and now - last_report >= progress_every:
-            last_report = now
-            progress(
-                f"explore ({label}): depth {level}, {states:,} states, frontier "
-                f"{frontier:,}, {shards} shards, {states / max(now - started, 1e-9):,.0f} "
-                f"states/s, {now - started:.0f} s"
-            )
-
-
-def _replies(
-    answers: list[dict[str, Any]], senders: list[list[int]], shards: int
-) -> list[dict[int, list[int]]]:
-    """Per sender, per owner: the ids the owner gave the successors the sender sent
-    it (the owners answer in the order the batches came)."""
-    replies: list[dict[int, list[int]]] = [{} for _ in range(shards)]
-    for owner, answer in enumerate(answers):
-        for sender, indices in zip(senders[owner], answer["indices"], strict=True):
-            replies[sender][owner] = indices
-    return replies
-
-
-def _route(
-    answers: list[dict[str, Any]], starts: list[int], shards: int
-) -> tuple[list[list[list[Any]]], list[list[int]]]:
-    """The successors each shard expanded, routed to the shards that own them: per
-    owner, the batches and who sent each. Records where each sender's next level
-    starts in ``starts``."""
-    incoming: list[list[list[Any]]] = [[] for _ in range(shards)]
-    senders: list[list[int]] = [[] for _ in range(shards)]
-    for sender, answer in enumerate(answers):
-        starts[sender] = answer["next"]
-        for owner, batch in enumerate(answer["outgoing"]):
-            if batch:
-                incoming[owner].append(batch)
-                senders[owner].append(sender)
-    return incoming, senders
 
 
 def _adopt(engine: Any, dumps: list[Dump], shards: int) -> None:

@@ -33,6 +33,7 @@ from replan.verification.core.subject import PROJECT, Subject
 from replan.verification.engines.kernel.graph import KernelGraph
 from replan.verification.engines.kernel.paths import Witnesses, calls_to, traps
 from replan.verification.engines.kernel.search import Search, Seen, search
+from replan.verification.engines.kernel.sharded import KernelSetup, search_sharded
 from replan.verification.engines.trail import initial_failure, operations_of, replay_calls
 from replan.verification.translate.kernel import GeneratedKernel, Kernel, compiled, generate
 from replan.verification.translate.kernel.apart import Apart
@@ -50,18 +51,46 @@ def explore_kernel(
     cache: KernelCache | None = None,
     stop_at_first: bool = True,
     generated: Callable[[], GeneratedKernel] | None = None,
+    workers: int = 1,
+    ray: bool = False,
+    generating: Callable[[], bool] = lambda: False,
+    progress_every: float = 30.0,
 ) -> SearchResult:
     """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``;
     ``generated``: how to generate it, if not here) and search it: up to the first
     violation, or (``stop_at_first`` false) through every violation, with the
-    shortest counterexample of each property broken."""
+    shortest counterexample of each property broken; over ``workers`` shards (Ray
+    actors with ``ray``) where ``sharded.py`` can, and in this process while another
+    domain's kernel is ``generating`` (it has the cores the shards would take)."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
     kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated)
     translated = time.perf_counter() - started
-    say(f"searching ({kernel.groups} kernel functions)")
     started = time.perf_counter()
-    found = search(kernel, max_states, say, max_depth, stop_at_first)
+    shards = workers if ray or workers > 1 else 1
+    if shards > 1 and not stop_at_first:
+        say(
+            "kernel: searching in one process (a search going on through violations is not sharded)"
+        )
+        shards = 1
+    if shards > 1 and not ray and generating():
+        say("kernel: searching in one process (another domain's kernel is being generated)")
+        shards = 1
+    found: Search | None = None
+    if shards > 1:
+        where = "Ray actors" if ray else "processes"
+        say(f"searching ({kernel.groups} kernel functions, sharded over {shards} {where})")
+        setup = KernelSetup(kernel.generated, policy, domains, subject.model) if ray else None  # type: ignore[arg-type]
+        found = search_sharded(kernel, shards, max_states, max_depth, say, setup, progress_every)
+        if found is None:
+            say(
+                "kernel: the shards met a violation or max_states; searching in one process, "
+                "which stops where a serial search does"
+            )
+            shards = 1
+    if found is None:
+        say(f"searching ({kernel.groups} kernel functions)")
+        found = search(kernel, max_states, say, max_depth, stop_at_first)
     seconds = time.perf_counter() - started
     space = InputSpace(policy, domains)
     result = SearchResult(
@@ -85,8 +114,13 @@ def explore_kernel(
         max_states=max_states,
         max_depth=max_depth,
         violation_summary=found.summary,
-        details={**_details(kernel, found, translated), "kernel_cache": provenance},
-        notes=_notes(kernel, found, translated, seconds, provenance),
+        details={
+            **_details(kernel, found, translated),
+            "kernel_cache": provenance,
+            "search_shards": shards,
+            "search_on_ray": ray and shards > 1,
+        },
+        notes=_notes(kernel, found, translated, seconds, provenance, shards),
         artifact=kernel.source,
     )
     if found.seen is not None:
@@ -210,7 +244,12 @@ def _details(kernel: Kernel, found: Search, translated: float) -> dict[str, Any]
 
 
 def _notes(
-    kernel: Kernel, found: Search, translated: float, seconds: float, provenance: dict[str, Any]
+    kernel: Kernel,
+    found: Search,
+    translated: float,
+    seconds: float,
+    provenance: dict[str, Any],
+    shards: int,
 ) -> list[str]:
     """What the kernel's report says beyond the counts every engine gives."""
     share = found.evaluated / found.transitions if found.transitions else 0.0
@@ -231,7 +270,8 @@ def _notes(
         f"transitions ({bound}{share:.0%}); the rest leave their state unchanged with every "
         "property decided when the kernel was generated, or have the same code as a call "
         "evaluated (the same class of arguments in that state)",
-        f"  translate {translated:.1f} s ({_provenance_text(provenance)}), search {seconds:.2f} s",
+        f"  translate {translated:.1f} s ({_provenance_text(provenance)}), search {seconds:.2f} s"
+        + (f" over {shards} shards" if shards > 1 else ""),
         f"properties checked on every transition: {len(kernel.checked)}",
     ]
     notes += [
@@ -258,7 +298,9 @@ class KernelEngine:
     dispatch as pure Python over a state tuple, searched breadth first."""
 
     name = "kernel"
-    supports = frozenset({"max_states", "max_depth", "kernel_cache", "stop_at_first"})
+    supports = frozenset(
+        {"max_states", "max_depth", "kernel_cache", "stop_at_first", "workers", "ray"}
+    )
 
     def search(
         self,
@@ -288,6 +330,10 @@ class KernelEngine:
                     cache=cache,
                     stop_at_first=options.stop_at_first,
                     generated=partial(apart.kernel, each) if each in apart else None,
+                    workers=options.workers,
+                    ray=options.ray,
+                    generating=lambda: apart.generating,
+                    progress_every=options.progress_every,
                 )
 
             if isinstance(domains, Domains):

@@ -44,8 +44,6 @@ def check_explorer(session: VerifySession) -> CheckResult:
     estimate = explorer_estimate(session.policy)
     name = explorer_engine(session.options.engine)
     workers = auto_workers(estimate) if session.options.workers is None else session.options.workers
-    if name == "kernel":
-        workers = 1
     if estimate is not None:
         shards = "" if workers == 1 else f"; sharded over {workers} processes"
         by = "; searched by the generated kernel" if name == "kernel" else ""

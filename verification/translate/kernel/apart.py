@@ -71,6 +71,12 @@ class Apart(Generic[Key]):
     def __contains__(self, key: Key) -> bool:
         return key in self.jobs
 
+    @property
+    def generating(self) -> bool:
+        """Whether a kernel is still being generated, or waits to be (in processes that
+        take the cores a sharded search would)."""
+        return bool(self.started or (self.forking and self.waiting))
+
     def _start(self, key: Key) -> None:
         beside = Beside.start({"generate": _refusal_kept(self.jobs[key])}) if self.forking else None
         if beside is None:

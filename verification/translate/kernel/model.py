@@ -81,6 +81,8 @@ class Kernel:
     canonical: Callable[[State], State] | None = None
     #: how a state tuple reads as the controller's ``RunState`` (None: not decodable)
     decoding: Decoding | None = None
+    #: what it was compiled from (what a Ray shard compiles it from again)
+    generated: GeneratedKernel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ def compiled(
         offered=[None if name is None else namespace[name] for name in generated.offered_functions],
         canonical=None if generated.renaming is None else generated.renaming.canonical(),
         decoding=generated.decoding,
+        generated=generated,
     )
 
 
