@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -67,30 +68,15 @@ def explore_kernel(
     kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated)
     translated = time.perf_counter() - started
     started = time.perf_counter()
-    shards = workers if ray or workers > 1 else 1
-    if shards > 1 and not stop_at_first:
-        say(
-            "kernel: searching in one process (a search going on through violations is not sharded)"
-        )
-        shards = 1
-    if shards > 1 and not ray and generating():
-        say("kernel: searching in one process (another domain's kernel is being generated)")
-        shards = 1
-    found: Search | None = None
-    if shards > 1:
-        where = "Ray actors" if ray else "processes"
-        say(f"searching ({kernel.groups} kernel functions, sharded over {shards} {where})")
-        setup = KernelSetup(kernel.generated, policy, domains, subject.model) if ray else None  # type: ignore[arg-type]
-        found = search_sharded(kernel, shards, max_states, max_depth, say, setup, progress_every)
-        if found is None:
-            say(
-                "kernel: the shards met a violation or max_states; searching in one process, "
-                "which stops where a serial search does"
-            )
-            shards = 1
-    if found is None:
-        say(f"searching ({kernel.groups} kernel functions)")
-        found = search(kernel, max_states, say, max_depth, stop_at_first)
+    found, shards = _searched(
+        kernel,
+        _Sharding(workers, ray, generating(), progress_every),
+        partial(KernelSetup, policy=policy, domains=domains, model=subject.model),
+        max_states,
+        max_depth,
+        stop_at_first,
+        say,
+    )
     seconds = time.perf_counter() - started
     space = InputSpace(policy, domains)
     result = SearchResult(
@@ -143,6 +129,58 @@ def explore_kernel(
         )
         violation.report_in(result, "the kernel")
     return result
+
+
+@dataclass(frozen=True)
+class _Sharding:
+    """How a search may be sharded: over ``workers`` (Ray actors with ``ray``), unless
+    another domain's kernel is ``generating``; progress every ``progress_every`` s."""
+
+    workers: int
+    ray: bool
+    generating: bool
+    progress_every: float
+
+
+def _searched(
+    kernel: Kernel,
+    sharding: _Sharding,
+    setup: Callable[..., KernelSetup],
+    max_states: int | None,
+    max_depth: int | None,
+    stop_at_first: bool,
+    say: Callable[[str], None],
+) -> tuple[Search, int]:
+    """The kernel's search, sharded where ``sharded.py`` can (``setup``: what Ray
+    actors compile the kernel from), and over how many shards."""
+    shards = sharding.workers if sharding.ray or sharding.workers > 1 else 1
+    if shards > 1 and not stop_at_first:
+        say(
+            "kernel: searching in one process (a search going on through violations is not sharded)"
+        )
+        shards = 1
+    if shards > 1 and not sharding.ray and sharding.generating:
+        say("kernel: searching in one process (another domain's kernel is being generated)")
+        shards = 1
+    if shards > 1:
+        where = "Ray actors" if sharding.ray else "processes"
+        say(f"searching ({kernel.groups} kernel functions, sharded over {shards} {where})")
+        actors = None
+        if sharding.ray:
+            if kernel.generated is None:
+                raise RuntimeError("kernel: no generated text for the Ray actors to compile")
+            actors = setup(generated=kernel.generated)
+        found = search_sharded(
+            kernel, shards, max_states, max_depth, say, actors, sharding.progress_every
+        )
+        if found is not None:
+            return found, shards
+        say(
+            "kernel: the shards met a violation or max_states; searching in one process, "
+            "which stops where a serial search does"
+        )
+    say(f"searching ({kernel.groups} kernel functions)")
+    return search(kernel, max_states, say, max_depth, stop_at_first), 1
 
 
 def kernel_for(
