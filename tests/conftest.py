@@ -254,6 +254,8 @@ SLOW_TESTS = frozenset(
         "tests/test_kernel_engine.py::test_the_kernel_finds_a_broken_body_and_the_controller_reproduces_it",
         "tests/test_kernel_engine.py::test_the_kernel_names_its_source_and_accounts_for_every_call",
         "tests/test_kernel_engine.py::test_the_kernel_steps_in_lockstep_with_the_generated_controller",
+        # test_kernel_derived.py
+        "tests/test_kernel_derived.py::test_the_kernel_stores_states_under_the_symmetry_asked_for_as_the_python_explorer",
         # test_kernel_apart.py
         "tests/test_kernel_apart.py::test_a_kernel_generated_apart_searches_as_the_one_generated_here",
         "tests/test_kernel_apart.py::test_the_kernel_engine_searches_kernels_generated_apart_with_the_same_counts",

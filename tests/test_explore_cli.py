@@ -103,7 +103,9 @@ def test_the_state_cap_exits_0_and_says_incomplete(capsys: pytest.CaptureFixture
 def test_symmetry_both_reports_both_counts(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["explore", "--ids", "2", "--max-depth", "3", "--symmetry", "both", "--json"])
     assert code == 0
-    comparison = json.loads(capsys.readouterr().out)["symmetry_comparison"]
+    report = json.loads(capsys.readouterr().out)
+    assert report["engine"] == "kernel"
+    comparison = report["symmetry_comparison"]
     assert comparison["states_reduced"] < comparison["states_unreduced"]
     assert comparison["same_verdict"] is True
 
@@ -120,7 +122,8 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     "arguments",
     [
-        ["--memory", "100"],  # the kernel has no memory limit, nor the python engine
+        ["--memory", "100"],  # pan's memory limit: SPIN's alone
+        ["--engine", "python", "--storage", "exact"],
         ["--engine", "python", "--kernel-source", "k.py"],  # nor a kernel to write
         # the translated engines: refused before SPIN or the kernel is looked for
         ["--engine", "spin"],  # not SPIN's domains
@@ -128,7 +131,7 @@ def test_bad_input_exits_2(arguments: list[str], capsys: pytest.CaptureFixture[s
         ["--engine", "spin", "--spin-domains", "--keep-going"],
         ["--engine", "spin", "--spin-domains", "--mutant", "no-such-mutant"],
         ["--engine", "spin", "--spin-domains", "--kernel-source", "k.py"],
-        ["--engine", "kernel", "--symmetry", "on"],
+        ["--engine", "spin", "--spin-domains", "--compare-spin"],  # SPIN against itself
         ["--engine", "kernel", "--spin-domains", "--memory", "100"],
         ["--engine", "kernel", "--spin-domains", "--storage", "exact"],
         ["--engine", "kernel", "--spin-domains", "--mutant", "no-such-mutant"],
@@ -141,6 +144,14 @@ def test_bad_engine_arguments_exit_2_with_one_line(
     assert main(["explore", *arguments]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "error" in error[0]
+
+
+def test_a_flag_of_spins_alone_names_the_engine_that_takes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explore", "--spin-domains", "--memory", "100"]) == 2
+    error = capsys.readouterr().err
+    assert "--memory is not for --engine kernel (it is for --engine spin)" in error
 
 
 @pytest.mark.parametrize(
@@ -156,13 +167,14 @@ def test_bad_engine_arguments_exit_2_with_one_line(
         (["--spin-domains", "--workers", "2", "--ray", "local"], "kernel"),
         (["--spin-domains", "--keep-going"], "kernel"),
         (["--spin-domains", "--max-depth", "3", "--max-states", "500"], "kernel"),
-        (["--spin-domains", "--symmetry", "on"], "python"),
-        (["--spin-domains", "--symmetry", "both"], "python"),
-        (["--spin-domains", "--compare-spin"], "python"),
+        (["--spin-domains", "--symmetry", "on"], "kernel"),
+        (["--spin-domains", "--symmetry", "both"], "kernel"),
+        (["--spin-domains", "--compare-spin"], "kernel"),
+        (["--ids", "2", "--symmetry", "off"], "kernel"),
         (["--spin-domains", "--engine", "python"], "python"),
     ],
 )
-def test_the_default_engine_is_the_kernel_where_it_takes_the_domains_and_flags(
+def test_the_default_engine_is_the_kernel_with_every_flag_but_spins(
     arguments: list[str], chosen: str
 ) -> None:
     from replan.cli import build_parser

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import z3
+from conftest import session_kernel_cache
 
 from replan.controller import Controller
 from replan.controller.policy import DEFAULT_POLICY, Policy, load_policy
@@ -192,3 +193,34 @@ def test_the_kernel_searches_the_default_report_with_the_committed_counts() -> N
     assert result.fired == expected["fired_on_expanded_states"]
     assert result.stop_reasons == expected["stop_reasons"]
     assert result.traps == expected["traps"]
+
+
+@pytest.mark.parametrize(
+    ("domains", "symmetry", "depth"),
+    [
+        # a fixed pool, with the id no plan carries (execute's unknown one), renamed
+        (Domains("pool", versions=1, ids=2, malformed_observation=False), True, 6),
+        # fresh ids stored as they are: the search the renaming is measured against
+        (plan_domains(), False, 8),
+    ],
+    ids=["a fixed pool renamed", "fresh ids not renamed"],
+)
+def test_the_kernel_stores_states_under_the_symmetry_asked_for_as_the_python_explorer(
+    domains: Domains, symmetry: bool, depth: int
+) -> None:
+    cache = session_kernel_cache().directory
+    options = SearchOptions(symmetry=symmetry, max_depth=depth, kernel_cache=cache)
+    kernel = engine("kernel").search(PROJECT, DEFAULT_POLICY, domains, options)
+    python = engine("python").search(PROJECT, DEFAULT_POLICY, domains, options)
+    assert kernel.symmetry is python.symmetry is symmetry
+    assert (kernel.states, kernel.transitions, kernel.depth) == (
+        python.states,
+        python.transitions,
+        python.depth,
+    )
+    assert kernel.fired.keys() == python.fired.keys()
+    other = SearchOptions(symmetry=not symmetry, max_depth=depth, kernel_cache=cache)
+    unreduced = engine("kernel").search(PROJECT, DEFAULT_POLICY, domains, other)
+    # the renaming makes a difference on these domains, so the test can tell
+    assert (unreduced.states > kernel.states) is symmetry
+    assert unreduced.details["kernel_cache"]["status"] == "reused"  # one kernel, either way

@@ -157,9 +157,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("auto", "python", "spin", "kernel"),
         default="auto",
-        help="auto (default): kernel where it takes every flag given (without "
-        "--symmetry on/both, --memory, --storage or --compare-spin) "
-        "and the translation can make it, python elsewhere; python: the "
+        help="auto (default): kernel, or python where the translation cannot make the "
+        "kernel (a subject whose bodies it does not read); python: the "
         "breadth-first explorer driving the generated controller (every domain, the "
         "full report); spin: the declaration, bodies, policy and properties translated "
         "to Promela and searched by SPIN (needs `apt-get install -y spin`); kernel: the "
@@ -247,29 +246,28 @@ OPTION_FLAGS: tuple[tuple[str, str, Callable[[argparse.Namespace], bool]], ...] 
 
 
 def _engine_name(args: argparse.Namespace) -> str:
-    """The engine ``--engine`` names; for ``auto``, the kernel where it takes every
-    flag given (the same report, many times faster, as ``replan verify`` chooses),
-    the Python explorer where a flag is the Python explorer's alone."""
-    if args.engine != "auto":
-        return str(args.engine)
-    from replan.verification.engines.kernel import KernelEngine
-
-    refused = any(
-        given(args) and option not in KernelEngine.supports for _, option, given in OPTION_FLAGS
-    )
-    python_only = args.compare_spin is not None or args.symmetry == "both"
-    return "python" if refused or python_only else "kernel"
+    """The engine ``--engine`` names; for ``auto``, the kernel (the same report as the
+    Python explorer, many times faster, as ``replan verify`` chooses; ``run`` falls
+    back to the Python explorer where the translation cannot make the kernel)."""
+    return "kernel" if args.engine == "auto" else str(args.engine)
 
 
 def _check_flags(args: argparse.Namespace, engine: Engine) -> None:
     """A flag the engine does not honour is bad input, said before anything runs."""
+    from replan.verification.engines import ENGINES
+    from replan.verification.engines import engine as engine_named
+
     for flag, option, given in OPTION_FLAGS:
         if given(args) and option not in engine.supports:
-            raise CliError(f"{flag} is not for --engine {engine.name}")
+            takers = [name for name in ENGINES if option in engine_named(name).supports]
+            raise CliError(
+                f"{flag} is not for --engine {engine.name}"
+                + (f" (it is for --engine {' or '.join(takers)})" if takers else "")
+            )
     if args.kernel_source is not None and engine.name != "kernel":
         raise CliError("--kernel-source is for --engine kernel")
-    if args.compare_spin is not None and engine.name != "python":
-        raise CliError(f"--compare-spin is not for --engine {engine.name}")
+    if args.compare_spin is not None and engine.name == "spin":
+        raise CliError("--compare-spin is not for --engine spin (it compares another engine)")
     if args.compare_spin is not None and not args.spin_domains:
         raise CliError("--compare-spin needs --spin-domains (SPIN's model has only those)")
     if engine.name == "spin" and not args.spin_domains:
@@ -458,7 +456,7 @@ def _spin_comparison(result: Any, reduced: Any, spin: Any) -> dict[str, Any]:
             else None,
         },
         {
-            "tool": "replan explore",
+            "tool": f"replan explore ({result.engine})",
             "states": result.states,
             "transitions": result.transitions,
             "seconds": round(result.seconds, 3),
@@ -468,7 +466,7 @@ def _spin_comparison(result: Any, reduced: Any, spin: Any) -> dict[str, Any]:
     if reduced is not None:
         rows.append(
             {
-                "tool": "replan explore, symmetry-reduced",
+                "tool": f"replan explore ({reduced.engine}), symmetry-reduced",
                 "states": reduced.states,
                 "transitions": reduced.transitions,
                 "seconds": round(reduced.seconds, 3),

@@ -202,6 +202,7 @@ def _renaming(kept: Any) -> Renaming | None:
         sets=tuple(tuple(_typed(n, int) for n in positions) for positions in kept["sets"]),
         present=_typed(kept["present"], int),
         pending=_typed(kept["pending"], int),
+        movable=tuple(_typed(n, int) for n in kept["movable"]),
     )
 
 

@@ -56,22 +56,27 @@ def explore_kernel(
     ray: bool = False,
     generating: Callable[[], bool] = lambda: False,
     progress_every: float = 30.0,
+    symmetry: bool | None = None,
 ) -> SearchResult:
     """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``;
     ``generated``: how to generate it, if not here) and search it: up to the first
     violation, or (``stop_at_first`` false) through every violation, with the
     shortest counterexample of each property broken; over ``workers`` shards (Ray
     actors with ``ray``) where ``sharded.py`` can, and in this process while another
-    domain's kernel is ``generating`` (it has the cores the shards would take)."""
+    domain's kernel is ``generating`` (it has the cores the shards would take).
+    ``symmetry``: states stored under the canonical renaming of their plan ids (None:
+    with fresh ids only, as the Python explorer chooses)."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated)
+    kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated, symmetry)
     translated = time.perf_counter() - started
     started = time.perf_counter()
     found, shards = _searched(
         kernel,
         _Sharding(workers, ray, generating(), progress_every),
-        partial(KernelSetup, policy=policy, domains=domains, model=subject.model),
+        partial(
+            KernelSetup, policy=policy, domains=domains, model=subject.model, symmetry=symmetry
+        ),
         max_states,
         max_depth,
         stop_at_first,
@@ -190,6 +195,7 @@ def kernel_for(
     cache: KernelCache | None,
     say: Callable[[str], None],
     generate_apart: Callable[[], GeneratedKernel] | None = None,
+    symmetry: bool | None = None,
 ) -> tuple[Kernel, dict[str, Any]]:
     """The kernel, and where it came from (JSON-ready): taken from ``cache`` when it
     holds a sound entry for these inputs, else generated (by ``generate_apart`` when
@@ -204,9 +210,9 @@ def kernel_for(
         )
 
     if cache is None:
-        return compiled(generated(), policy, domains, subject.model), {"status": "off"}
+        return compiled(generated(), policy, domains, subject.model, symmetry), {"status": "off"}
     if subject != PROJECT:
-        kernel = compiled(generated(), policy, domains, subject.model)
+        kernel = compiled(generated(), policy, domains, subject.model, symmetry)
         return kernel, {"status": "not cached", "why": f"{subject.name}: not the project's bodies"}
     key = cache_key(policy, domains, subject.model)
     path = str(cache.path(key))
@@ -218,7 +224,7 @@ def kernel_for(
     if kept is not None:
         try:
             say(f"compiling the kernel kept at {path}")
-            return compiled(kept, policy, domains, subject.model), {
+            return compiled(kept, policy, domains, subject.model, symmetry), {
                 "status": "reused",
                 "path": path,
             }
@@ -232,7 +238,7 @@ def kernel_for(
         cache.store(key, fresh)
     except OSError as error:
         provenance.update(path=None, why=f"not kept: {error.strerror or error}")
-    return compiled(fresh, policy, domains, subject.model), provenance
+    return compiled(fresh, policy, domains, subject.model, symmetry), provenance
 
 
 def _coverage(
@@ -337,7 +343,15 @@ class KernelEngine:
 
     name = "kernel"
     supports = frozenset(
-        {"max_states", "max_depth", "kernel_cache", "stop_at_first", "workers", "ray"}
+        {
+            "max_states",
+            "max_depth",
+            "kernel_cache",
+            "stop_at_first",
+            "workers",
+            "ray",
+            "symmetry",
+        }
     )
 
     def search(
@@ -372,6 +386,7 @@ class KernelEngine:
                     ray=options.ray,
                     generating=lambda: apart.generating,
                     progress_every=options.progress_every,
+                    symmetry=options.symmetry,
                 )
 
             if isinstance(domains, Domains):

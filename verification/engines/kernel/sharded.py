@@ -213,7 +213,7 @@ class RayKernelShard(KernelShard):
     compiled kernel holds functions, which do not travel)."""
 
     def __init__(self, setup: KernelSetup, shard: tuple[int, int]) -> None:
-        kernel = compiled(setup.generated, setup.policy, setup.domains, setup.model)
+        kernel = compiled(setup.generated, setup.policy, setup.domains, setup.model, setup.symmetry)
         super().__init__(kernel, shard)
 
 
@@ -225,6 +225,7 @@ class KernelSetup:
     policy: Policy
     domains: Domains
     model: MachineModel
+    symmetry: bool | None = None
 
 
 def search_sharded(

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from replan.controller.policy import Policy
 from replan.spec.contract import Contract
 from replan.spec.model import MachineModel
-from replan.verification.core.domains import Domains
+from replan.verification.core.domains import Domains, InputSpace
 from replan.verification.translate.calls import Call, domain_calls
 from replan.verification.translate.kernel.decode import decoding
 from replan.verification.translate.kernel.model import (
@@ -132,7 +132,7 @@ def generate(
         fired_functions=tuple(writer.fired_functions),
         offered_static=tuple(writer.offered_static),
         offered_functions=tuple(writer.offered_functions),
-        renaming=None if domains.ids is not None else renaming(layout, writer.variables),
+        renaming=renaming(layout, writer.variables, InputSpace(policy, domains).pool),
         decoding=decoding(layout),
         layout=layout,
     )

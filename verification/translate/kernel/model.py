@@ -111,8 +111,8 @@ class GeneratedKernel:
     #: counting those offered only in some states, if any
     offered_static: tuple[int, ...] = ()
     offered_functions: tuple[str | None, ...] = ()
-    #: where the state holds plan ids, when states are stored under a canonical
-    #: renaming of them (fresh ids, as the Python explorer does); None: as they are
+    #: where the state holds plan ids and which may be renamed, for storing states
+    #: under a canonical renaming of them (``compiled`` says when)
     renaming: Renaming | None = None
     #: how a state tuple reads as the controller's state (None: a name the translation
     #: met cannot be kept)
@@ -128,10 +128,19 @@ class GeneratedKernel:
 
 
 def compiled(
-    generated: GeneratedKernel, policy: Policy, domains: Domains, model: MachineModel
+    generated: GeneratedKernel,
+    policy: Policy,
+    domains: Domains,
+    model: MachineModel,
+    symmetry: bool | None = None,
 ) -> Kernel:
     """The kernel ``generated`` describes, compiled; its calls are derived again from
-    the inputs (cheap: no body is translated)."""
+    the inputs (cheap: no body is translated). ``symmetry``: whether states are stored
+    under the canonical renaming of their plan ids (None: with fresh ids only, as the
+    Python explorer chooses)."""
+    renamed = domains.ids is None if symmetry is None else symmetry
+    if renamed and generated.renaming is None:
+        raise ValueError("kernel: no renaming of plan ids was generated for the symmetry")
     calls = domain_calls(policy, domains, model, per_state=True)
     namespace = _compiled(generated.source, domains)
     members = list(Universe(policy, model).mode.members)
@@ -159,7 +168,7 @@ def compiled(
         fired=[None if name is None else namespace[name] for name in generated.fired_functions],
         offered_static=list(generated.offered_static),
         offered=[None if name is None else namespace[name] for name in generated.offered_functions],
-        canonical=None if generated.renaming is None else generated.renaming.canonical(),
+        canonical=generated.renaming.canonical() if renamed and generated.renaming else None,
         decoding=generated.decoding,
         generated=generated,
     )
