@@ -361,6 +361,7 @@ SLOW_TESTS = frozenset(
         "tests/test_verify_catches_mutants.py::test_verify_fails_on_the_broken_controller_naming_its_rule",
         # test_verify_kernel.py
         "tests/test_verify_kernel.py::test_each_witness_is_as_short_as_the_python_explorers",
+        "tests/test_verify_kernel.py::test_verify_on_two_workers_makes_the_graph_by_abstract_state_beside",
         # test_wheel_and_action.py
         "tests/test_wheel_and_action.py::test_action_validates_against_the_github_action_schema",
         "tests/test_wheel_and_action.py::test_installed_wheel_verifies_outside_the_repository",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import session_kernel_cache
 
 from replan.cli import main
 from replan.controller import Controller
@@ -97,6 +98,34 @@ def test_the_kernel_numbers_each_state_as_its_abstract_state_alone_would(  # typ
             assert number_of[index] == number, (run.domains["name"], index)
         assert first_index == expected
         assert len(first_index) < graph.states
+
+
+def test_the_graph_by_abstract_state_made_beside_is_the_one_made_here(  # type: ignore[no-untyped-def]
+    kernel_report,
+) -> None:
+    """What ``replan verify`` measures a campaign's coverage against on a large policy
+    is made in a forked process as the search ends: the same numbering and pairs."""
+    from replan.verification.engines.kernel.graph import KernelGraph
+
+    for run in kernel_report.runs:
+        here = run.graph.abstracted()
+        graph = KernelGraph(run.graph.witnesses, run.graph.decoding)
+        graph.abstract_beside()
+        assert graph._beside is not None  # forked: this process is no Ray driver
+        assert graph.abstracted() == here
+        assert len(here.pairs) < sum(1 for _ in graph.fired_pairs())  # states share pairs
+
+
+def test_verify_on_two_workers_makes_the_graph_by_abstract_state_beside() -> None:
+    cache = session_kernel_cache().directory
+    options = SearchOptions(keep_graph=True, workers=2, max_states=2_000, kernel_cache=cache)
+    report = engine("kernel").search(PROJECT, DEFAULT_POLICY, None, options)
+    assert all(run.graph._beside is not None for run in report.runs)
+    assert all(run.graph.abstracted().pairs for run in report.runs)
+    alone = engine("kernel").search(
+        PROJECT, DEFAULT_POLICY, None, dataclasses.replace(options, workers=1)
+    )
+    assert all(run.graph._beside is None for run in alone.runs)
 
 
 def test_each_transition_the_kernel_fired_has_a_witness_that_fires_it_last(kernel_report) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from replan.controller.fields import COUNTER, STATE_FIELDS
@@ -163,3 +164,30 @@ def abstract_numbering(
                 number_by_key[key] = number
         number_of.append(number)
     return first_index, number_of
+
+
+@dataclass(frozen=True)
+class AbstractGraph:
+    """A reachable graph by abstract state: what a campaign's coverage is measured
+    against (``verification.engines.explore.coverage``)."""
+
+    #: per abstract state, the first state mapped to it; per state, that number
+    first_index: dict[tuple[Any, ...], int]
+    number_of: array[int]
+    #: every distinct (abstract state, edge label fired) pair, as the state's number
+    #: times ``width`` plus the label's number (ints: hashing millions of pairs of
+    #: nested tuples would be most of the cost)
+    pairs: set[int]
+    width: int
+
+
+def abstract_graph(
+    numbering: tuple[dict[tuple[Any, ...], int], array[int]],
+    fired: Iterable[tuple[int, int]],
+    width: int,
+) -> AbstractGraph:
+    """The graph whose states ``numbering`` numbers (``abstract_numbering``) and whose
+    edges ``fired`` gives as (state, label number), by abstract state."""
+    first_index, number_of = numbering
+    pairs = {number_of[source] * width + label for source, label in fired}
+    return AbstractGraph(first_index, number_of, pairs, width)

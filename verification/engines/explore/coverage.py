@@ -9,7 +9,6 @@ states (any ids, sources, version numbers) land on the explorer's.
 from __future__ import annotations
 
 import json
-from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from replan.controller.run import Run, RunState
 from replan.verification.core.abstraction import (
     P_DECLARED,
     P_PENDING,
+    AbstractGraph,
     abstract_state,
     evidence_of,
 )
@@ -52,9 +52,9 @@ class ReachableGraph(Protocol):
 
     def path(self, index: int) -> list[Operation]: ...
 
-    def abstract_numbering(self) -> tuple[dict[tuple[Any, ...], int], array[int]]: ...
-
-    def fired_pairs(self) -> Iterable[tuple[int, int]]: ...
+    def abstracted(self) -> AbstractGraph:
+        """The graph by abstract state (``abstraction.abstract_graph``), made once."""
+        ...
 
 
 #: The fields of a described abstract state (``verification.engines.prove.engine.describe_state``)
@@ -208,21 +208,16 @@ def coverage(
     graph = result.graph
     if graph is None:
         raise ValueError("coverage needs an exploration run with keep_graph=True")
-    first_index, number_of = graph.abstract_numbering()
+    reachable = graph.abstracted()
+    first_index, width = reachable.first_index, reachable.width
     declared_labels = set(result.labels)
     label_numbers = {
         label: number
         for number, label in enumerate(graph.edge_labels)
         if label is not None and label in declared_labels
     }
-    # a (state, label) pair as one int: hashing millions of them is most of the cost
-    width = max(len(graph.edge_labels), 1)
     declared = set(label_numbers.values())
-    pairs = {
-        number_of[source] * width + number
-        for source, number in graph.fired_pairs()
-        if number in declared
-    }
+    pairs = {pair for pair in reachable.pairs if pair % width in declared}
     abstract: Callable[[Any], tuple[Any, ...]] = tuple if abstracted else _abstract
     visited = [first_index.get(abstract(value)) for value in visited_states]
     state_hits = {found for found in visited if found is not None}

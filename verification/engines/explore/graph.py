@@ -9,7 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from replan.controller.run import RunState
-from replan.verification.core.abstraction import SCALARS, abstract_numbering
+from replan.verification.core.abstraction import (
+    SCALARS,
+    AbstractGraph,
+    abstract_graph,
+    abstract_numbering,
+)
 from replan.verification.core.harness import Operation, apply
 from replan.verification.engines.explore.search import StateSearch, normal_state
 
@@ -23,6 +28,7 @@ class ExploredGraph:
     def __init__(self, engine: StateSearch) -> None:
         self._engine = engine
         self._index: dict[RunState, int] | None = None
+        self._abstracted: AbstractGraph | None = None
         self._witness_sources: dict[int, int] | None = None
         self.edge_labels: list[str | None] = engine.edge_labels
 
@@ -55,6 +61,12 @@ class ExploredGraph:
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, label number) of every distinct edge."""
         return ((source, number) for source, number, _ in self._engine.edges)
+
+    def abstracted(self) -> AbstractGraph:
+        if self._abstracted is None:
+            width = max(len(self.edge_labels), 1)
+            self._abstracted = abstract_graph(self.abstract_numbering(), self.fired_pairs(), width)
+        return self._abstracted
 
     def depth(self, index: int) -> int:
         return self._engine.depth_of(index)

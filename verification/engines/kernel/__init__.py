@@ -57,6 +57,7 @@ def explore_kernel(
     generating: Callable[[], bool] = lambda: False,
     progress_every: float = 30.0,
     symmetry: bool | None = None,
+    abstract_beside: bool = False,
 ) -> SearchResult:
     """Generate the kernel of ``subject`` over ``domains`` (or take it from ``cache``;
     ``generated``: how to generate it, if not here) and search it: up to the first
@@ -65,7 +66,9 @@ def explore_kernel(
     actors with ``ray``) where ``sharded.py`` can, and in this process while another
     domain's kernel is ``generating`` (it has the cores the shards would take).
     ``symmetry``: states stored under the canonical renaming of their plan ids (None:
-    with fresh ids only, as the Python explorer chooses)."""
+    with fresh ids only, as the Python explorer chooses). ``abstract_beside``: a
+    campaign's coverage will be measured against the graph: make it by abstract state
+    in a forked process as soon as the search ends (``KernelGraph.abstract_beside``)."""
     say = progress or (lambda _message: None)
     started = time.perf_counter()
     kernel, provenance = kernel_for(policy, domains, subject, cache, say, generated, symmetry)
@@ -115,11 +118,14 @@ def explore_kernel(
         artifact=kernel.source,
     )
     if found.seen is not None:
-        _coverage(result, kernel, found, found.seen, subject)
+        _fired(result, kernel, found.seen, subject)
         witnesses = Witnesses(kernel, found.seen, policy, subject, result.fired)
         result.witness = witnesses
         if kernel.decoding is not None:
-            result.graph = KernelGraph(witnesses, kernel.decoding)
+            result.graph = graph = KernelGraph(witnesses, kernel.decoding)
+            if abstract_beside:
+                graph.abstract_beside()
+        _traps(result, kernel, found, found.seen, subject)
     for prop, numbers in found.violations:
         violation = replay_calls(
             policy,
@@ -241,13 +247,10 @@ def kernel_for(
     return compiled(fresh, policy, domains, subject.model, symmetry), provenance
 
 
-def _coverage(
-    result: SearchResult, kernel: Kernel, found: Search, seen: Seen, subject: Subject
-) -> None:
+def _fired(result: SearchResult, kernel: Kernel, seen: Seen, subject: Subject) -> None:
     """The report's coverage, as the Python explorer gives it: which declared
-    transitions fired (with the number of expanded states each fired in), which stop
-    reasons were reached, the traps (complete searches only), and the judgement of
-    both (``judge_reachability``)."""
+    transitions fired (with the number of expanded states each fired in), and which
+    stop reasons were reached."""
     labels = subject.controller.transitions
     counts = dict(seen.fired_dynamic)
     for mode, expanded in enumerate(seen.expanded_per_mode):
@@ -260,6 +263,14 @@ def _coverage(
     result.stop_reasons = {str(reason): str(reason) in reached for reason in StopReason}
     result.coverage_measured = True
     result.fired_unit = "expanded_states"
+
+
+def _traps(
+    result: SearchResult, kernel: Kernel, found: Search, seen: Seen, subject: Subject
+) -> None:
+    """The traps (complete searches only: states from which no stopped state is
+    reachable), and the judgement of them and of what fired (``judge_reachability``)."""
+    members = kernel.modes
     if found.complete:
         trapped = traps(kernel, seen, members)
         result.traps = len(trapped)
@@ -387,6 +398,7 @@ class KernelEngine:
                     generating=lambda: apart.generating,
                     progress_every=options.progress_every,
                     symmetry=options.symmetry,
+                    abstract_beside=options.keep_graph and options.workers > 1,
                 )
 
             if isinstance(domains, Domains):

@@ -7,6 +7,12 @@ its parent and its successors; a state is decoded into the controller's ``RunSta
 when a report asks for it (``translate/kernel/decode.py``), and the declared
 transitions each expanded state fires are read from the kernel's firing tables, as
 the report's coverage of declared transitions is.
+
+Why the graph by abstract state may be made beside (``abstract_beside``): on a large
+policy it takes seconds, and ``replan verify`` needs it only for the campaign's
+coverage, after the search; made in a forked process as soon as the search ends, it
+is ready when the campaign's check asks, while this process finishes the explorer's
+report and runs what the campaign missed.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ from replan.verification.core.abstraction import (
     IGNORED_FIELD,
     IGNORED_PLAN_PART,
     SCALARS,
+    AbstractGraph,
+    abstract_graph,
     abstract_numbering,
 )
 from replan.verification.core.harness import Operation
 from replan.verification.engines.kernel.paths import Witnesses, calls_to
 from replan.verification.engines.trail import operations_of
+from replan.verification.runtime.beside import Beside, BesideError
 from replan.verification.translate.kernel.decode import Decoding
 
 
@@ -42,6 +51,8 @@ class KernelGraph:
         #: report decodes every reachable state)
         self.readers = decoding.field_readers()
         self.edge_labels: list[str | None] = list(witnesses.labels)
+        self._abstracted: AbstractGraph | None = None
+        self._beside: Beside | None = None
 
     @property
     def states(self) -> int:
@@ -92,6 +103,27 @@ class KernelGraph:
         states = self.seen.states
         keyed = zip(map(compared, states), map(held, states), states, strict=True)
         return abstract_numbering(keyed, decode)
+
+    def abstract_beside(self) -> None:
+        """Start making ``abstracted()`` in a forked process (where forking is safe)."""
+        if self._abstracted is None and self._beside is None:
+            self._beside = Beside.start({"abstracted": self._abstract})
+
+    def abstracted(self) -> AbstractGraph:
+        if self._abstracted is None:
+            beside, self._beside = self._beside, None
+            if beside is not None:
+                try:
+                    self._abstracted, _ = beside.collect("abstracted")
+                except BesideError:  # e.g. the process was killed: made here instead
+                    beside.cancel()
+            if self._abstracted is None:
+                self._abstracted = self._abstract()
+        return self._abstracted
+
+    def _abstract(self) -> AbstractGraph:
+        width = max(len(self.edge_labels), 1)
+        return abstract_graph(self.abstract_numbering(), self.fired_pairs(), width)
 
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, declared transition) of every transition an expanded state's calls
