@@ -202,17 +202,19 @@ def test_spin_domains_are_searched_by_the_kernel_with_the_explorers_report(
 def test_campaign_coverage_vs_explorer_is_printed_and_in_json(
     monkeypatch: pytest.MonkeyPatch, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`replan campaign --coverage-vs-explorer` (explorer domains made tiny here, so
-    the test is quick: the wiring is what is checked)."""
+    """`replan campaign --coverage-vs-explorer`, searched by the kernel as `replan
+    explore` searches (explorer domains made tiny here, so the test is quick: the
+    wiring is what is checked)."""
     from test_explore import TINY
 
-    import replan.verification.engines.explore.engine as explore_module
+    import replan.verification.engines.kernel as kernel_module
 
-    monkeypatch.setattr(explore_module, "default_report_domains", lambda policy: (TINY,))
+    monkeypatch.setattr(kernel_module, "default_report_domains", lambda policy: (TINY,))
     arguments = ["campaign", "--profile", "ci", "--seed", "1", "--examples", "5", "--steps", "10"]
     arguments += ["--no-database", "--output", str(tmp_path), "--coverage-vs-explorer"]
     assert main([*arguments, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
+    assert document["coverage_vs_explorer"]["engine"] == "kernel"
     figure = document["coverage_vs_explorer"]["domains"]["tiny"]
     assert figure["summary"].startswith("states ") and "transitions " in figure["summary"]
     assert figure["states"]["total"] > 0

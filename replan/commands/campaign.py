@@ -247,13 +247,40 @@ def run(args: argparse.Namespace) -> int:
         write_junit(Path(args.junit), result)
     comparison = None
     if args.coverage_vs_explorer:
-        from replan.verification.engines.explore.coverage import compare_campaign
-
-        comparison = compare_campaign(
-            result, policy, resolve_implementation(implementation), Path(args.output)
-        )
+        comparison = _against_explorer(result, policy, resolve_implementation(implementation), args)
     _report(args, result, comparison, coverage_failed)
     return 1 if (result.finding is not None or coverage_failed) else 0
+
+
+def _against_explorer(
+    result: Any, policy: Any, implementation: type, args: argparse.Namespace
+) -> Any:
+    """The campaign measured against the explorer's reachable set: searched by the
+    kernel, as ``replan explore`` does, for the project's controller; by the Python
+    explorer, which drives any class, for another implementation or a mutant (and
+    where the translation cannot make the kernel, which stderr says)."""
+    from replan.controller import Controller
+    from replan.verification.core.search import SearchOptions
+    from replan.verification.core.subject import PROJECT
+    from replan.verification.engines import engine
+    from replan.verification.engines.explore.coverage import campaign_against, compare_campaign
+    from replan.verification.translate.kernel_cache import default_directory
+
+    out = Path(args.output)
+    if implementation is Controller:
+        options = SearchOptions(
+            keep_graph=True,
+            stop_at_first=False,
+            max_states=1_000_000,
+            kernel_cache=default_directory(),
+        )
+        try:
+            explored = engine("kernel").search(PROJECT, policy, None, options)
+        except ValueError as error:  # TranslationError is one
+            say_line(f"campaign: the kernel cannot search this ({error}); the Python explorer does")
+        else:
+            return campaign_against(result, explored, out)
+    return compare_campaign(result, policy, implementation, out)
 
 
 def _subject(args: argparse.Namespace) -> tuple[str, Any]:

@@ -347,6 +347,7 @@ class CampaignComparison:
                 measured.domain or str(index): measured.to_json()
                 for index, measured in enumerate(self.coverage)
             },
+            "engine": self.explored.engine,
             "explored": {
                 "states": self.explored.states,
                 "transitions": self.explored.transitions,
@@ -375,9 +376,8 @@ def compare_campaign(
     progress: Callable[[str], None] | None = None,
 ) -> CampaignComparison:
     """Explore ``policy`` (default report domains unless given) on the campaign's
-    implementation, keeping the graph and every invariant's shortest counterexample,
-    then measure the campaign (``visited`` and
-    ``finding`` of a ``verification.engines.campaign.run.CampaignResult``) against it."""
+    implementation with this explorer, keeping the graph and every invariant's shortest
+    counterexample, then measure the campaign against it (``campaign_against``)."""
     policy = DEFAULT_POLICY if policy is None else policy
     explored = explore(
         policy,
@@ -388,6 +388,17 @@ def compare_campaign(
         max_states=max_states,
         progress=progress,
     )
+    return campaign_against(campaign, explored, out_dir)
+
+
+def campaign_against(
+    campaign: Any, explored: SearchResult, out_dir: str | Path | None = None
+) -> CampaignComparison:
+    """The campaign (``visited`` and ``finding`` of a
+    ``verification.engines.campaign.run.CampaignResult``) measured against ``explored``
+    (any engine's search that kept its graph and went on through violations); on a
+    failure, the explorer's shortest run breaking the same property, saved in
+    ``out_dir``."""
     runs = explored.runs or [explored]
     measured = [
         coverage(
