@@ -224,3 +224,27 @@ def test_the_kernel_stores_states_under_the_symmetry_asked_for_as_the_python_exp
     # the renaming makes a difference on these domains, so the test can tell
     assert (unreduced.states > kernel.states) is symmetry
     assert unreduced.details["kernel_cache"]["status"] == "reused"  # one kernel, either way
+
+
+def test_a_renaming_moves_only_the_pools_ids_and_leaves_any_other_in_place() -> None:
+    """An id outside the pool (a fixed pool's never-proposed one) is never a new name,
+    wherever the translation numbered it: here it is the layout's first id."""
+    from types import SimpleNamespace
+
+    from replan.verification.translate.layout import Layout
+    from replan.verification.translate.renaming import renaming
+
+    interned = {("str", "p-unknown"): 1, ("str", "p1"): 2, ("str", "p2"): 3}
+    layout = SimpleNamespace(
+        u=SimpleNamespace(interned=lambda: interned), ids=(1, 2, 3), base_name=Layout.base_name
+    )
+    variables = [f"{name}[{i}]" for name in ("accepted", "completed") for i in range(3)]
+    variables += ["pending_present", "pending_id"]
+    found = renaming(layout, variables, ("p1", "p2"))  # type: ignore[arg-type]
+    assert found.movable == (1, 2)
+    canonical = found.canonical()
+    # p2 accepted, nothing else: stored as p1 accepted, the unknown id's place untouched
+    assert canonical((0, 0, 1, 0, 0, 0, 0, 0)) == (0, 1, 0, 0, 0, 0, 0, 0)
+    # p1 pending and p2 completed: a completed id is named before the pending one
+    assert canonical((0, 0, 0, 0, 0, 1, 1, 2)) == (0, 0, 0, 0, 1, 0, 1, 3)
+    assert canonical((0, 0, 0, 0, 1, 0, 1, 3)) == (0, 0, 0, 0, 1, 0, 1, 3)  # canonical
