@@ -184,10 +184,11 @@ class AbstractGraph:
 def abstract_graph(
     numbering: tuple[dict[tuple[Any, ...], int], array[int]],
     fired: Iterable[tuple[int, int]],
-    width: int,
+    labels: int,
 ) -> AbstractGraph:
     """The graph whose states ``numbering`` numbers (``abstract_numbering``) and whose
-    edges ``fired`` gives as (state, label number), by abstract state."""
+    edges ``fired`` gives as (state, label number, of ``labels``), by abstract state."""
     first_index, number_of = numbering
+    width = max(labels, 1)
     pairs = {number_of[source] * width + label for source, label in fired}
     return AbstractGraph(first_index, number_of, pairs, width)

@@ -92,6 +92,12 @@ class Domains:
     #: has only observe, propose, execute and cancel).
     derived_events: bool = True
 
+    def renamed(self, symmetry: bool | None) -> bool:
+        """Whether a search stores states under the canonical renaming of their plan
+        ids: as ``symmetry`` asks, or (None: auto) with fresh ids only, whose pool is
+        one id more than a run can accept. Both explorers decide it here."""
+        return self.ids is None if symmetry is None else symmetry
+
     def __post_init__(self) -> None:
         if self.versions < 1:
             raise ValueError(f"versions: must be at least 1, got {self.versions}")

@@ -240,8 +240,7 @@ def _explore_one(
     ``_findings``, ``judge_reachability``); what is left is the search's keyword options passed
     through and the one ``SearchResult`` they fill in."""
     space = InputSpace(policy, domains)
-    if symmetry is None:
-        symmetry = domains.ids is None
+    symmetry = domains.renamed(symmetry)
     started = time.perf_counter()
     engine = StateSearch(
         policy,

@@ -64,8 +64,8 @@ class ExploredGraph:
 
     def abstracted(self) -> AbstractGraph:
         if self._abstracted is None:
-            width = max(len(self.edge_labels), 1)
-            self._abstracted = abstract_graph(self.abstract_numbering(), self.fired_pairs(), width)
+            labels = len(self.edge_labels)
+            self._abstracted = abstract_graph(self.abstract_numbering(), self.fired_pairs(), labels)
         return self._abstracted
 
     def depth(self, index: int) -> int:

@@ -122,8 +122,8 @@ class KernelGraph:
         return self._abstracted
 
     def _abstract(self) -> AbstractGraph:
-        width = max(len(self.edge_labels), 1)
-        return abstract_graph(self.abstract_numbering(), self.fired_pairs(), width)
+        labels = len(self.edge_labels)
+        return abstract_graph(self.abstract_numbering(), self.fired_pairs(), labels)
 
     def fired_pairs(self) -> Iterator[tuple[int, int]]:
         """(state, declared transition) of every transition an expanded state's calls

@@ -138,7 +138,7 @@ def compiled(
     the inputs (cheap: no body is translated). ``symmetry``: whether states are stored
     under the canonical renaming of their plan ids (None: with fresh ids only, as the
     Python explorer chooses)."""
-    renamed = domains.ids is None if symmetry is None else symmetry
+    renamed = domains.renamed(symmetry)
     if renamed and generated.renaming is None:
         raise ValueError("kernel: no renaming of plan ids was generated for the symmetry")
     calls = domain_calls(policy, domains, model, per_state=True)
